@@ -1,0 +1,172 @@
+"""The loop program: buffers, statements and the PrimFunc that holds them.
+
+`tir/build.py` produces these from a schedule; `tir/passes/` rewrite them; `codegen/` prints them;
+`tir/interp.py` runs them on NumPy.  All nodes are immutable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..te import dtype as dt
+from ..te.expr import Expr, Var, IntImm, convert
+
+GLOBAL, LOCAL, SHARED = "global", "local", "shared"
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A named region of memory: `shape` in elements of `dtype`, in memory `scope`.
+
+    `data` is the pointer variable the code generators print.  After storage flattening every
+    buffer access has one index; `shape` keeps the logical shape for printing and checking.
+    """
+
+    name: str
+    shape: tuple
+    dtype: str
+    scope: str = GLOBAL
+    data: Var = field(default=None)  # type: ignore[assignment]
+    align: int = 64
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(convert(s) for s in self.shape))
+        if self.data is None:
+            object.__setattr__(self, "data", Var(self.name, "handle"))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"Buffer({self.name}, {list(self.shape)}, {self.dtype}, {self.scope})"
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferLoad(Expr):
+    """`buffer[indices]`; a Ramp index loads a vector."""
+
+    buffer: Buffer
+    indices: tuple
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        n = max((dt.lanes(i.dtype) for i in self.indices), default=1)
+        return dt.with_lanes(self.buffer.dtype, n)
+
+
+class Stmt:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        from .printer import stmt_str
+        return stmt_str(self)
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class BufferStore(Stmt):
+    buffer: Buffer
+    value: Expr
+    indices: tuple
+
+
+SERIAL, PARALLEL, VECTORIZED, UNROLLED, THREAD_BINDING = (
+    "serial", "parallel", "vectorized", "unrolled", "thread_binding")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    """`for loop_var in [min, min + extent)`; `kind` is serial, parallel, vectorized, unrolled or
+    thread_binding (then `thread_tag` names the axis, e.g. "threadIdx.x")."""
+
+    loop_var: Var
+    min: Expr
+    extent: Expr
+    kind: str
+    body: Stmt
+    thread_tag: str = ""
+    annotations: tuple = ()  # (key, value) pairs, e.g. pragmas
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    """`buffer` exists (is allocated) for the duration of `body`."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    condition: Expr
+    then_case: Stmt
+    else_case: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class SeqStmt(Stmt):
+    seq: tuple
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Evaluate(Stmt):
+    value: Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class AttrStmt(Stmt):
+    """An annotation on `body`, e.g. key="pragma_<name>" with a value."""
+
+    key: str
+    value: Any
+    body: Stmt
+
+
+def seq(*stmts: Stmt | None) -> Stmt:
+    """A SeqStmt of the non-empty statements, flattened; a single statement stays itself."""
+    flat: list[Stmt] = []
+    for s in stmts:
+        if s is None:
+            continue
+        if isinstance(s, SeqStmt):
+            flat.extend(s.seq)
+        else:
+            flat.append(s)
+    if len(flat) == 1:
+        return flat[0]
+    return SeqStmt(tuple(flat))
+
+
+NOP = SeqStmt(())
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class PrimFunc:
+    """A kernel: parameter buffers (in call order), the symbolic shape variables it reads from
+    them, and its body."""
+
+    name: str
+    params: tuple          # tuple[Buffer]
+    body: Stmt
+    shape_vars: tuple = ()  # tuple[Var]: symbolic dimensions, passed as extra int arguments
+    attrs: tuple = ()
+
+    def with_body(self, body: Stmt) -> "PrimFunc":
+        return PrimFunc(self.name, self.params, body, self.shape_vars, self.attrs)
+
+    def __repr__(self) -> str:
+        from .printer import func_str
+        return func_str(self)
+
+    __str__ = __repr__
+
+
+def is_one(e: Expr) -> bool:
+    return isinstance(e, IntImm) and e.value == 1
