@@ -1,0 +1,46 @@
+"""The CPU backend: PrimFuncs -> C source (codegen/c.py) -> shared library -> Module.
+
+Everything specific to running on the host lives here: the target kinds served, the memory
+scopes a schedule may use, the compiler flags a Target implies, and `build`.  All kernels given
+to one `build` go into one source file and one compiler call.
+"""
+from __future__ import annotations
+
+import platform
+from typing import Sequence
+
+from ..codegen.c import codegen_c
+from ..runtime.compile import compile_source
+from ..runtime.module import Module
+from ..target import Target
+from ..tir import nodes as N
+
+KINDS = ("c",)
+MEMORY_SCOPES = ("global", "local")
+
+
+def compile_flags(target: Target) -> list[str]:
+    """Compiler flags for `target`.
+
+    -march (x86) / -mcpu (ARM) selects the instruction set the vector types map to;
+    -ffp-contract=fast lets a*b+c become one FMA (results differ from NumPy in the last bit);
+    -fopenmp runs parallel loops; gnu11 gives statement expressions and vector extensions.
+    """
+    target = Target.parse(target)
+    if target.kind not in KINDS:
+        raise ValueError(f"the CPU backend serves target kinds {KINDS}, not {target.kind!r}")
+    machine = platform.machine().lower()
+    cpu_flag = "-march" if machine in ("x86_64", "amd64", "i686", "i386") else "-mcpu"
+    return [f"-O{target.opt_level}", f"{cpu_flag}={target.mcpu}", "-fPIC", "-shared", "-fopenmp",
+            "-ffp-contract=fast", "-std=gnu11", "-Wno-psabi", "-lm"]
+
+
+def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c") -> Module:
+    """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module."""
+    target = Target.parse(target)
+    funcs = list(funcs)
+    if not funcs:
+        raise ValueError("build needs at least one PrimFunc")
+    source = codegen_c(funcs, target)
+    lib_path = compile_source(source.text, compile_flags(target))
+    return Module(funcs, lib_path, source.text, symbols=source.symbols, target=target)

@@ -1,0 +1,312 @@
+"""Vector expressions as GCC/Clang vector extensions (`__attribute__((vector_size(N)))`).
+
+The vectorize pass leaves `float32x16`-typed expressions, `Ramp`/`Broadcast` nodes and vector
+loads and stores.  This mixin prints them for C:
+
+* One typedef per vector type used (`tf_float32x16`), plus an unaligned, may-alias variant
+  (`tf_float32x16_u`) for contiguous loads and stores through a scalar pointer.
+* Lane counts that are not a power of two (GCC requires one) are padded to the next power of
+  two.  Padding lanes hold a copy of a real lane, so lane-wise work on them (an integer
+  division) cannot fault; loads and stores only ever touch the real lanes.
+* Booleans are masks, as vector comparisons produce them: a signed integer vector with -1 for
+  true and 0 for false.  Its element width follows what produced it (float32 comparisons give
+  32-bit masks); `vmask` returns the text and that width, and conversions happen only where a
+  consumer needs another width.  Masks stored in variables are always 8-bit.
+* C has no vector ternary: a select with a vector condition is the blend `(t & m) | (f & ~m)`,
+  which evaluates both sides.  Min, max, floor division, strided and indexed (gather/scatter)
+  accesses and intrinsics go through small `static inline` helpers the compiler inlines.
+"""
+from __future__ import annotations
+
+from ..te import dtype as dt
+from ..te import expr as E
+from ..tir import nodes as N
+from .analysis import const_int, is_multiple_of, is_nonneg
+from .c_like import ATOM, CodegenError
+
+_VEC_BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/"}
+_VEC_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
+
+
+def physical_lanes(lanes: int) -> int:
+    """The power-of-two lane count a vector of `lanes` is stored in."""
+    p = 1
+    while p < lanes:
+        p *= 2
+    return p
+
+
+class VectorExtensions:
+    """Mixin for `CLikePrinter` subclasses that print vectors with GCC vector extensions."""
+
+    typedefs: dict
+
+    # Types -------------------------------------------------------------------------------------
+    def vec_type(self, elem: str, lanes: int, unaligned: bool = False) -> str:
+        """Typedef name for `lanes` x scalar dtype `elem` (declared on first use)."""
+        name = f"tf_{elem}x{lanes}"
+        size = dt.itemsize(elem) * physical_lanes(lanes)
+        if name not in self.typedefs:
+            self.typedefs[name] = (f"typedef {self.scalar_type(elem)} {name} "
+                                   f"__attribute__((vector_size({size})));")
+        if not unaligned:
+            return name
+        uname = name + "_u"
+        if uname not in self.typedefs:
+            self.typedefs[uname] = (f"typedef {self.scalar_type(elem)} {uname} __attribute__(("
+                                    f"vector_size({size}), aligned({dt.itemsize(elem)}), may_alias));")
+        return uname
+
+    def mask_type(self, width: int, lanes: int) -> str:
+        return self.vec_type(f"int{8 * width}", lanes)
+
+    def vector_type_of(self, e, dtype: str) -> str:
+        if dt.is_bool(dtype):
+            return self.mask_type(1, dt.lanes(dtype))   # stored masks are 8-bit
+        return self.vec_type(dt.element_of(dtype), dt.lanes(dtype))
+
+    def _vhelper(self, key: str, definition: str) -> str:
+        name = "tf_" + key
+        self.helpers.setdefault(name, definition.replace("NAME", name))
+        return name
+
+    def _lanewise(self, key: str, ret: str, params: list[str], lane_stmt: str, lanes: int) -> str:
+        """A helper `ret NAME(params)` that runs `lane_stmt` (using `l`) for every lane."""
+        return self._vhelper(key, f"static inline {ret} NAME({', '.join(params)}) {{\n"
+                                  f"  {ret} r;\n  for (int l = 0; l < {physical_lanes(lanes)}; ++l) "
+                                  f"{lane_stmt}\n  return r;\n}}")
+
+    # Entry points from the scalar printer ------------------------------------------------------
+    def vector_expr(self, e: E.Expr) -> str:
+        if dt.is_bool(e.dtype):
+            return self.vmask_as(e, 1)
+        return self.vvalue(e)
+
+    def vmask_as(self, e: E.Expr, width: int) -> str:
+        text, have = self.vmask(e)
+        if have == width:
+            return text
+        return f"__builtin_convertvector({text}, {self.mask_type(width, dt.lanes(e.dtype))})"
+
+    # Non-boolean vectors -----------------------------------------------------------------------
+    def vvalue(self, e: E.Expr) -> str:
+        lanes, elem = dt.lanes(e.dtype), dt.element_of(e.dtype)
+        T = self.vec_type(elem, lanes)
+        if isinstance(e, E.Var):
+            return self.print_Var(e)[0]
+        if isinstance(e, N.BufferLoad):
+            return self.vload(e)
+        if isinstance(e, E.Broadcast):
+            name = self._vhelper(f"bcast_{elem}x{lanes}", f"static inline {T} NAME({self.scalar_type(elem)} v) "
+                                 f"{{ return ({T}){{{', '.join(['v'] * physical_lanes(lanes))}}}; }}")
+            return f"{name}({self.expr(e.value)})"
+        if isinstance(e, E.Ramp):
+            s = self.scalar_type(elem)
+            name = self._lanewise(f"ramp_{elem}x{lanes}", T, [f"{s} base", f"{s} stride"],
+                                  f"r[l] = ({s})(base + l * stride);", lanes)
+            return f"{name}({self.expr(e.base)}, {self.expr(e.stride)})"
+        if type(e) in _VEC_BINARY:
+            return f"({self.vvalue(e.a)} {_VEC_BINARY[type(e)]} {self.vvalue(e.b)})"
+        if isinstance(e, (E.FloorDiv, E.FloorMod)):
+            return self._vfloor(e, T, elem, lanes)
+        if isinstance(e, (E.Min, E.Max)):
+            kind, op = ("min", "<") if isinstance(e, E.Min) else ("max", ">")
+            blend = self._blend(elem, lanes)
+            M = self.mask_type(dt.itemsize(elem), lanes)
+            name = self._vhelper(f"{kind}_{elem}x{lanes}", f"static inline {T} NAME({T} a, {T} b) "
+                                 f"{{ return {blend}(({M})(a {op} b), a, b); }}")
+            return f"{name}({self.vvalue(e.a)}, {self.vvalue(e.b)})"
+        if isinstance(e, E.Select):
+            if dt.lanes(e.condition.dtype) == 1:
+                return f"({self.expr(e.condition, 5)} ? {self.vvalue(e.true_value)} : {self.vvalue(e.false_value)})"
+            m = self.vmask_as(e.condition, dt.itemsize(elem))
+            return f"{self._blend(elem, lanes)}({m}, {self.vvalue(e.true_value)}, {self.vvalue(e.false_value)})"
+        if isinstance(e, E.Cast):
+            if dt.is_bool(e.value.dtype):   # mask -1/0 -> 1/0 -> target type
+                return f"__builtin_convertvector(-{self.vmask(e.value)[0]}, {T})"
+            if e.value.dtype == e.dtype:
+                return self.vvalue(e.value)
+            return f"__builtin_convertvector({self.vvalue(e.value)}, {T})"
+        if isinstance(e, E.Call):
+            return self._vcall(e, T, elem, lanes)
+        if isinstance(e, E.Let):
+            return self._vlet(e, lambda: self.vvalue(e.body))
+        raise CodegenError(f"{self.func_name}: cannot print vector {type(e).__name__} ({e})")
+
+    def _vlet(self, e: E.Let, body_fn):
+        value = self.expr(e.value)
+        with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
+            body = body_fn()
+        return f"({{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; {body}; }})"
+
+    def _blend(self, elem: str, lanes: int) -> str:
+        """Helper `NAME(mask, t, f)`: lanes of t where mask is set, else of f."""
+        T = self.vec_type(elem, lanes)
+        M = self.mask_type(dt.itemsize(elem), lanes)
+        return self._vhelper(f"select_{elem}x{lanes}", f"static inline {T} NAME({M} m, {T} t, {T} f) "
+                             f"{{ return ({T})((({M})t & m) | (({M})f & ~m)); }}")
+
+    def _vfloor(self, e: E.BinaryOp, T: str, elem: str, lanes: int) -> str:
+        kind = "floordiv" if isinstance(e, E.FloorDiv) else "floormod"
+        a, b = self.vvalue(e.a), self.vvalue(e.b)
+        if dt.is_float(elem):
+            f = self.float_floor_helper(kind, elem)(f"tf_{kind}_{elem}")
+            self.helpers.setdefault(f"tf_{kind}_{elem}", f)
+            name = self._lanewise(f"{kind}_{elem}x{lanes}", T, [f"{T} a", f"{T} b"],
+                                  f"r[l] = tf_{kind}_{elem}(a[l], b[l]);", lanes)
+            return f"{name}({a}, {b})"
+        if is_nonneg(e.a, self.nonneg) and is_nonneg(e.b, self.nonneg):
+            return f"({a} {'/' if kind == 'floordiv' else '%'} {b})"
+        # Lanes where b == 0 divide by 1 and give 0 (as NumPy); otherwise C's truncating
+        # q, r are corrected by one step where r != 0 and r, b have opposite signs.
+        lines = [f"const {T} zero = {{0}};",
+                 f"{T} z = ({T})(b == zero);   /* all ones where b == 0 */",
+                 f"{T} bs = b - z;             /* ... which divide by 1 instead */"]
+        if dt.is_uint(elem):
+            lines.append(f"return (a {'/' if kind == 'floordiv' else '%'} bs) & ~z;")
+        else:
+            lines += [f"{T} q = a / bs, r = a % bs;",
+                      f"{T} fix = ({T})((r != zero) & ((r < zero) != (bs < zero)));   /* -1 or 0 */",
+                      f"return ({'q + fix' if kind == 'floordiv' else 'r + (bs & fix)'}) & ~z;"]
+        body = "".join(f"  {line}\n" for line in lines)
+        name = self._vhelper(f"{kind}_{elem}x{lanes}", f"static inline {T} NAME({T} a, {T} b) {{\n{body}}}")
+        return f"{name}({a}, {b})"
+
+    def _vcall(self, e: E.Call, T: str, elem: str, lanes: int) -> str:
+        arg_elem = dt.element_of(e.args[0].dtype)
+        AT = self.vec_type(arg_elem, lanes)
+        lane_args = [f"x{k}[l]" for k in range(len(e.args))]
+        if dt.is_float(arg_elem):
+            text = self.math_call(e.op, lane_args, arg_elem)
+        else:
+            text = f"({self.scalar_type(elem)})" + self.math_call(
+                e.op, [f"(double){a}" for a in lane_args], "float64")
+        params = [f"{AT} x{k}" for k in range(len(e.args))]
+        name = self._lanewise(f"{e.op}_{e.args[0].dtype}", T, params, f"r[l] = {text};", lanes)
+        return f"{name}({', '.join(self.vvalue(a) for a in e.args)})"
+
+    # Boolean vectors (masks) -------------------------------------------------------------------
+    def vmask(self, e: E.Expr) -> tuple[str, int]:
+        """(text of a -1/0 integer mask, its element width in bytes) for a boolxN expression."""
+        lanes = dt.lanes(e.dtype)
+        if isinstance(e, E.Var):
+            return self.print_Var(e)[0], 1
+        if type(e) in _VEC_CMP:
+            if dt.is_bool(e.a.dtype):
+                a, w = self.vmask(e.a)
+                b = self.vmask_as(e.b, w)
+            else:
+                a, b, w = self.vvalue(e.a), self.vvalue(e.b), dt.itemsize(dt.element_of(e.a.dtype))
+            return f"(({self.mask_type(w, lanes)})({a} {_VEC_CMP[type(e)]} {b}))", w
+        if isinstance(e, (E.And, E.Or)):
+            a, w = self.vmask(e.a)
+            return f"({a} {'&' if isinstance(e, E.And) else '|'} {self.vmask_as(e.b, w)})", w
+        if isinstance(e, E.Not):
+            a, w = self.vmask(e.a)
+            return f"(~{a})", w
+        if isinstance(e, E.Broadcast):
+            M = self.mask_type(1, lanes)
+            name = self._vhelper(f"bcast_int8x{lanes}", f"static inline {M} NAME(int8_t v) "
+                                 f"{{ return ({M}){{{', '.join(['v'] * physical_lanes(lanes))}}}; }}")
+            return f"{name}((int8_t)-{self.expr(e.value, 14)})", 1
+        if isinstance(e, E.Cast):   # number -> bool: lanes that are nonzero
+            elem = dt.element_of(e.value.dtype)
+            T, w = self.vec_type(elem, lanes), dt.itemsize(elem)
+            return f"(({self.mask_type(w, lanes)})({self.vvalue(e.value)} != ({T}){{0}}))", w
+        if isinstance(e, E.Select):
+            t, w = self.vmask(e.true_value)
+            f = self.vmask_as(e.false_value, w)
+            if dt.lanes(e.condition.dtype) == 1:
+                return f"({self.expr(e.condition, 5)} ? {t} : {f})", w
+            blend = self._blend(f"int{8 * w}", lanes)
+            return f"{blend}({self.vmask_as(e.condition, w)}, {t}, {f})", w
+        if isinstance(e, E.Call):   # isnan / isinf
+            elem = dt.element_of(e.args[0].dtype)
+            w = dt.itemsize(elem)
+            M, AT = self.mask_type(w, lanes), self.vec_type(elem, lanes)
+            test = self.math_call(e.op, ["x[l]"], elem if dt.is_float(elem) else "float64")
+            name = self._lanewise(f"{e.op}_{elem}x{lanes}", M, [f"{AT} x"],
+                                  f"r[l] = {test} ? -1 : 0;", lanes)
+            return f"{name}({self.vvalue(e.args[0])})", w
+        if isinstance(e, N.BufferLoad):
+            return self.vload(e), 1
+        if isinstance(e, E.Let):
+            return self._vlet(e, lambda: self.vmask_as(e.body, 1)), 1
+        raise CodegenError(f"{self.func_name}: cannot print boolean vector {type(e).__name__} ({e})")
+
+    # Loads and stores --------------------------------------------------------------------------
+    def vload(self, e: N.BufferLoad) -> str:
+        buf = e.buffer
+        index = self.single_index(buf, e.indices, "load")
+        lanes, elem = dt.lanes(index.dtype), dt.element_of(buf.dtype)
+        ptr, is_bool = self.buffer_ref(buf), dt.is_bool(elem)
+        s = self.scalar_type(elem)
+        T = self.mask_type(1, lanes) if is_bool else self.vec_type(elem, lanes)
+        lane = "{} ? -1 : 0" if is_bool else "{}"
+        pad = f" for (int l = {lanes}; l < {physical_lanes(lanes)}; ++l) r[l] = r[0];" \
+            if physical_lanes(lanes) != lanes else ""
+        if isinstance(index, E.Ramp) and const_int(index.stride) == 1:
+            addr = self._address(ptr, index.base)
+            if not is_bool and physical_lanes(lanes) == lanes:
+                aligned = self.vector_aligned(buf, index.base, elem, lanes)
+                V = self.vec_type(elem, lanes, unaligned=not aligned)
+                return f"(*(const {V}*)({addr}))"
+            name = self._vhelper(f"load_{elem}x{lanes}", f"static inline {T} NAME(const {s}* p) {{\n"
+                                 f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
+                                 f"{lane.format('p[l]')};{pad}\n  return r;\n}}")
+            return f"{name}({addr})"
+        if isinstance(index, E.Ramp):
+            name = self._vhelper(f"gather_strided_{elem}x{lanes}",
+                                 f"static inline {T} NAME(const {s}* p, int64_t base, int64_t stride) {{\n"
+                                 f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
+                                 f"{lane.format('p[base + l * stride]')};{pad}\n  return r;\n}}")
+            return f"{name}({ptr}, {self.expr(index.base)}, {self.expr(index.stride)})"
+        I = self.vec_type(dt.element_of(index.dtype), lanes)
+        name = self._vhelper(f"gather_{elem}x{lanes}_by_{index.dtype}",
+                             f"static inline {T} NAME(const {s}* p, {I} idx) {{\n"
+                             f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
+                             f"{lane.format('p[idx[l]]')};{pad}\n  return r;\n}}")
+        return f"{name}({ptr}, {self.vvalue(index)})"
+
+    def _address(self, ptr: str, base: E.Expr) -> str:
+        return ptr if E.is_const_int(base, 0) else f"{ptr} + {self.expr(base)}"
+
+    def vector_aligned(self, buf: N.Buffer, base: E.Expr, elem: str, lanes: int) -> bool:
+        """Whether a contiguous access at `base` is provably aligned to the vector's size: only
+        for buffers this function allocated (64-byte aligned) and a base that is a multiple of
+        the lane count."""
+        nbytes = dt.itemsize(elem) * lanes
+        return (buf.data in self.allocated and nbytes <= 64 and 64 % nbytes == 0
+                and is_multiple_of(base, lanes))
+
+    def vector_store(self, s: N.BufferStore, index: E.Expr) -> None:
+        buf = s.buffer
+        lanes, elem = dt.lanes(index.dtype), dt.element_of(buf.dtype)
+        if lanes != dt.lanes(s.value.dtype):
+            raise CodegenError(f"{self.func_name}: store to {buf.name!r} of a {s.value.dtype} "
+                               f"value at a {index.dtype} index (lane counts differ)")
+        ptr, is_bool, sc = self.buffer_ref(buf), dt.is_bool(elem), self.scalar_type(elem)
+        value = self.vmask_as(s.value, 1) if is_bool else self.vvalue(s.value)
+        V = self.mask_type(1, lanes) if is_bool else self.vec_type(elem, lanes)
+        lane = "v[l] != 0" if is_bool else "v[l]"
+        if isinstance(index, E.Ramp) and const_int(index.stride) == 1:
+            addr = self._address(ptr, index.base)
+            if not is_bool and physical_lanes(lanes) == lanes:
+                aligned = self.vector_aligned(buf, index.base, elem, lanes)
+                U = self.vec_type(elem, lanes, unaligned=not aligned)
+                self.emit(f"*({U}*)({addr}) = {value};")
+                return
+            name = self._vhelper(f"store_{elem}x{lanes}", f"static inline void NAME({sc}* p, {V} v) "
+                                 f"{{ for (int l = 0; l < {lanes}; ++l) p[l] = {lane}; }}")
+            self.emit(f"{name}({addr}, {value});")
+        elif isinstance(index, E.Ramp):
+            name = self._vhelper(f"scatter_strided_{elem}x{lanes}",
+                                 f"static inline void NAME({sc}* p, int64_t base, int64_t stride, {V} v) "
+                                 f"{{ for (int l = 0; l < {lanes}; ++l) p[base + l * stride] = {lane}; }}")
+            self.emit(f"{name}({ptr}, {self.expr(index.base)}, {self.expr(index.stride)}, {value});")
+        else:
+            I = self.vec_type(dt.element_of(index.dtype), lanes)
+            name = self._vhelper(f"scatter_{elem}x{lanes}_by_{index.dtype}",
+                                 f"static inline void NAME({sc}* p, {I} idx, {V} v) "
+                                 f"{{ for (int l = 0; l < {lanes}; ++l) p[idx[l]] = {lane}; }}")
+            self.emit(f"{name}({ptr}, {self.vvalue(index)}, {value});")

@@ -1,0 +1,81 @@
+"""Helpers for tests and examples: random inputs, reference checks of a schedule on every
+backend and on the reference interpreter."""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..te import dtype as dt
+from ..te.tensor import PlaceholderOp, Tensor
+
+
+def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator, low=-1.0, high=1.0) -> np.ndarray:
+    """Random data of `dtype`: uniform floats in [low, high), small integers, random bools."""
+    if dt.is_float(dtype):
+        return rng.uniform(low, high, size=shape).astype(dtype)
+    if dt.is_bool(dtype):
+        return rng.integers(0, 2, size=shape).astype(bool)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+
+
+def make_arguments(args: Sequence[Tensor], seed: int = 0, shape_env: dict | None = None):
+    """Arrays for `args`: random data for placeholders, zeros for computed tensors.  Symbolic
+    dimensions take their values from `shape_env` ({Var: int})."""
+    from ..te.expr import IntImm
+    from ..arith import simplify
+    from ..tir.functor import substitute
+    rng = np.random.default_rng(seed)
+    env = {k: v for k, v in (shape_env or {}).items()}
+    arrays = []
+    for t in args:
+        shape = []
+        for d in t.shape:
+            value = simplify(substitute(d, {k: IntImm("int32", v) for k, v in env.items()}))
+            if not isinstance(value, IntImm):
+                raise ValueError(f"dimension {d} of {t.name} has no value in shape_env")
+            shape.append(value.value)
+        if isinstance(t.op, PlaceholderOp):
+            arrays.append(random_array(shape, t.dtype, rng))
+        else:
+            arrays.append(np.zeros(shape, dt.to_numpy(t.dtype)))
+    return arrays
+
+
+def check_schedule(sch, args: Sequence[Tensor], reference: Callable, *, rtol: float = 1e-5,
+                   atol: float = 1e-5, seed: int = 0, interpreter: bool = True, target: str = "c",
+                   shape_env: dict | None = None, module=None):
+    """Lower and build `sch`, run it on random inputs, and compare every output with
+    `reference(*inputs)` (which returns one array or a tuple); with `interpreter=True` the
+    reference interpreter runs the same loop program and must agree too.  Returns the PrimFunc."""
+    from .. import driver
+    from ..tir import interp
+
+    func = driver.lower(sch, args)
+    arrays = make_arguments(args, seed, shape_env)
+    is_input = [isinstance(t.op, PlaceholderOp) for t in args]
+    inputs = [a for a, inp in zip(arrays, is_input) if inp]
+    expected = reference(*inputs)
+    expected = list(expected) if isinstance(expected, (tuple, list)) else [expected]
+    out_pos = [k for k, inp in enumerate(is_input) if not inp]
+    runs = []
+    if target is not None:
+        mod = module or driver.build(func, target=target)
+        c_arrays = [a.copy() for a in arrays]
+        mod(*c_arrays)
+        runs.append(("C backend", c_arrays))
+    if interpreter:
+        i_arrays = [a.copy() for a in arrays]
+        interp.run(func, *i_arrays)
+        runs.append(("interpreter", i_arrays))
+    for label, result in runs:
+        for k, want in zip(out_pos, expected):
+            got = result[k]
+            if dt.is_float(args[k].dtype):
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=atol,
+                                           err_msg=f"{label}: output {args[k].name}\n{func}")
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=f"{label}: output {args[k].name}\n{func}")
+    return func

@@ -1,0 +1,40 @@
+"""The project's best hand-written fp32 GEMM schedule (used by `tensorforge demo` and
+`benchmarks/gemm.py`).
+
+C = A @ B with B first packed into column panels `PB[j // nr, k, j % nr]` so the inner kernel
+reads it contiguously.  Each (mr x nr) tile of C accumulates in a local buffer that the C
+compiler keeps in SIMD registers: the mr rows are unrolled, the nr columns are one vector, and
+the k loop runs outside them (register blocking: mr * nr / lanes accumulators).
+"""
+from __future__ import annotations
+
+from .. import te
+
+
+def gemm_schedule(m: int, n: int, k: int, mr: int = 8, nr: int = 32, dtype: str = "float32"):
+    """Returns (schedule, [A, B, C]) for C[m, n] = A[m, k] @ B[k, n]."""
+    A = te.placeholder((m, k), dtype, name="A")
+    B = te.placeholder((k, n), dtype, name="B")
+    panels = (n + nr - 1) // nr
+    PB = te.compute((panels, k, nr),
+                    lambda p, r, c: te.if_then_else(p * nr + c < n, B[r, p * nr + c], te.const(0, dtype)),
+                    name="B_packed")
+    r = te.reduce_axis((0, k), name="k")
+    C = te.compute((m, n), lambda i, j: te.sum(A[i, r] * PB[j // nr, r, j % nr], axis=r), name="C")
+
+    s = te.create_schedule(C.op)
+    CC = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, jo, ii, ji = s[C].tile(i, j, mr, nr)
+    s[CC].compute_at(s[C], jo)
+    ci, cj = s[CC].op.axis
+    (ck,) = s[CC].op.reduce_axis
+    s[CC].reorder(ck, ci, cj)
+    s[CC].unroll(ci)
+    s[CC].vectorize(cj)
+    s[C].vectorize(ji)
+    s[C].parallel(io)
+    p, _, c = s[PB].op.axis
+    s[PB].vectorize(c)
+    s[PB].parallel(p)
+    return s, [A, B, C]

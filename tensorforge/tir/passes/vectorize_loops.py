@@ -1,0 +1,139 @@
+"""Vectorization: a loop marked `vectorized` becomes one statement on SIMD vectors.
+
+The loop variable becomes `Ramp(min, 1, lanes)`; expressions that depend on it become vectors
+(loop-invariant operands are broadcast, affine index arithmetic stays a Ramp so that loads and
+stores of consecutive elements stay contiguous).  When the body holds something that has no safe
+vector form (a call, a condition that depends on the lane, a load under a lane-dependent select, a
+store of a vector to one address, a non-power-of-two extent) the loop stays a scalar loop of kind
+`vectorized`, and the code generator asks the C compiler to vectorize it (`omp simd`).
+"""
+from __future__ import annotations
+
+from ...te import dtype as dt
+from ...te import expr as E
+from .. import nodes as N
+from ..functor import Mutator, post_order_visit, uses_var
+
+MAX_LANES = 64
+
+
+class _CannotVectorize(Exception):
+    pass
+
+
+def _is_vec(e: E.Expr) -> bool:
+    return dt.lanes(e.dtype) > 1
+
+
+def _has_load(e: E.Expr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, N.BufferLoad) else None)
+    return bool(found)
+
+
+class _Vectorizer:
+    """Rewrites a loop body with the loop variable replaced by a Ramp of `lanes` lanes."""
+
+    def __init__(self, var: E.Var, start: E.Expr, lanes: int):
+        self.var, self.start, self.lanes = var, start, lanes
+
+    def bcast(self, e: E.Expr) -> E.Expr:
+        return e if _is_vec(e) else E.Broadcast(e, self.lanes)
+
+    # -- expressions ----------------------------------------------------------------------------
+    def expr(self, e: E.Expr) -> E.Expr:
+        if isinstance(e, E.Var):
+            return E.Ramp(self.start, E.const(1, e.dtype), self.lanes) if e is self.var else e
+        if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+            return e
+        if not uses_var(e, self.var):
+            return e
+        if isinstance(e, E.BinaryOp):
+            return self.binary(type(e), self.expr(e.a), self.expr(e.b))
+        if isinstance(e, E.Cast):
+            v = self.expr(e.value)
+            return E.Cast(dt.with_lanes(e.dtype, self.lanes), v) if _is_vec(v) else E.Cast(e.dtype, v)
+        if isinstance(e, E.Not):
+            return E.Not(self.expr(e.a))
+        if isinstance(e, E.Select):
+            c, t, f = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
+            if (_is_vec(c) or _is_vec(t) or _is_vec(f)) and (_has_load(t) or _has_load(f)):
+                raise _CannotVectorize("load under a lane-dependent select")
+            if not (_is_vec(c) or _is_vec(t) or _is_vec(f)):
+                return E.Select(c, t, f)
+            return E.Select(self.bcast(c), self.bcast(t), self.bcast(f))
+        if isinstance(e, N.BufferLoad):
+            indices = tuple(self.expr(i) for i in e.indices)
+            return N.BufferLoad(e.buffer, indices)
+        raise _CannotVectorize(type(e).__name__)
+
+    def binary(self, cls: type, a: E.Expr, b: E.Expr) -> E.Expr:
+        va, vb = _is_vec(a), _is_vec(b)
+        if not va and not vb:
+            return cls(a, b)
+        if cls in (E.FloorDiv, E.FloorMod) and not dt.is_float(a.dtype):
+            raise _CannotVectorize("integer floor division on vectors")
+        # affine index arithmetic keeps Ramps
+        ra, rb = isinstance(a, E.Ramp), isinstance(b, E.Ramp)
+        if cls is E.Add and (ra or rb):
+            if ra and rb:
+                return E.Ramp(a.base + b.base, a.stride + b.stride, self.lanes)
+            if ra and not vb:
+                return E.Ramp(a.base + b, a.stride, self.lanes)
+            if rb and not va:
+                return E.Ramp(a + b.base, b.stride, self.lanes)
+        if cls is E.Sub and ra and not vb:
+            return E.Ramp(a.base - b, a.stride, self.lanes)
+        if cls is E.Sub and rb and not va:
+            return E.Ramp(a - b.base, E.const(0, b.stride.dtype) - b.stride, self.lanes)
+        if cls is E.Mul and ra and not vb:
+            return E.Ramp(a.base * b, a.stride * b, self.lanes)
+        if cls is E.Mul and rb and not va:
+            return E.Ramp(a * b.base, a * b.stride, self.lanes)
+        return cls(self.bcast(a), self.bcast(b))
+
+    # -- statements -----------------------------------------------------------------------------
+    def stmt(self, s: N.Stmt) -> N.Stmt:
+        if isinstance(s, N.BufferStore):
+            index = tuple(self.expr(i) for i in s.indices)
+            value = self.expr(s.value)
+            if not any(_is_vec(i) for i in index):
+                # the same address every lane: the scalar loop would store `lanes` times
+                raise _CannotVectorize("store to a lane-independent address")
+            return N.BufferStore(s.buffer, self.bcast(value), index)
+        if isinstance(s, N.SeqStmt):
+            return N.SeqStmt(tuple(self.stmt(x) for x in s.seq))
+        if isinstance(s, N.For):
+            if uses_var(s.min, self.var) or uses_var(s.extent, self.var):
+                raise _CannotVectorize("inner loop bounds depend on the lane")
+            return N.For(s.loop_var, s.min, s.extent, s.kind, self.stmt(s.body), s.thread_tag, s.annotations)
+        if isinstance(s, N.IfThenElse):
+            if uses_var(s.condition, self.var):
+                raise _CannotVectorize("condition depends on the lane")
+            other = self.stmt(s.else_case) if s.else_case is not None else None
+            return N.IfThenElse(s.condition, self.stmt(s.then_case), other)
+        if isinstance(s, N.LetStmt):
+            if uses_var(s.value, self.var):
+                raise _CannotVectorize("let value depends on the lane")
+            return N.LetStmt(s.var, s.value, self.stmt(s.body))
+        if isinstance(s, N.AttrStmt):
+            return N.AttrStmt(s.key, s.value, self.stmt(s.body))
+        raise _CannotVectorize(type(s).__name__)
+
+
+class _VectorizeLoops(Mutator):
+    def visit_For(self, node: N.For):
+        node = self.generic_visit(node)
+        if node.kind != N.VECTORIZED or not isinstance(node.extent, E.IntImm):
+            return node
+        lanes = node.extent.value
+        if lanes < 2 or lanes > MAX_LANES or lanes & (lanes - 1):
+            return node
+        try:
+            return _Vectorizer(node.loop_var, node.min, lanes).stmt(node.body)
+        except _CannotVectorize:
+            return node
+
+
+def vectorize_loops(func: N.PrimFunc) -> N.PrimFunc:
+    return func.with_body(_VectorizeLoops().visit(func.body))
