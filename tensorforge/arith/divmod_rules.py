@@ -119,7 +119,8 @@ def _div_rest(s: "Simplifier", r: LinearForm, c: int) -> LinearForm:
         t = single[0]
         if isinstance(t, E.FloorDiv) and isinstance(t.b, E.IntImm) and t.b.value > 0:
             return s.parse(floordiv(s, t.a, E.IntImm(r.dtype, t.b.value * c)))
-        if isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value % c == 0:
+        if (isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value > 0
+                and t.b.value % c == 0):
             inner = floordiv(s, t.a, E.IntImm(r.dtype, c))
             return s.parse(floormod(s, inner, E.IntImm(r.dtype, t.b.value // c)))
     return _atom(s, E.FloorDiv(s.build(r), E.IntImm(r.dtype, c)))
@@ -187,9 +188,16 @@ def _symbolic(s: "Simplifier", cls: type, a: E.Expr, b: E.Expr) -> E.Expr:
     if rest.is_const and rest.const == 0:
         zero = LinearForm.constant(0, dtype)
         return s.build(quotient if cls is E.FloorDiv else zero)
-    lo, _ = s.bounds(rest_expr)
-    if lo >= 0 and s.diff_bounds(b, rest_expr)[0] >= 1:  # 0 <= rest < b
+    if _within_divisor(s, rest_expr, b):
         return s.build(quotient) if cls is E.FloorDiv else rest_expr
     if cls is E.FloorMod:
         return E.FloorMod(rest_expr, b)
     return s.build(quotient.add(_atom(s, E.FloorDiv(rest_expr, b))))
+
+
+def _within_divisor(s: "Simplifier", r: E.Expr, b: E.Expr) -> bool:
+    # Whether r // b == 0 (equivalently r % b == r): r = y % b lies between 0 and b whatever the
+    # sign of b; otherwise try to prove 0 <= r < b.
+    if isinstance(r, E.FloorMod) and s.key(r.b) == s.key(b):
+        return True
+    return s.bounds(r)[0] >= 0 and s.diff_bounds(b, r)[0] >= 1

@@ -48,23 +48,31 @@ class IntervalEval:
         self.dom: dict[E.Var, Interval] = {
             v: iv if isinstance(iv, Interval) else Interval.from_range(iv) for v, iv in dom.items()}
         self.memo: dict[int, tuple[E.Expr, Ends]] = {}
-        self.dep: dict[int, bool] = {}
+        self.dep: dict[int, tuple] = {}
 
     def depends(self, e) -> bool:
         """Whether `e` mentions a relaxed variable."""
+        # Plain loops rather than any(generator): a generator frame per level would put the
+        # recursion on the C stack.
         hit = self.dep.get(id(e))
         if hit is None:
+            hit = False
             if isinstance(e, E.Var):
                 hit = e in self.dom
             elif isinstance(e, tuple):
-                hit = any(self.depends(x) for x in e)
+                for x in e:
+                    if self.depends(x):
+                        hit = True
+                        break
             elif isinstance(e, E.Expr) and dataclasses.is_dataclass(e):
-                hit = any(self.depends(getattr(e, f.name)) for f in dataclasses.fields(e)
-                          if isinstance(getattr(e, f.name), (E.Expr, tuple)))
-            else:
-                hit = False
-            self.dep[id(e)] = hit
-        return hit
+                for f in dataclasses.fields(e):
+                    child = getattr(e, f.name)
+                    if isinstance(child, (E.Expr, tuple)) and self.depends(child):
+                        hit = True
+                        break
+            self.dep[id(e)] = (e, hit)
+            return hit
+        return hit[1]
 
     def eval(self, e: E.Expr) -> Ends:
         if not self.depends(e):

@@ -7,7 +7,7 @@ ring, so rewriting a sum into this form is exact in every integer dtype; coeffic
 unbounded Python ints and reduced to the dtype when the form is turned back into an expression.
 
 `to_expr` fixes the canonical printed order: terms with positive coefficients first, larger
-coefficients first, ties broken by `Interner.sort_key`; then the negative ones; then the constant
+coefficients first, plain variables before compound terms, then by `Interner.sort_key`; then the negative ones; then the constant
 (`i*16 + j*4 + k - m - 3`).
 """
 from __future__ import annotations
@@ -94,8 +94,8 @@ def to_expr(form: LinearForm, interner: Interner) -> E.Expr:
     form = form.reduced()
     dtype = form.dtype
     items = [(t, c) for t, c in form.terms.values()]
-    pos = sorted((x for x in items if x[1] > 0), key=lambda x: (-x[1], interner.sort_key(x[0])))
-    neg = sorted((x for x in items if x[1] < 0), key=lambda x: (x[1], interner.sort_key(x[0])))
+    pos = sorted((x for x in items if x[1] > 0), key=lambda x: (-x[1],) + _rank(x[0], interner))
+    neg = sorted((x for x in items if x[1] < 0), key=lambda x: (x[1],) + _rank(x[0], interner))
     k = form.const
     result: E.Expr | None = None
     for t, c in pos:
@@ -115,6 +115,11 @@ def to_expr(form: LinearForm, interner: Interner) -> E.Expr:
     elif k < 0:
         result = _subtract(result, None, -k, dtype)
     return result
+
+
+def _rank(t: E.Expr, interner: Interner) -> tuple:
+    # Plain variables before compound terms of the same coefficient: i + j // 4, not j // 4 + i.
+    return (0 if isinstance(t, E.Var) else 1, interner.sort_key(t))
 
 
 def _imm(value: int, dtype: str) -> E.IntImm:

@@ -6,7 +6,9 @@ import contextlib
 import sys
 from typing import Iterator
 
-_NEEDED = 50_000
+# From 3.11 on, Python-to-Python calls do not use the C stack, so a high limit is safe; before,
+# every frame does and the limit must stay well below what an 8 MiB stack holds.
+_NEEDED = 100_000 if sys.version_info >= (3, 11) else 15_000
 
 
 @contextlib.contextmanager

@@ -55,7 +55,8 @@ class Simplifier(Mutator):
         hit = self.memo.get(id(node))
         if hit is not None:
             return hit[1]
-        result = super().visit(node)
+        method = getattr(self, "visit_" + type(node).__name__, None)
+        result = method(node) if method is not None else self.generic_visit(node)
         self.memo[id(node)] = (node, result)
         return result
 
@@ -255,6 +256,15 @@ class Simplifier(Mutator):
         # d op 0 written as P op N - k (P: positive terms, N: negated negative terms, k: constant);
         # a side with no terms takes the constant.  EQ/NE fix the sign of the first term.
         d = d.reduced()
+        g = 0
+        for _, c in d.terms.values():
+            g = math.gcd(g, c)
+        if g > 1:  # g*t + k op 0 with integer t: divide through, rounding k the exact way
+            k = d.const
+            if cls in (E.EQ, E.NE) and k % g:
+                return E.IntImm(dtype, int(cls is E.NE))
+            new_k = k // g if cls in (E.LT, E.EQ, E.NE) else -(-k // g)
+            d = LinearForm(d.dtype, {key: (t, c // g) for key, (t, c) in d.terms.items()}, new_k)
         if cls in (E.EQ, E.NE):
             first = min(d.terms.values(), key=lambda tc: self.interner.sort_key(tc[0]))
             if first[1] < 0:

@@ -12,6 +12,7 @@ import dataclasses
 import itertools
 import math
 import weakref
+import zlib
 from typing import Any
 
 from ..te.expr import BinaryOp, Expr, FloatImm, IntImm, Var
@@ -56,19 +57,30 @@ class _Equal:
             return _same_float(a, b)
         if isinstance(a, _PRIMITIVE):
             return a == b
+        # Plain loops rather than all(generator), which would recurse on the C stack.
         if isinstance(a, (tuple, list)):
-            return len(a) == len(b) and all(self.eq(x, y) for x, y in zip(a, b))
+            if len(a) != len(b):
+                return False
+            for x, y in zip(a, b):
+                if not self.eq(x, y):
+                    return False
+            return True
         if isinstance(a, dict):
-            return a.keys() == b.keys() and all(self.eq(a[k], b[k]) for k in a)
+            if a.keys() != b.keys():
+                return False
+            for k in a:
+                if not self.eq(a[k], b[k]):
+                    return False
+            return True
         pair = (id(a), id(b))
         if pair in self.done:
             return True
         if dataclasses.is_dataclass(a):
             self.done.add(pair)
-            names = [f.name for f in dataclasses.fields(a)]
-            if not all(self.eq(getattr(a, n), getattr(b, n)) for n in names):
-                self.done.discard(pair)
-                return False
+            for f in dataclasses.fields(a):
+                if not self.eq(getattr(a, f.name), getattr(b, f.name)):
+                    self.done.discard(pair)
+                    return False
             return True
         try:
             return bool(a == b)
@@ -129,6 +141,7 @@ class Interner:
         self._by_id: dict[int, tuple[Any, int]] = {}
         self._table: dict[tuple, int] = {}
         self._sort: dict[int, tuple] = {}
+        self._hash: dict[int, int] = {}
         self._keep: list[Any] = []
 
     def key(self, e: Expr) -> int:
@@ -158,7 +171,7 @@ class Interner:
         if isinstance(e, BinaryOp):
             return (type(e), e.dtype, self.key(e.a), self.key(e.b))
         if dataclasses.is_dataclass(e):
-            return (type(e),) + tuple(self._field(getattr(e, f.name)) for f in dataclasses.fields(e))
+            return (type(e),) + tuple([self._field(getattr(e, f.name)) for f in dataclasses.fields(e)])
         self._keep.append(e)
         return ("id", id(e))
 
@@ -166,7 +179,7 @@ class Interner:
         if isinstance(v, Expr):
             return ("e", self.key(v))
         if isinstance(v, tuple):
-            return tuple(self._field(x) for x in v)
+            return tuple([self._field(x) for x in v])
         if isinstance(v, float):
             return repr(v)
         if isinstance(v, _PRIMITIVE):
@@ -175,33 +188,82 @@ class Interner:
         return ("id", id(v))
 
     def sort_key(self, e: Expr) -> tuple:
-        """A deterministic total-order key (class names, dtypes, variable names, values)."""
+        """A deterministic order key: class names, dtypes, variable names and values of the top
+        few levels, then a deterministic hash of the whole structure.
+
+        Keys stay shallow so that comparing the keys of very deep expressions does not recurse
+        deeply in C (tuple comparison).  Equal keys of different expressions are possible but
+        need an equal top and a hash collision; the order is still deterministic then.
+        """
         k = self.key(e)
         hit = self._sort.get(k)
         if hit is None:
-            hit = self._sort_key(e)
+            hit = (self._shallow(e, _SORT_DEPTH), self.det_hash(e))
             self._sort[k] = hit
         return hit
 
-    def _sort_key(self, e: Expr) -> tuple:
+    def _shallow(self, e: Expr, depth: int) -> tuple:
         if isinstance(e, Var):
             return ("Var", e.name, e.dtype, ordinal(e))
         if isinstance(e, IntImm):
             return ("IntImm", e.dtype, e.value)
         if isinstance(e, FloatImm):
             return ("FloatImm", e.dtype, repr(e.value))
+        if depth == 0:
+            return ("~", self.det_hash(e))
         if isinstance(e, BinaryOp):
-            return (type(e).__name__, e.dtype, self.sort_key(e.a), self.sort_key(e.b))
+            return (type(e).__name__, e.dtype, self._shallow(e.a, depth - 1),
+                    self._shallow(e.b, depth - 1))
         if dataclasses.is_dataclass(e):
             return (type(e).__name__,) + tuple(
-                self._sort_field(getattr(e, f.name)) for f in dataclasses.fields(e))
+                [self._shallow_field(getattr(e, f.name), depth - 1) for f in dataclasses.fields(e)])
         return ("obj", type(e).__name__, ordinal(e))
 
-    def _sort_field(self, v: Any) -> tuple:
+    def _shallow_field(self, v: Any, depth: int) -> tuple:
         if isinstance(v, Expr):
-            return ("e",) + self.sort_key(v)
+            return ("e",) + self._shallow(v, depth)
         if isinstance(v, tuple):
-            return ("t",) + tuple(self._sort_field(x) for x in v)
+            return ("t",) + tuple([self._shallow_field(x, depth) for x in v])
         if isinstance(v, _PRIMITIVE + (float,)):
             return ("p", type(v).__name__, repr(v))
         return ("o", type(v).__name__, str(getattr(v, "name", "")), ordinal(v))
+
+    def det_hash(self, e: Any) -> int:
+        """A structural hash that is the same in every process (no id(), no salted str hash)."""
+        if isinstance(e, Expr):
+            k = self.key(e)
+            hit = self._hash.get(k)
+            if hit is not None:
+                return hit
+        h = _mix(_str_hash(type(e).__name__), 0)
+        if isinstance(e, Var):
+            h = _mix(h, _str_hash(e.name + ":" + e.dtype))
+        elif isinstance(e, (IntImm, FloatImm)):
+            h = _mix(h, _str_hash(f"{e.dtype}:{e.value!r}"))
+        elif isinstance(e, BinaryOp):
+            h = _mix(_mix(_mix(h, _str_hash(e.dtype)), self.det_hash(e.a)), self.det_hash(e.b))
+        elif isinstance(e, tuple):
+            for x in e:
+                h = _mix(h, self.det_hash(x))
+        elif isinstance(e, Expr) and dataclasses.is_dataclass(e):
+            for f in dataclasses.fields(e):
+                h = _mix(h, self.det_hash(getattr(e, f.name)))
+        elif isinstance(e, _PRIMITIVE + (float,)):
+            h = _mix(h, _str_hash(repr(e)))
+        else:
+            h = _mix(h, _str_hash(str(getattr(e, "name", ""))))
+        if isinstance(e, Expr):
+            self._hash[self.key(e)] = h
+        return h
+
+
+_SORT_DEPTH = 4
+_MASK = (1 << 64) - 1
+
+
+def _mix(h: int, x: int) -> int:
+    return ((h ^ x) * 0x100000001B3 + 0x9E3779B97F4A7C15) & _MASK
+
+
+def _str_hash(text: str) -> int:
+    return zlib.crc32(text.encode())

@@ -12,7 +12,7 @@ from typing import Container
 from ..te import dtype as dt
 from ..te import expr as E
 from ..tir import nodes as N
-from ..tir.functor import Visitor
+from ..tir.functor import Visitor, post_order_visit
 
 
 def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:
@@ -20,8 +20,8 @@ def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:
 
     Sound rules only: constants >= 0, unsigned values, variables the caller knows are >= 0
     (loop variables of loops starting at >= 0, shape variables, lets bound to such values),
-    and sums, products, quotients, remainders, min/max, selects and widening casts built from
-    those.  Anything else answers False.
+    and sums, products, quotients, min/max, selects and widening casts built from those; a
+    floor remainder by a value >= 0.  Anything else answers False.
     """
     if dt.is_uint(e.dtype) or dt.is_bool(e.dtype):
         return True
@@ -31,16 +31,21 @@ def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:
         return False  # only integer division is printed differently
     if isinstance(e, E.Var):
         return e in nonneg_vars
-    if isinstance(e, (E.Add, E.Mul, E.FloorDiv, E.FloorMod, E.Div, E.Min)):
+    if isinstance(e, E.FloorMod):   # takes the divisor's sign (and x % 0 is 0)
+        return is_nonneg(e.b, nonneg_vars)
+    if isinstance(e, (E.Add, E.Mul, E.FloorDiv, E.Div, E.Min)):
         return is_nonneg(e.a, nonneg_vars) and is_nonneg(e.b, nonneg_vars)
     if isinstance(e, E.Max):
         return is_nonneg(e.a, nonneg_vars) or is_nonneg(e.b, nonneg_vars)
     if isinstance(e, E.Select):
         return is_nonneg(e.true_value, nonneg_vars) and is_nonneg(e.false_value, nonneg_vars)
     if isinstance(e, E.Cast):
-        # A cast to an integer type at least as wide keeps the value.
-        return (dt.is_integer(e.dtype) and dt.is_integer(e.value.dtype)
-                and dt.bits(e.dtype) >= dt.bits(e.value.dtype) and is_nonneg(e.value, nonneg_vars))
+        # A cast that keeps every value: to a wider integer type, or signed to the same width.
+        if not (dt.is_integer(e.dtype) and dt.is_integer(e.value.dtype)):
+            return False
+        keeps = dt.bits(e.dtype) > dt.bits(e.value.dtype) or (
+            dt.bits(e.dtype) == dt.bits(e.value.dtype) and dt.is_int(e.value.dtype))
+        return keeps and is_nonneg(e.value, nonneg_vars)
     if isinstance(e, E.Ramp):
         return is_nonneg(e.base, nonneg_vars) and is_nonneg(e.stride, nonneg_vars)
     if isinstance(e, E.Broadcast):
@@ -75,6 +80,19 @@ def is_multiple_of(e: E.Expr, k: int) -> bool:
     if isinstance(e, E.Cast) and dt.is_integer(e.dtype) and dt.is_integer(e.value.dtype):
         return dt.bits(e.dtype) >= dt.bits(e.value.dtype) and is_multiple_of(e.value, k)
     return False
+
+
+def plain_division_ok(a: E.Expr, b: E.Expr, nonneg_vars: Container) -> bool:
+    """Whether integer floor division/modulo `a // b`, `a % b` may print as C's `/`, `%`: both
+    operands are >= 0 (then truncation is floor) and the divisor is index arithmetic, not loaded
+    data, so it cannot be a zero the caller passed in (the floor helpers map x / 0 to 0)."""
+    return is_nonneg(a, nonneg_vars) and is_nonneg(b, nonneg_vars) and not _has_load(b)
+
+
+def _has_load(e: E.Expr) -> bool:
+    found = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, N.BufferLoad) else None)
+    return bool(found)
 
 
 def const_int(e: E.Expr) -> int | None:

@@ -17,10 +17,9 @@ from ..te import dtype as dt
 from ..te import expr as E
 from ..tir import nodes as N
 from ..tir.functor import post_order_visit, uses_var
-from .analysis import stored_params
-from .c_like import CLikePrinter, CodegenError, Dialect, c_identifier
+from .c_like import CLikePrinter, CodegenError, Dialect
+from .c_text import comment, kernel_symbol
 from .c_vector import VectorExtensions
-from .legalize import legalize
 
 STATUS_OK, STATUS_ALLOC_FAILED = 0, 1
 STACK_LIMIT_BYTES = 32 * 1024     # larger local buffers go to the heap
@@ -30,13 +29,14 @@ C_DIALECT = Dialect(
     name="C",
     scalar_types={"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                   "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
-                  "uint32": "uint32_t", "uint64": "uint64_t", "float16": "_Float16",
+                  "uint32": "uint32_t", "uint64": "uint64_t", "float16": "tf_float16",
                   "float32": "float", "float64": "double"},
     includes=("math.h", "stdbool.h", "stddef.h", "stdint.h", "stdlib.h"),
 )
 
 # ("pragma_<name>", value) loop annotations that have a C spelling; others become comments.
-_LOOP_PRAGMAS = {"unroll": "GCC unroll {value}", "ivdep": "GCC ivdep", "simd": "omp simd"}
+# (No OpenMP spellings: those would have to take part in the nesting rules of _omp_construct.)
+_LOOP_PRAGMAS = {"unroll": "GCC unroll {value}", "ivdep": "GCC ivdep"}
 
 # Heap allocation, ALIGN-byte aligned.  The byte count is checked for negative extents and
 # size_t overflow, which fail like an exhausted heap instead of returning a short buffer.
@@ -49,6 +49,16 @@ _ALLOC_HELPER = """static inline void* tf_alloc(size_t elem_bytes, int ndim, con
   if (posix_memalign(&p, %d, n ? n : %d) != 0) return NULL;
   return p;
 }""" % (ALIGN, ALIGN)
+
+
+# float16 is only stored, loaded and converted (legalize.py moves its arithmetic to float32), so
+# clang before 15, which lacks _Float16 on x86, can use its storage-only __fp16 instead.
+_FLOAT16_TYPEDEF = """#if defined(__clang__) && __clang_major__ < 15
+typedef __fp16 tf_float16;
+#else
+typedef _Float16 tf_float16;
+#endif
+"""
 
 
 @dataclass(frozen=True)
@@ -70,7 +80,7 @@ def codegen_c(funcs: list[N.PrimFunc], target=None) -> CSource:
     for func in funcs:
         if func.name in symbols:
             raise CodegenError(f"two functions are named {func.name!r}; kernel names must be unique")
-        symbol = c_identifier(func.name)
+        symbol = kernel_symbol(func.name)
         if symbol in symbols.values():
             raise CodegenError(f"kernel names {func.name!r} and another both become C name {symbol!r}")
         symbols[func.name] = symbol
@@ -79,6 +89,8 @@ def codegen_c(funcs: list[N.PrimFunc], target=None) -> CSource:
     head += [f"#include <{h}>" for h in C_DIALECT.includes]
     head += ["", "/* Team size of the parallel loops below; the runtime sets it after loading. */",
              "int32_t tf_num_threads = 1;", ""]
+    if any("tf_float16" in text for text in bodies + list(printer.typedefs.values())):
+        head.append(_FLOAT16_TYPEDEF)
     head += list(printer.typedefs.values()) + ([""] if printer.typedefs else [])
     head += [h + "\n" for h in printer.helpers.values()]
     return CSource("\n".join(head + bodies) + "\n", symbols)
@@ -94,78 +106,74 @@ class CPrinter(VectorExtensions, CLikePrinter):
     def _reset(self) -> None:
         super()._reset()
         self.allocated: set = set()     # data Vars of buffers this function allocated
-        self.parallel_depth = 0
+        self.parallel_depth = 0         # open `omp parallel for` loops around the statement
+        self.simd_depth = 0             # open `omp simd` loops
         self.uses_status = False
 
     def print_function(self, func: N.PrimFunc, symbol: str) -> str:
-        self._reset()
-        self.func_name = func.name
-        func = legalize(func)
-        self.used.add(symbol)
-        params = []
-        for buf, written in zip(func.params, stored_params(func)):
-            if not isinstance(buf, N.Buffer):
-                raise CodegenError(f"{func.name}: parameter {buf!r} is not a Buffer")
-            name = self.bind_buffer(buf)
-            const = "" if written else "const "
-            params.append(f"{const}{self.scalar_type(buf.dtype)}* {self.dialect.restrict} {name}")
-        for var in func.shape_vars:
-            if not dt.is_integer(var.dtype):
-                raise CodegenError(f"{func.name}: shape variable {var.name} has dtype {var.dtype}")
-            self.names[var] = self.fresh(var.name)
-            self.nonneg.add(var)
-            params.append(f"{self.scalar_type(var.dtype)} {self.names[var]}")
+        """The C definition of `func` under the name `symbol` (convention: module docstring)."""
+        func, params = self.begin_function(func, symbol)
         self.indent = 1
         self.stmt(func.body)
-        body = self.lines
-        head = [f"int32_t {symbol}({', '.join(params) or 'void'}) {{"]
+        head = [f"{self.dialect.kernel_prefix}int32_t {symbol}({', '.join(params) or 'void'}) {{"]
         if self.uses_status:
             head.append(f"  int32_t tf_status = {STATUS_OK};")
         tail = ["  return tf_status;" if self.uses_status else f"  return {STATUS_OK};", "}", ""]
-        return "\n".join(head + body + tail)
+        return "\n".join(head + self.lines + tail)
 
     # Loops -------------------------------------------------------------------------------------
+    def _omp_construct(self, s: N.For) -> str | None:
+        """The OpenMP construct loop `s` opens: "parallel" for the outermost parallel loop,
+        "simd" for a vectorized loop with independent iterations, else None.  Nothing is
+        opened inside a simd loop (OpenMP forbids nesting there)."""
+        if self.simd_depth:
+            return None
+        if s.kind == N.PARALLEL and self.parallel_depth == 0:
+            return "parallel"
+        if s.kind == N.VECTORIZED and self._iterations_independent(s):
+            return "simd"
+        return None
+
     def loop_pragmas(self, s: N.For) -> list[str]:
-        lines = []
-        kind_pragma = None
-        if s.kind == N.PARALLEL:
-            if self.parallel_depth == 0:
-                kind_pragma = "#pragma omp parallel for num_threads(tf_num_threads) schedule(static)"
-            else:
-                lines.append("/* parallel loop nested in a parallel loop: runs serially */")
-        elif s.kind == N.VECTORIZED:
-            if self._iterations_independent(s):
-                kind_pragma = "#pragma omp simd"
-            else:
-                lines.append(f"/* vectorized loop {s.loop_var.name} has a store independent of it: "
-                             "left scalar */")
-        elif s.kind == N.UNROLLED:
-            extent = s.extent.value if isinstance(s.extent, E.IntImm) else 8
-            kind_pragma = f"#pragma GCC unroll {max(1, min(extent, 64))}"
-        elif s.kind == N.THREAD_BINDING:
+        lines, pragmas = [], []
+        construct = self._omp_construct(s)
+        if s.kind == N.THREAD_BINDING:
             raise CodegenError(f"{self.func_name}: loop {s.loop_var.name} is bound to thread axis "
                                f"{s.thread_tag!r}, but the C target has no thread axes; bind is "
                                "for GPU targets")
-        elif s.kind != N.SERIAL:
+        if s.kind not in (N.SERIAL, N.PARALLEL, N.VECTORIZED, N.UNROLLED):
             raise CodegenError(f"{self.func_name}: unknown loop kind {s.kind!r}")
-        pragmas = []
+        if s.kind == N.PARALLEL and construct is None:
+            lines.append("/* parallel loop inside a parallel or simd loop: runs serially */")
+        if s.kind == N.VECTORIZED and construct is None:
+            lines.append(f"/* vectorized loop {s.loop_var.name} left scalar (a store does not "
+                         "depend on it, or it is inside a simd loop) */")
         for key, value in s.annotations:
             name = key[len("pragma_"):] if key.startswith("pragma_") else None
             spelling = _LOOP_PRAGMAS.get(name) if name else None
-            # An OpenMP pragma must be directly followed by its loop, so others become comments.
-            if spelling and not (kind_pragma and "omp" in kind_pragma) and "omp" not in spelling:
+            # An OpenMP construct must directly precede its loop: other pragmas become comments.
+            if spelling and construct is None:
                 pragmas.append("#pragma " + spelling.format(value=value))
             else:
-                lines.append(f"/* {key} = {value} */")
-        return lines + pragmas + ([kind_pragma] if kind_pragma else [])
+                lines.append(comment(f"{key} = {value}"))
+        if s.kind == N.UNROLLED and construct is None:
+            extent = s.extent.value if isinstance(s.extent, E.IntImm) else 8
+            pragmas.append(f"#pragma GCC unroll {max(1, min(extent, 64))}")
+        if construct == "parallel":
+            pragmas.append("#pragma omp parallel for num_threads(tf_num_threads) schedule(static)")
+        elif construct == "simd":
+            pragmas.append("#pragma omp simd")
+        return lines + pragmas
 
     def loop_body(self, s: N.For) -> None:
-        inside = s.kind == N.PARALLEL
-        self.parallel_depth += inside
+        construct = self._omp_construct(s)
+        self.parallel_depth += construct == "parallel"
+        self.simd_depth += construct == "simd"
         try:
             self.stmt(s.body)
         finally:
-            self.parallel_depth -= inside
+            self.parallel_depth -= construct == "parallel"
+            self.simd_depth -= construct == "simd"
 
     @staticmethod
     def _iterations_independent(s: N.For) -> bool:
@@ -198,8 +206,7 @@ class CPrinter(VectorExtensions, CLikePrinter):
                 return
             self._heap_allocate(s, name, ctype)
         finally:
-            self.buffers.pop(buf.data, None)
-            self.buffers_by_name[buf.name].remove(name)
+            self.unbind_buffer(buf, name)
 
     def _heap_allocate(self, s: N.Allocate, name: str, ctype: str) -> None:
         """`ptr = tf_alloc(n)`; on failure set the status and skip the body (a `return` is not

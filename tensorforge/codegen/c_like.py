@@ -3,8 +3,8 @@
 C, CUDA and OpenCL differ in a table (`Dialect`: type names, qualifiers, math-function suffixes,
 thread indices, barrier text) plus a few hooks a subclass overrides: loop kinds, allocations,
 vector expressions and the function signature.  This module prints everything that is the same
-in all of them: scalar expressions with C precedence, statements, literals, floor division,
-intrinsic calls, and unique C names for IR variables.
+in all of them: scalar expressions with C precedence, statements, floor division, intrinsic
+calls, and unique C names for IR variables (tokens are spelled by c_text.py).
 
 Invariants the printer keeps:
 * every binding site (loop, let, buffer) gets a fresh C identifier, so two IR variables that
@@ -16,17 +16,16 @@ Invariants the printer keeps:
 from __future__ import annotations
 
 import contextlib
-import math
-import re
 from dataclasses import dataclass, field
 from typing import Iterator
-
-import numpy as np
 
 from ..te import dtype as dt
 from ..te import expr as E
 from ..tir import nodes as N
-from .analysis import is_nonneg
+from .analysis import is_nonneg, plain_division_ok, stored_params
+from .c_text import (ADD, ATOM, COND, EQ, LAND, LOR, MUL, REL, UNARY, c_identifier, comment,
+                     float_literal, int_literal, math_call)
+from .legalize import legalize
 
 
 class CodegenError(ValueError):
@@ -48,35 +47,9 @@ class Dialect:
     includes: tuple = ()
 
 
-# Precedence of C operators (higher binds tighter); an atom never needs parentheses.
-ATOM, UNARY, MUL, ADD, REL, EQ, BITAND, BITOR, LAND, LOR, COND = 16, 14, 13, 12, 10, 9, 8, 6, 5, 4, 3
 _BINARY = {E.Add: ("+", ADD), E.Sub: ("-", ADD), E.Mul: ("*", MUL), E.Div: ("/", MUL),
            E.LT: ("<", REL), E.LE: ("<=", REL), E.GT: (">", REL), E.GE: (">=", REL),
            E.EQ: ("==", EQ), E.NE: ("!=", EQ), E.And: ("&&", LAND), E.Or: ("||", LOR)}
-
-# Intrinsics whose C name is the IR name plus the precision suffix (expf, exp).
-_PLAIN_MATH = {"exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "tanh", "erf", "floor",
-               "ceil", "trunc", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
-               "asinh", "acosh", "atanh", "pow", "atan2", "fmod"}
-_RENAMED_MATH = {"abs": "fabs", "round": "nearbyint"}   # nearbyint rounds half to even
-
-_RESERVED = set("""
-auto break case char const continue default do double else enum extern float for goto if inline
-int long register restrict return short signed sizeof static struct switch typedef union unsigned
-void volatile while bool true false NULL INFINITY NAN main free malloc memcpy posix_memalign
-size_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t isnan isinf half
-""".split()) | _PLAIN_MATH | {n + "f" for n in _PLAIN_MATH} | {"fabs", "fabsf", "nearbyint",
-                                                               "nearbyintf"}
-
-
-def c_identifier(name: str) -> str:
-    """`name` made into a valid C identifier that cannot collide with generated names."""
-    ident = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
-    if ident[0].isdigit():
-        ident = "v" + ident
-    if ident in _RESERVED or ident.startswith(("tf_", "__")):
-        ident = "v_" + ident
-    return ident
 
 
 class CLikePrinter:
@@ -97,6 +70,29 @@ class CLikePrinter:
         self.buffers_by_name: dict = {}
         self.nonneg: set = set()       # Vars known to be >= 0
         self.func_name = ""
+
+    def begin_function(self, func: N.PrimFunc, symbol: str) -> tuple[N.PrimFunc, list[str]]:
+        """Start printing `func`: reset the per-function state, legalize it, bind its
+        parameters.  Returns the legalized function and the parameter declarations: one
+        pointer per buffer (`const` when never written), then one integer per shape variable."""
+        self._reset()
+        self.func_name = func.name
+        func = legalize(func)
+        self.used.add(symbol)
+        params = []
+        for buf, written in zip(func.params, stored_params(func)):
+            if not isinstance(buf, N.Buffer):
+                raise CodegenError(f"{func.name}: parameter {buf!r} is not a Buffer")
+            name = self.bind_buffer(buf)
+            qualifiers = (self.dialect.pointer_qualifier + " ").lstrip() + ("" if written else "const ")
+            params.append(f"{qualifiers}{self.scalar_type(buf.dtype)}* {self.dialect.restrict} {name}")
+        for var in func.shape_vars:
+            if not dt.is_integer(var.dtype):
+                raise CodegenError(f"{func.name}: shape variable {var.name} has dtype {var.dtype}")
+            self.names[var] = self.fresh(var.name)
+            self.nonneg.add(var)
+            params.append(f"{self.scalar_type(var.dtype)} {self.names[var]}")
+        return func, params
 
     def emit(self, line: str) -> None:
         self.lines.append("  " * self.indent + line)
@@ -122,10 +118,12 @@ class CLikePrinter:
     def bind(self, var: E.Var, nonneg: bool = False) -> Iterator[str]:
         """Give `var` a fresh C name for the duration of the block."""
         name = self.fresh(var.name)
-        saved = self.names.get(var)
+        saved, was_nonneg = self.names.get(var), var in self.nonneg
         self.names[var] = name
         if nonneg:
             self.nonneg.add(var)
+        else:
+            self.nonneg.discard(var)
         try:
             yield name
         finally:
@@ -133,7 +131,9 @@ class CLikePrinter:
                 self.names.pop(var, None)
             else:
                 self.names[var] = saved
-            if nonneg:
+            if was_nonneg:
+                self.nonneg.add(var)
+            else:
                 self.nonneg.discard(var)
 
     def bind_buffer(self, buf: N.Buffer) -> str:
@@ -141,6 +141,10 @@ class CLikePrinter:
         self.buffers[buf.data] = (name, buf)
         self.buffers_by_name.setdefault(buf.name, []).append(name)
         return name
+
+    def unbind_buffer(self, buf: N.Buffer, name: str) -> None:
+        self.buffers.pop(buf.data, None)
+        self.buffers_by_name[buf.name].remove(name)
 
     def buffer_ref(self, buf: N.Buffer) -> str:
         """The C pointer name of `buf` (looked up by its data variable, then by its name)."""
@@ -230,7 +234,7 @@ class CLikePrinter:
         if dt.is_float(e.dtype):
             a, b = self.expr(e.a, 0), self.expr(e.b, 0)
             return self.call_helper(f"{kind}_{e.dtype}", self.float_floor_helper(kind, e.dtype), [a, b])
-        if is_nonneg(e.a, self.nonneg) and is_nonneg(e.b, self.nonneg):
+        if plain_division_ok(e.a, e.b, self.nonneg):
             # Floor and truncating division agree when both operands are >= 0.
             text = f"{self.expr(e.a, MUL)} {c_op} {self.expr(e.b, MUL + 1)}"
             return self.wrap_narrow(text, MUL, e.dtype)
@@ -260,7 +264,6 @@ class CLikePrinter:
     def print_Let(self, e: E.Let):
         value = self.expr(e.value)
         with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
-            self.bind_vector_var(e.var, e.value)
             body = self.expr(e.body)
         return f"({{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; {body}; }})", ATOM
 
@@ -282,20 +285,10 @@ class CLikePrinter:
 
     def math_call(self, op: str, args: list[str], dtype: str) -> str:
         """C text of intrinsic `op` on already printed arguments of float type `dtype`."""
-        sfx = self.dialect.math_suffix[dtype]
-        one = self.float_literal(1.0, dtype)[0]
-        x = args[0]
-        if op in _PLAIN_MATH:
-            return f"{op}{sfx}({', '.join(args)})"
-        if op in _RENAMED_MATH:
-            return f"{_RENAMED_MATH[op]}{sfx}({x})"
-        if op == "rsqrt":
-            return f"({one} / sqrt{sfx}({x}))"
-        if op == "sigmoid":
-            return f"({one} / ({one} + exp{sfx}(-({x}))))"
-        if op in ("isnan", "isinf"):
-            return f"{op}({x})"
-        raise CodegenError(f"{self.func_name}: intrinsic {op!r} has no {self.dialect.name} form")
+        text = math_call(op, args, self.dialect.math_suffix[dtype], self.float_literal(1.0, dtype)[0])
+        if text is None:
+            raise CodegenError(f"{self.func_name}: intrinsic {op!r} has no {self.dialect.name} form")
+        return text
 
     def call_helper(self, key: str, definition_fn, args: list[str]):
         """Call helper `tf_<key>`, defining it (via `definition_fn(name)`) on first use."""
@@ -312,14 +305,15 @@ class CLikePrinter:
             if dt.is_uint(dtype):
                 body = "a / b" if kind == "floordiv" else "a % b"
                 return f"static inline {t} {name}({t} a, {t} b) {{ return b == 0 ? 0 : {body}; }}"
-            # q, r from C's truncating division; step q down (r up by b) when r and b differ
-            # in sign, which is exactly when truncation rounded toward zero instead of down.
-            adjust = "q - fix" if kind == "floordiv" else "r + (fix ? b : 0)"
+            # C's division truncates; step the quotient down (the remainder up by b) when the
+            # remainder is nonzero and its sign differs from b's: exactly when truncation
+            # rounded toward zero instead of down.
+            result = f"({t})(a / b) - fix" if kind == "floordiv" else "r + (fix ? b : 0)"
             return (f"static inline {t} {name}({t} a, {t} b) {{\n"
                     f"  if (b == 0) return 0;\n"
-                    f"  {t} q = ({t})(a / b), r = ({t})(a % b);\n"
+                    f"  {t} r = ({t})(a % b);\n"
                     f"  int fix = (r != 0) & ((r < 0) != (b < 0));\n"
-                    f"  return ({t})({adjust});\n}}")
+                    f"  return ({t})({result});\n}}")
         return define
 
     def float_floor_helper(self, kind: str, dtype: str):
@@ -333,46 +327,10 @@ class CLikePrinter:
 
     # Literals ----------------------------------------------------------------------------------
     def int_literal(self, value: int, dtype: str) -> tuple[str, int]:
-        scalar = dt.element_of(dtype)
-        if scalar == "bool":
-            return ("true" if value else "false"), ATOM
-        if scalar == "int32":
-            if value == -(2 ** 31):
-                return "(-2147483647 - 1)", ATOM
-            return str(value), (ATOM if value >= 0 else UNARY)
-        if scalar == "int64":
-            if value == -(2 ** 63):
-                return "INT64_MIN", ATOM
-            return f"INT64_C({value})", ATOM
-        if scalar == "uint32":
-            return f"{value}u", ATOM
-        if scalar == "uint64":
-            return f"UINT64_C({value})", ATOM
-        return f"({self.scalar_type(scalar)}){value}", UNARY
+        return int_literal(value, dtype, self.scalar_type)
 
     def float_literal(self, value: float, dtype: str) -> tuple[str, int]:
-        """An exact literal of the value the IR means (`value` rounded once to `dtype`).
-
-        The shortest decimal that round-trips at the type's precision is exact when the
-        compiler parses it at that precision (float32 with an `f` suffix, float64 plain).
-        float16 is printed through its float32 value, which float32 represents exactly.
-        """
-        scalar = dt.element_of(dtype)
-        with np.errstate(over="ignore"):
-            value = float(np.dtype(scalar).type(value))   # e.g. 1e20 is inf in float16
-        if math.isnan(value) or math.isinf(value):
-            text = "NAN" if math.isnan(value) else "INFINITY"
-            text = text if scalar == "float32" else f"({self.scalar_type(scalar)}){text}"
-            if value < 0:
-                return "-" + text, UNARY
-            return text, (ATOM if scalar == "float32" else UNARY)
-        if scalar == "float64":
-            text = repr(float(value))
-        else:
-            text = str(np.float32(value)) + "f"
-        if scalar == "float16":
-            return f"({self.scalar_type(scalar)}){text}", UNARY
-        return text, (UNARY if text.startswith("-") else ATOM)
+        return float_literal(value, dtype, self.scalar_type)
 
     # Statements --------------------------------------------------------------------------------
     def stmt(self, s: N.Stmt) -> None:
@@ -393,6 +351,9 @@ class CLikePrinter:
         self.emit(f"{self.buffer_ref(s.buffer)}[{self.expr(index)}] = {self.expr(s.value, COND)};")
 
     def visit_IfThenElse(self, s: N.IfThenElse) -> None:
+        if dt.lanes(s.condition.dtype) > 1:
+            raise CodegenError(f"{self.func_name}: if-statement on a vector condition "
+                               f"({s.condition}); only Select takes a vector condition")
         with self.block(f"if ({self.expr(s.condition)})"):
             self.stmt(s.then_case)
         if s.else_case is not None:
@@ -408,7 +369,6 @@ class CLikePrinter:
         value = self.expr(s.value)
         ctype = self.value_type(s.value.dtype, s.value)
         with self.bind(s.var, is_nonneg(s.value, self.nonneg)) as name:
-            self.bind_vector_var(s.var, s.value)
             self.emit(f"const {ctype} {name} = {value};")
             self.stmt(s.body)
 
@@ -424,7 +384,7 @@ class CLikePrinter:
         self.stmt(s.body)
 
     def attr_line(self, key: str, value) -> str:
-        return f"/* attr {key} = {value} */".replace("*/*", "* /*")
+        return comment(f"attr {key} = {value}")
 
     def visit_For(self, s: N.For) -> None:
         nonneg = is_nonneg(s.min, self.nonneg)
@@ -459,6 +419,3 @@ class CLikePrinter:
 
     def vector_store(self, s: N.BufferStore, index: E.Expr) -> None:
         raise CodegenError(f"{self.func_name}: {self.dialect.name} has no vector stores")
-
-    def bind_vector_var(self, var: E.Var, value: E.Expr) -> None:
-        """Record what a subclass needs to know about a vector-valued let variable."""

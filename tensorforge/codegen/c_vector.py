@@ -21,8 +21,9 @@ from __future__ import annotations
 from ..te import dtype as dt
 from ..te import expr as E
 from ..tir import nodes as N
-from .analysis import const_int, is_multiple_of, is_nonneg
-from .c_like import ATOM, CodegenError
+from .analysis import const_int, is_multiple_of, is_nonneg, plain_division_ok
+from .c_like import CodegenError
+from .c_text import LOR, UNARY
 
 _VEC_BINARY = {E.Add: "+", E.Sub: "-", E.Mul: "*", E.Div: "/"}
 _VEC_CMP = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "==", E.NE: "!="}
@@ -118,7 +119,7 @@ class VectorExtensions:
             return f"{name}({self.vvalue(e.a)}, {self.vvalue(e.b)})"
         if isinstance(e, E.Select):
             if dt.lanes(e.condition.dtype) == 1:
-                return f"({self.expr(e.condition, 5)} ? {self.vvalue(e.true_value)} : {self.vvalue(e.false_value)})"
+                return f"({self.expr(e.condition, LOR)} ? {self.vvalue(e.true_value)} : {self.vvalue(e.false_value)})"
             m = self.vmask_as(e.condition, dt.itemsize(elem))
             return f"{self._blend(elem, lanes)}({m}, {self.vvalue(e.true_value)}, {self.vvalue(e.false_value)})"
         if isinstance(e, E.Cast):
@@ -155,7 +156,7 @@ class VectorExtensions:
             name = self._lanewise(f"{kind}_{elem}x{lanes}", T, [f"{T} a", f"{T} b"],
                                   f"r[l] = tf_{kind}_{elem}(a[l], b[l]);", lanes)
             return f"{name}({a}, {b})"
-        if is_nonneg(e.a, self.nonneg) and is_nonneg(e.b, self.nonneg):
+        if plain_division_ok(e.a, e.b, self.nonneg):
             return f"({a} {'/' if kind == 'floordiv' else '%'} {b})"
         # Lanes where b == 0 divide by 1 and give 0 (as NumPy); otherwise C's truncating
         # q, r are corrected by one step where r != 0 and r, b have opposite signs.
@@ -165,9 +166,9 @@ class VectorExtensions:
         if dt.is_uint(elem):
             lines.append(f"return (a {'/' if kind == 'floordiv' else '%'} bs) & ~z;")
         else:
-            lines += [f"{T} q = a / bs, r = a % bs;",
+            lines += [f"{T} r = a % bs;",
                       f"{T} fix = ({T})((r != zero) & ((r < zero) != (bs < zero)));   /* -1 or 0 */",
-                      f"return ({'q + fix' if kind == 'floordiv' else 'r + (bs & fix)'}) & ~z;"]
+                      f"return ({'a / bs + fix' if kind == 'floordiv' else 'r + (bs & fix)'}) & ~z;"]
         body = "".join(f"  {line}\n" for line in lines)
         name = self._vhelper(f"{kind}_{elem}x{lanes}", f"static inline {T} NAME({T} a, {T} b) {{\n{body}}}")
         return f"{name}({a}, {b})"
@@ -208,7 +209,7 @@ class VectorExtensions:
             M = self.mask_type(1, lanes)
             name = self._vhelper(f"bcast_int8x{lanes}", f"static inline {M} NAME(int8_t v) "
                                  f"{{ return ({M}){{{', '.join(['v'] * physical_lanes(lanes))}}}; }}")
-            return f"{name}((int8_t)-{self.expr(e.value, 14)})", 1
+            return f"{name}((int8_t)-{self.expr(e.value, UNARY)})", 1
         if isinstance(e, E.Cast):   # number -> bool: lanes that are nonzero
             elem = dt.element_of(e.value.dtype)
             T, w = self.vec_type(elem, lanes), dt.itemsize(elem)
@@ -217,7 +218,7 @@ class VectorExtensions:
             t, w = self.vmask(e.true_value)
             f = self.vmask_as(e.false_value, w)
             if dt.lanes(e.condition.dtype) == 1:
-                return f"({self.expr(e.condition, 5)} ? {t} : {f})", w
+                return f"({self.expr(e.condition, LOR)} ? {t} : {f})", w
             blend = self._blend(f"int{8 * w}", lanes)
             return f"{blend}({self.vmask_as(e.condition, w)}, {t}, {f})", w
         if isinstance(e, E.Call):   # isnan / isinf
@@ -243,7 +244,7 @@ class VectorExtensions:
         s = self.scalar_type(elem)
         T = self.mask_type(1, lanes) if is_bool else self.vec_type(elem, lanes)
         lane = "{} ? -1 : 0" if is_bool else "{}"
-        pad = f" for (int l = {lanes}; l < {physical_lanes(lanes)}; ++l) r[l] = r[0];" \
+        pad = f"\n  for (int l = {lanes}; l < {physical_lanes(lanes)}; ++l) r[l] = r[0];" \
             if physical_lanes(lanes) != lanes else ""
         if isinstance(index, E.Ramp) and const_int(index.stride) == 1:
             addr = self._address(ptr, index.base)

@@ -11,7 +11,8 @@ from __future__ import annotations
 from .. import te
 
 
-def gemm_schedule(m: int, n: int, k: int, mr: int = 8, nr: int = 32, dtype: str = "float32"):
+def gemm_schedule(m: int, n: int, k: int, mr: int = 8, nr: int = 32, lanes: int = 16,
+                  dtype: str = "float32"):
     """Returns (schedule, [A, B, C]) for C[m, n] = A[m, k] @ B[k, n]."""
     A = te.placeholder((m, k), dtype, name="A")
     B = te.placeholder((k, n), dtype, name="B")
@@ -29,12 +30,16 @@ def gemm_schedule(m: int, n: int, k: int, mr: int = 8, nr: int = 32, dtype: str 
     s[CC].compute_at(s[C], jo)
     ci, cj = s[CC].op.axis
     (ck,) = s[CC].op.reduce_axis
-    s[CC].reorder(ck, ci, cj)
+    cjo, cji = s[CC].split(cj, factor=lanes)
+    s[CC].reorder(ck, ci, cjo, cji)
     s[CC].unroll(ci)
-    s[CC].vectorize(cj)
-    s[C].vectorize(ji)
+    s[CC].unroll(cjo)
+    s[CC].vectorize(cji)
+    jio, jii = s[C].split(ji, factor=lanes)
+    s[C].vectorize(jii)
     s[C].parallel(io)
     p, _, c = s[PB].op.axis
-    s[PB].vectorize(c)
+    co, ci_ = s[PB].split(c, factor=lanes)
+    s[PB].vectorize(ci_)
     s[PB].parallel(p)
     return s, [A, B, C]

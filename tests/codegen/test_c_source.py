@@ -70,6 +70,14 @@ def test_only_outermost_parallel_loop_gets_the_pragma():
     assert text.index("#pragma omp parallel") < text.index("for (int32_t i")
 
 
+def test_no_openmp_construct_inside_a_simd_loop():
+    A = N.Buffer("A", (64,), F32)
+    i, j = E.Var("i"), E.Var("j")
+    f = N.PrimFunc("p", (A,), loop(i, 8, loop(j, 8, store(A, 1.0, i * 8 + j), N.PARALLEL), N.VECTORIZED))
+    text = source(f)
+    assert text.count("#pragma omp") == 1 and "#pragma omp simd\n  for (int32_t i" in text
+
+
 def test_thread_binding_is_rejected():
     A = N.Buffer("A", (64,), F32)
     i = E.Var("i")
@@ -115,7 +123,7 @@ def test_variables_with_the_same_name_get_distinct_c_names():
     (0.1, "float32", "0.1f"), (0.1, "float64", "0.1"), (1.0, "float32", "1.0f"),
     (1e-30, "float32", "1e-30f"), (float("inf"), "float32", "INFINITY"),
     (-float("inf"), "float64", "-(double)INFINITY"), (float("nan"), "float32", "NAN"),
-    (0.1, "float16", "(_Float16)0.099975586f"),
+    (0.1, "float16", "(tf_float16)0.099975586f"),
 ])
 def test_float_literals_are_exact(value, dtype, text):
     A = N.Buffer("A", (1,), dtype)

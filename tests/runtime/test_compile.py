@@ -55,19 +55,25 @@ def test_missing_compiler_is_a_clear_error(cache, monkeypatch):
         cc.compile_source(kernel_source("x"), FLAGS)
 
 
-def _compile_in_child(args):
-    cache_dir, src = args
+def _compile_in_child(cache_dir, src, barrier, results):
     os.environ["TENSORFORGE_CACHE_DIR"] = cache_dir
-    from tensorforge.runtime import compile as child_cc
-    path = child_cc.compile_source(src, FLAGS)
-    return path, ctypes.CDLL(path).answer()
+    barrier.wait()                      # both start compiling at the same moment
+    path = cc.compile_source(src, FLAGS)
+    results.put((path, ctypes.CDLL(path).answer()))
 
 
 def test_two_processes_compiling_the_same_kernel(cache):
     src = kernel_source(uuid.uuid4().hex)
     ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    with ctx.Pool(2) as pool:
-        results = pool.map(_compile_in_child, [(str(cache), src)] * 2)
-    assert results[0] == results[1] and results[0][1] == 42
-    assert [p for p in os.listdir(cache) if p.endswith(".so")] == [os.path.basename(results[0][0])]
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_compile_in_child, args=(str(cache), src, barrier, results))
+             for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = [results.get(timeout=60) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert got[0] == got[1] and got[0][1] == 42
+    assert [p for p in os.listdir(cache) if p.endswith(".so")] == [os.path.basename(got[0][0])]
     assert not [p for p in os.listdir(cache) if p.endswith(".tmp")]

@@ -147,10 +147,40 @@ def test_thread_count_settings(mod, monkeypatch):
         runtime.set_num_threads(before)
 
 
-def test_omp_wait_policy_is_passive_unless_set(mod):
+_PROBE = """
+import os, sys
+from tensorforge.backends import cpu
+from tensorforge.te import expr as E
+from tensorforge.tir import nodes as N
+A = N.Buffer("A", (4,), "float32")
+cpu.build([N.PrimFunc("probe", (A,), N.BufferStore(A, E.const(1.0), (E.const(0),)))])
+print(os.environ.get("OMP_WAIT_POLICY"))
+"""
+
+
+@pytest.mark.parametrize("user_value,expect", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_omp_wait_policy_is_passive_unless_the_user_set_it(user_value, expect):
     import os
-    assert os.environ.get("OMP_WAIT_POLICY") in ("PASSIVE", "passive") or \
-        "OMP_WAIT_POLICY" in os.environ   # a user value is kept
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user_value:
+        env["OMP_WAIT_POLICY"] = user_value
+    out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert out.stdout.strip() == expect
+
+
+def test_kernel_names_that_clash_with_c_names(mod):
+    A = N.Buffer("A", (4,), F32)
+    funcs = [N.PrimFunc(name, (A,), loop(i, 4, N.BufferStore(A, E.Cast(F32, i) + k, (i,))))
+             for k, name in enumerate(["main", "abs", "free", "tf_alloc", "my-op.1"])]
+    built = cpu.build(funcs)
+    for k, name in enumerate(["main", "abs", "free", "tf_alloc", "my-op.1"]):
+        a = np.zeros(4, F32)
+        built[name](a)
+        np.testing.assert_array_equal(a, np.arange(4) + k)
+    assert "int32_t main_kernel(" in built.source and "int32_t my_op_1(" in built.source
 
 
 def test_time_evaluator(mod):
@@ -178,3 +208,19 @@ def test_ndarray_basics():
         nd.empty((2,), "complex64")
     with pytest.raises(ValueError, match="does not match"):
         e.copyfrom(np.ones(3))
+
+
+def test_shape_variable_types():
+    for dtype, ok, bad in (("int64", 300, None), ("int8", 100, 200)):
+        v = E.Var("n", dtype)
+        A = N.Buffer("A", (v,), F32)
+        k = E.Var("k", dtype)
+        f = N.PrimFunc("fill", (A,), N.For(k, E.const(0, dtype), v, N.SERIAL,
+                                           N.BufferStore(A, E.const(2.0), (k,))), (v,))
+        built = cpu.build([f])
+        a = np.zeros(ok, F32)
+        built(a)
+        assert (a == 2).all()
+        if bad:
+            with pytest.raises(ValueError, match=f"shape variable n={bad} does not fit {dtype}"):
+                built(np.zeros(bad, F32))
