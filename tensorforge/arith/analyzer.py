@@ -41,7 +41,7 @@ class Analyzer:
         self._in_progress: set[E.Var] = set()
         self._relaxing = 0
 
-    # -- bindings -----------------------------------------------------------------------------------
+    # -- bindings ------------------------------------------------------------------------------
     def bind(self, var: E.Var, value: Any) -> None:
         """Declare the range of `var`: a Range [min, min+extent), an Interval [min, max], or a
         pair (lo, hi) of ints, inclusive, where None leaves a side unbounded.  Replaces an earlier
@@ -53,7 +53,8 @@ class Analyzer:
             lo, hi = value
             self._consts[var] = (-INF if lo is None else int(lo), INF if hi is None else int(hi))
             if lo is not None and hi is not None:
-                self._intervals[var] = Interval(E.const(int(lo), var.dtype), E.const(int(hi), var.dtype))
+                self._intervals[var] = Interval(E.const(int(lo), var.dtype),
+                                                E.const(int(hi), var.dtype))
         else:
             if isinstance(value, E.Range):
                 iv = Interval(self.simplify(value.min), self.simplify(value.min + value.extent - 1))
@@ -103,7 +104,7 @@ class Analyzer:
         self._bound_cache = {}
         self._var_cache = {}
 
-    # -- the questions --------------------------------------------------------------------------------
+    # -- the questions -------------------------------------------------------------------------
     def simplify(self, expr: Any) -> E.Expr:
         """`expr` in canonical simplified form (same dtype, same value under the bindings)."""
         from .simplifier import Simplifier
@@ -143,7 +144,7 @@ class Analyzer:
                 return None
             return Interval(self.simplify(ends[0]), self.simplify(ends[1]))
 
-    # -- bounds used by the simplifier -----------------------------------------------------------------
+    # -- bounds used by the simplifier ---------------------------------------------------------
     def _const_eval(self) -> ConstBoundEval:
         return ConstBoundEval(self._var_bound, self._bound_cache)
 

@@ -8,6 +8,7 @@ could wrap is widened to the whole range of its dtype.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable
 
@@ -17,6 +18,7 @@ from ..tir.nodes import BufferLoad
 from .fold import int_range
 
 INF = math.inf
+_is_float = functools.lru_cache(maxsize=None)(dt.is_float)
 Bound = tuple  # (lo, hi): ints, or -INF / INF
 
 
@@ -75,7 +77,7 @@ class ConstBoundEval:
         hit = self.cache.get(id(e))
         if hit is not None:
             return hit[1]
-        if dt.is_float(e.dtype):
+        if _is_float(e.dtype):
             b: Bound = (-INF, INF)
         else:
             rule = _RULES.get(type(e))
@@ -194,5 +196,6 @@ _RULES: dict[type, Callable] = {
     E.Select: ConstBoundEval._select, E.Cast: ConstBoundEval._cast, E.Let: ConstBoundEval._let,
     E.Ramp: ConstBoundEval._ramp, E.Broadcast: ConstBoundEval._broadcast,
     BufferLoad: ConstBoundEval._load,
-    **{cls: ConstBoundEval._bool for cls in (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.And, E.Or, E.Not)},
+    **{cls: ConstBoundEval._bool
+       for cls in (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.And, E.Or, E.Not)},
 }

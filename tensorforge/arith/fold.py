@@ -7,6 +7,7 @@ does not fit an integer cast, arithmetic on bool) is left unfolded: the folders 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,6 +20,7 @@ _CMP = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b:
         E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
 
 
+@functools.lru_cache(maxsize=None)
 def int_range(dtype: str) -> tuple[int, int]:
     """The inclusive value range of an integer or bool dtype."""
     if dt.is_bool(dtype):
@@ -29,11 +31,14 @@ def int_range(dtype: str) -> tuple[int, int]:
     return -(1 << (nbits - 1)), (1 << (nbits - 1)) - 1
 
 
+_bits = functools.lru_cache(maxsize=None)(dt.bits)
+
+
 def wrap_int(value: int, dtype: str) -> int:
     """`value` reduced to the width of the integer `dtype` (bool: nonzero is 1)."""
     if dt.is_bool(dtype):
         return int(value != 0)
-    nbits = dt.bits(dtype)
+    nbits = _bits(dtype)
     value &= (1 << nbits) - 1
     if dt.is_int(dtype) and value >= 1 << (nbits - 1):
         value -= 1 << nbits
@@ -47,7 +52,7 @@ def signed_rep(value: int, dtype: str) -> int:
     """
     if dt.is_bool(dtype):
         return int(value != 0)
-    nbits = dt.bits(dtype)
+    nbits = _bits(dtype)
     value &= (1 << nbits) - 1
     return value - (1 << nbits) if value >= 1 << (nbits - 1) else value
 

@@ -1,4 +1,5 @@
-"""Symbolic interval arithmetic: the range of an expression when some variables range over intervals.
+"""Symbolic interval arithmetic: the range of an expression while some variables range over
+intervals.
 
 `Analyzer.eval_interval(expr, dom)` runs an `IntervalEval`.  Variables in `dom` are relaxed to
 their intervals (whose ends may mention other variables); all other variables stay what they
@@ -98,7 +99,7 @@ class IntervalEval:
     def negative(self, x: E.Expr) -> bool:
         return self.an._bounds(x)[1] <= -1
 
-    # -- rules --------------------------------------------------------------------------------------
+    # -- rules ---------------------------------------------------------------------------------
     def _var(self, e: E.Var) -> Ends:
         iv = self.dom[e]
         return (iv.min, iv.max)
@@ -227,7 +228,8 @@ class IntervalEval:
         steps = E.IntImm(e.stride.dtype, e.lanes - 1)
         zero = E.IntImm(e.stride.dtype, 0)
         span = (_bin(E.Mul, stride[0], steps), _bin(E.Mul, stride[1], steps))
-        return (_bin(E.Add, base[0], _min(zero, span[0])), _bin(E.Add, base[1], _max(zero, span[1])))
+        return (_bin(E.Add, base[0], _min(zero, span[0])),
+                _bin(E.Add, base[1], _max(zero, span[1])))
 
     def _broadcast(self, e: E.Broadcast) -> Ends:
         return self.eval(e.value)

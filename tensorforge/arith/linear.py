@@ -1,4 +1,5 @@
-"""Linear forms: an integer expression as `c1*t1 + c2*t2 + ... + k`, the simplifier's canonical form.
+"""Linear forms: an integer expression as `c1*t1 + c2*t2 + ... + k`, the simplifier's canonical
+form.
 
 The terms `t` are expressions the linear algebra does not look into (variables, products of two
 non-constant expressions, floor divisions, loads...), numbered by an `Interner` so that like
@@ -6,9 +7,9 @@ terms collect.  Integer addition, subtraction and multiplication wrap modulo 2**
 ring, so rewriting a sum into this form is exact in every integer dtype; coefficients are kept as
 unbounded Python ints and reduced to the dtype when the form is turned back into an expression.
 
-`to_expr` fixes the canonical printed order: terms with positive coefficients first, larger
-coefficients first, plain variables before compound terms, then by `Interner.sort_key`; then the negative ones; then the constant
-(`i*16 + j*4 + k - m - 3`).
+`to_expr` fixes the canonical printed order: terms with positive coefficients first, then the
+negative ones, then the constant (`i*16 + j*4 + k - m - 3`); within each group larger magnitudes
+first, plain variables before compound terms (`i + j // 4`), then by `Interner.sort_key`.
 """
 from __future__ import annotations
 
@@ -94,8 +95,8 @@ def to_expr(form: LinearForm, interner: Interner) -> E.Expr:
     form = form.reduced()
     dtype = form.dtype
     items = [(t, c) for t, c in form.terms.values()]
-    pos = sorted((x for x in items if x[1] > 0), key=lambda x: (-x[1],) + _rank(x[0], interner))
-    neg = sorted((x for x in items if x[1] < 0), key=lambda x: (x[1],) + _rank(x[0], interner))
+    pos = _ordered([x for x in items if x[1] > 0], interner)
+    neg = _ordered([x for x in items if x[1] < 0], interner)
     k = form.const
     result: E.Expr | None = None
     for t, c in pos:
@@ -115,6 +116,13 @@ def to_expr(form: LinearForm, interner: Interner) -> E.Expr:
     elif k < 0:
         result = _subtract(result, None, -k, dtype)
     return result
+
+
+def _ordered(items: list, interner: Interner) -> list:
+    # Larger magnitudes first, then plain variables, then by sort key.
+    if len(items) < 2:
+        return items
+    return sorted(items, key=lambda x: (-abs(x[1]),) + _rank(x[0], interner))
 
 
 def _rank(t: E.Expr, interner: Interner) -> tuple:

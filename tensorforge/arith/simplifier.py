@@ -13,6 +13,7 @@ reassociated (only folded, and `x*1.0`, `x - 0.0`, `x/1.0` dropped, which are ex
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import TYPE_CHECKING
 
@@ -28,12 +29,15 @@ if TYPE_CHECKING:
     from .analyzer import Analyzer
 
 _INVERSE = {E.LT: E.GE, E.GE: E.LT, E.LE: E.GT, E.GT: E.LE, E.EQ: E.NE, E.NE: E.EQ}
-_CMP = (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE)
 
 
 def is_index(e: E.Expr) -> bool:
     """A scalar integer (signed or unsigned, not bool): the domain of the linear algebra."""
-    d = e.dtype
+    return _index_dtype(e.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _index_dtype(d: str) -> bool:
     return dt.is_integer(d) and dt.lanes(d) == 1
 
 
@@ -79,7 +83,7 @@ class Simplifier(Mutator):
         return self.an._bounds(e)
 
     def diff_bounds(self, a: E.Expr, b: E.Expr) -> tuple:
-        """Bounds of a - b for integer scalars of one dtype (exact when the difference is constant)."""
+        """Bounds of a - b for integer scalars of one dtype (exact for a constant difference)."""
         form = self.parse(a).add(self.parse(b), -1)
         if form.is_const:
             return form.const, form.const

@@ -112,20 +112,28 @@ def _same_float(x: float, y: float) -> bool:
 # ------------------------------------------------------------------------------------------------
 # Deterministic order of objects that have no natural order (Vars of the same name, buffers)
 
-_ordinals: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+# id(obj) -> (weak reference to obj, ordinal).  Not a WeakKeyDictionary: its lookups compare
+# keys with ==, and == on an Expr builds an EQ node.
+_ordinals: dict[int, tuple[Any, int]] = {}
 _counter = itertools.count()
 
 
 def ordinal(obj: Any) -> int:
     """A number that grows with the order in which objects are first seen by this function."""
+    key = id(obj)
+    entry = _ordinals.get(key)
+    if entry is not None and entry[0]() is obj:
+        return entry[1]
+    n = next(_counter)
+
+    def forget(ref, key=key):
+        if _ordinals.get(key, (None,))[0] is ref:
+            del _ordinals[key]
     try:
-        n = _ordinals.get(obj)
-        if n is None:
-            n = next(_counter)
-            _ordinals[obj] = n
-        return n
-    except TypeError:  # not weak-referenceable
-        return id(obj)
+        _ordinals[key] = (weakref.ref(obj, forget), n)
+    except TypeError:  # not weak-referenceable: identity is all there is
+        return key
+    return n
 
 
 class Interner:
@@ -171,7 +179,8 @@ class Interner:
         if isinstance(e, BinaryOp):
             return (type(e), e.dtype, self.key(e.a), self.key(e.b))
         if dataclasses.is_dataclass(e):
-            return (type(e),) + tuple([self._field(getattr(e, f.name)) for f in dataclasses.fields(e)])
+            fields = dataclasses.fields(e)
+            return (type(e),) + tuple([self._field(getattr(e, f.name)) for f in fields])
         self._keep.append(e)
         return ("id", id(e))
 

@@ -236,23 +236,27 @@ class _Lowering:
                 n = info.dom[rel.inner].extent
                 values[rel.outer] = values[rel.fused] // n
                 values[rel.inner] = values[rel.fused] % n
+        # a split that does not divide its parent's extent runs past it: guard the parent's value
+        # (an intermediate axis too, or its overflow would alias a valid value of the root axis)
+        for rel in st.relations:
+            if isinstance(rel, Split):
+                ext = info.dom[rel.parent].extent
+                covered = info.dom[rel.outer].extent * info.dom[rel.inner].extent
+                if not self.analyzer.can_prove(covered <= ext):
+                    self._add_guard(info, values[rel.parent] < ext)
         for iv in list(op.axis) + list(op.reduce_axis):
             rng = info.dom[iv]
             value = self._simplify(rng.min + values[iv])
             info.values[iv] = value
-            self._add_guards(info, iv, value, rng)
+            if iv.kind == DATA and st.attach_type == SCOPE:
+                # an attached region may reach past the tensor's domain: compute only inside it
+                self._add_guard(info, value >= 0)
+                self._add_guard(info, value < iv.dom.extent)
 
-    def _add_guards(self, info: _StageInfo, iv: IterVar, value: Expr, rng: Range) -> None:
-        """Guard iterations that fall past a non-dividing split or outside the tensor's domain."""
-        checks = [value < rng.min + rng.extent]
-        if iv.kind == DATA and info.stage.attach_type == SCOPE:
-            checks += [value >= 0, value < iv.dom.extent]
-        elif iv.kind == REDUCE:
-            checks.append(value >= rng.min)
-        for c in checks:
-            c = self._simplify(c)
-            if not (isinstance(c, IntImm) and c.value) and not self.analyzer.can_prove(c):
-                info.conditions.append(c)
+    def _add_guard(self, info: _StageInfo, cond: Expr) -> None:
+        cond = self._simplify(cond)
+        if not (isinstance(cond, IntImm) and cond.value) and not self.analyzer.can_prove(cond):
+            info.conditions.append(cond)
 
     def _region(self, st: Stage) -> tuple[list[Expr], list[Expr]]:
         """The region of `st` that its consumers read in one iteration of its attach loop."""

@@ -34,7 +34,7 @@ def test_interval_is_frozen():
         J.min = const(1)  # type: ignore[misc]
 
 
-# -- bindings and constant bounds ---------------------------------------------------------------------
+# -- bindings and constant bounds -----------------------------------------------------------------
 
 def test_bind_accepts_range_interval_and_pair():
     an = Analyzer()
@@ -92,7 +92,7 @@ def test_symbolic_binding_gives_constant_bounds_once_known():
     assert an.const_int_bound(i) == (0, 63)
 
 
-# -- eval_interval -------------------------------------------------------------------------------------
+# -- eval_interval --------------------------------------------------------------------------------
 
 def test_relaxed_and_kept_variables():
     an = Analyzer()

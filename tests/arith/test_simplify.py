@@ -27,7 +27,7 @@ def bound(**ranges) -> Analyzer:
     return an
 
 
-# -- linear canonical form ---------------------------------------------------------------------
+# -- linear canonical form ------------------------------------------------------------------------
 
 def test_like_terms_cancel():
     check(i * 4 + j - i * 4, j)
@@ -101,7 +101,7 @@ def test_symbolic_divisor():
     check(i % n % n, i % n)
 
 
-# -- min, max, comparisons, logic --------------------------------------------------------------------
+# -- min, max, comparisons, logic -----------------------------------------------------------------
 
 def test_min_max():
     check(E.Min(i, i + 1), i)
@@ -198,7 +198,7 @@ def test_let():
     check(Let(k, i + j, i), i)
 
 
-# -- vector forms --------------------------------------------------------------------------------------
+# -- vector forms ---------------------------------------------------------------------------------
 
 def test_vector_forms():
     check(Broadcast(i, 4) + Ramp(j, const(2), 4), Ramp(i + j, const(2), 4))
@@ -212,7 +212,7 @@ def test_vector_forms():
     check(Broadcast(x, 4) + Broadcast(const(0.5), 4), Broadcast(x + 0.5, 4))
 
 
-# -- size ------------------------------------------------------------------------------------------------
+# -- size -----------------------------------------------------------------------------------------
 
 def test_large_expressions_are_fast():
     e = i

@@ -53,7 +53,7 @@ def scheduled(draw):
             log.append(f"cache_write({stg.name})")
     computes = [stg for stg in s.stages if isinstance(stg.op, ComputeOp)]
     unrolled = set()
-    for _ in range(draw(st.integers(0, 8))):
+    for _ in range(draw(st.integers(1, 10))):
         stg = draw(st.sampled_from(computes))
         if stg.attach_type == "inline":
             continue
@@ -63,7 +63,8 @@ def scheduled(draw):
         free = [iv for iv in leaves if iv not in anchors and (
             stg.iter_var_attrs.get(iv) is None or stg.iter_var_attrs[iv].kind == "serial")]
         prim = draw(st.sampled_from(["split", "split", "tile", "fuse", "reorder", "vectorize", "unroll",
-                                     "parallel", "compute_at", "compute_inline", "compute_root"]))
+                                     "parallel", "compute_at", "compute_at", "compute_at",
+                                     "compute_inline", "compute_inline", "compute_root"]))
         if prim == "split" and free:
             iv = draw(st.sampled_from(free))
             if draw(st.booleans()):

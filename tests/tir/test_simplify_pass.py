@@ -1,6 +1,11 @@
 """The loop-IR simplify pass: hand-written input and expected PrimFuncs, compared structurally."""
 from __future__ import annotations
 
+import functools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from tensorforge.arith import structural_equal
 from tensorforge.te import expr as E
 from tensorforge.te.expr import Var, const
@@ -77,7 +82,8 @@ def test_loop_kind_annotations_and_thread_tags_are_kept():
     check(before, after)
     tx = Var("threadIdx.x")
     bound = N.For(tx, const(0), const(1), N.THREAD_BINDING, store(tx + 0), thread_tag="threadIdx.x")
-    check(bound, N.For(tx, const(0), const(1), N.THREAD_BINDING, store(tx), thread_tag="threadIdx.x"))
+    want = N.For(tx, const(0), const(1), N.THREAD_BINDING, store(tx), thread_tag="threadIdx.x")
+    check(bound, want)
 
 
 def test_let_bounds_are_used():
@@ -105,3 +111,98 @@ def test_allocate_and_attr_around_nothing_disappear():
 def test_unchanged_function_is_returned_as_is():
     f = func(loop(i, 16, store(i)))
     assert simplify(f) is f
+
+
+# -- randomized: the simplified program performs the same stores in the same order ---------------
+
+
+_VARS = [Var(f"v{d}") for d in range(3)]
+_BIN = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
+        E.FloorDiv: lambda a, b: a // b, E.FloorMod: lambda a, b: a % b, E.Min: min, E.Max: max,
+        E.LT: lambda a, b: int(a < b), E.LE: lambda a, b: int(a <= b),
+        E.EQ: lambda a, b: int(a == b), E.NE: lambda a, b: int(a != b),
+        E.GT: lambda a, b: int(a > b), E.GE: lambda a, b: int(a >= b),
+        E.And: lambda a, b: int(bool(a and b)), E.Or: lambda a, b: int(bool(a or b))}
+
+
+def _value(e, env):
+    if isinstance(e, Var):
+        return env[e]
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Not):
+        return int(not _value(e.a, env))
+    if isinstance(e, E.Select):
+        return _value(e.true_value if _value(e.condition, env) else e.false_value, env)
+    return _BIN[type(e)](_value(e.a, env), _value(e.b, env))
+
+
+def _run(s, env, trace):
+    # Executes a statement over int "buffers", recording (buffer, index, value) of each store.
+    if isinstance(s, N.SeqStmt):
+        for x in s.seq:
+            _run(x, env, trace)
+    elif isinstance(s, N.For):
+        lo = _value(s.min, env)
+        for v in range(lo, lo + _value(s.extent, env)):
+            _run(s.body, {**env, s.loop_var: v}, trace)
+    elif isinstance(s, N.IfThenElse):
+        if _value(s.condition, env):
+            _run(s.then_case, env, trace)
+        elif s.else_case is not None:
+            _run(s.else_case, env, trace)
+    elif isinstance(s, N.LetStmt):
+        _run(s.body, {**env, s.var: _value(s.value, env)}, trace)
+    elif isinstance(s, N.BufferStore):
+        index = tuple(_value(i, env) for i in s.indices)
+        trace.append((s.buffer.name, index, _value(s.value, env)))
+    else:
+        raise NotImplementedError(type(s).__name__)
+
+
+@functools.lru_cache(maxsize=None)
+def _exprs(depth: int):
+    leaves = st.one_of(st.sampled_from(_VARS[:depth] or [const(0)]), st.integers(-6, 6).map(const))
+    return st.recursive(leaves, lambda c: st.one_of(
+        st.tuples(st.sampled_from([E.Add, E.Sub, E.Min, E.Max]), c, c).map(
+            lambda p: p[0](p[1], p[2])),
+        st.tuples(c, st.integers(-3, 4)).map(lambda p: E.Mul(p[0], const(p[1]))),
+        st.tuples(st.sampled_from([E.FloorDiv, E.FloorMod]), c, st.integers(1, 5)).map(
+            lambda p: p[0](p[1], const(p[2])))), max_leaves=6)
+
+
+@functools.lru_cache(maxsize=None)
+def _conds(depth: int):
+    ex = _exprs(depth)
+    cmp = st.tuples(st.sampled_from([E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE]), ex, ex).map(
+        lambda p: p[0](p[1], p[2]))
+    return st.recursive(cmp, lambda c: st.one_of(
+        st.tuples(st.sampled_from([E.And, E.Or]), c, c).map(lambda p: p[0](p[1], p[2])),
+        c.map(E.Not)), max_leaves=3)
+
+
+@st.composite
+def _stmts(draw, depth: int = 0):
+    loops = ["for"] * 3 if depth < 3 else []
+    kind = draw(st.sampled_from(["store", "store", "if", "seq", "let"] + loops))
+    if kind == "store":
+        return N.BufferStore(A, draw(_exprs(depth)), (draw(_exprs(depth)),))
+    if kind == "if":
+        other = draw(st.one_of(st.none(), _stmts(depth)))
+        return N.IfThenElse(draw(_conds(depth)), draw(_stmts(depth)), other)
+    if kind == "seq":
+        return N.SeqStmt(tuple(draw(st.lists(_stmts(depth), min_size=0, max_size=3))))
+    if kind == "let":
+        return N.LetStmt(x, draw(_exprs(depth)), draw(_stmts(depth)))
+    lo, ext = draw(st.integers(-2, 2)), draw(st.integers(-1, 4))
+    return N.For(_VARS[depth], const(lo), const(ext), N.SERIAL, draw(_stmts(depth + 1)))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_stmts())
+def test_simplified_programs_store_the_same_values(body):
+    f = func(body)
+    before, after = [], []
+    _run(f.body, {}, before)
+    _run(simplify(f).body, {}, after)
+    assert before == after, f"{f}\n--- simplified:\n{simplify(f)}"
