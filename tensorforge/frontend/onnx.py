@@ -1,0 +1,217 @@
+"""ONNX -> Graph.  Converters are registered per ONNX op type in `frontend/onnx_ops/` with
+`@converter("Relu")`; each gets the builder, the node's input Values (None for absent optional
+inputs), its attributes as a dict and the opset, and returns the output Values.
+
+Initializers become parameters; graph inputs that are not initializers are the model's inputs, in
+graph order.  Inputs that are really attributes (shapes, axes, pads, ...) are read with
+`ctx.value_of(v)`, which works when they are constants (folded by the builder) and raises a clear
+error for shapes computed at run time.  Unsupported ops are collected and reported together.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..graph.builder import GraphBuilder
+from ..graph.ir import Graph, GraphError, Value
+
+_CONVERTERS: dict[str, tuple[Callable, int]] = {}
+
+
+class UnsupportedOpsError(NotImplementedError):
+    """The model uses operators tensorforge lacks; the message lists every one."""
+
+
+class ModelLoadError(ValueError):
+    """The file is not a readable ONNX model."""
+
+
+def converter(*op_types: str, since: int = 1) -> Callable:
+    """Register a converter for ONNX op types (valid from opset `since`)."""
+
+    def wrap(fn: Callable) -> Callable:
+        for t in op_types:
+            if t in _CONVERTERS:
+                raise ValueError(f"ONNX converter for {t} registered twice")
+            _CONVERTERS[t] = (fn, since)
+        return fn
+
+    return wrap
+
+
+@dataclass
+class ConvertContext:
+    builder: GraphBuilder
+    opset: int
+    node_name: str
+    op_type: str
+
+    def add(self, op: str, inputs: list, attrs: dict | None = None, name: str | None = None) -> list[Value]:
+        return self.builder.add(op, inputs, attrs, name or self.node_name)
+
+    def add1(self, op: str, inputs: list, attrs: dict | None = None) -> Value:
+        return self.add(op, inputs, attrs)[0]
+
+    def const(self, array: Any, dtype: str | None = None) -> Value:
+        return self.builder.const(array, name=f"{self.node_name}_c", dtype=dtype)
+
+    def value_of(self, v: Value, what: str = "input") -> np.ndarray:
+        try:
+            return self.builder.value_of(v, what)
+        except NotImplementedError as err:
+            raise NotImplementedError(f"node {self.node_name} ({self.op_type}): {err}") from None
+
+    def is_const(self, v: Value | None) -> bool:
+        return self.builder.is_const(v)
+
+
+def _load_converters() -> None:
+    import importlib
+    import pkgutil
+
+    from . import onnx_ops
+    for info in pkgutil.iter_modules(onnx_ops.__path__):
+        importlib.import_module(f"{onnx_ops.__name__}.{info.name}")
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover
+        raise ImportError("the ONNX frontend needs the onnx package: pip install onnx") from None
+    return onnx
+
+
+def _attr_value(attr) -> Any:
+    onnx = _onnx()
+    from onnx import numpy_helper
+    A = onnx.AttributeProto
+    if attr.type == A.FLOAT:
+        return float(attr.f)
+    if attr.type == A.INT:
+        return int(attr.i)
+    if attr.type == A.STRING:
+        return attr.s.decode("utf-8", "replace")
+    if attr.type == A.TENSOR:
+        return numpy_helper.to_array(attr.t)
+    if attr.type == A.FLOATS:
+        return tuple(float(x) for x in attr.floats)
+    if attr.type == A.INTS:
+        return tuple(int(x) for x in attr.ints)
+    if attr.type == A.STRINGS:
+        return tuple(s.decode("utf-8", "replace") for s in attr.strings)
+    if attr.type == A.GRAPH:
+        return attr.g
+    return None
+
+
+def _np_dtype(elem_type: int) -> str:
+    onnx = _onnx()
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+    except Exception:
+        raise NotImplementedError(f"ONNX element type {elem_type} is not supported") from None
+
+
+def load_model(path_or_model: Any):
+    onnx = _onnx()
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    if isinstance(path_or_model, (bytes, bytearray)):
+        data = bytes(path_or_model)
+        where = "the given bytes"
+    else:
+        path = os.fspath(path_or_model)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"no such model file: {path}")
+        with open(path, "rb") as f:
+            data = f.read()
+        where = path
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as err:
+        raise ModelLoadError(f"{where} is not a valid ONNX model (truncated or another format): {err}") from None
+    if not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"{where} is not a valid ONNX model: it holds no graph")
+    return model
+
+
+def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None) -> Graph:
+    """Convert an ONNX model (path, bytes or ModelProto).  `shapes` fixes input shapes whose
+    dimensions are symbolic in the model ({input name: shape})."""
+    onnx = _onnx()
+    from onnx import numpy_helper
+    model = load_model(model)
+    _load_converters()
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+    g = model.graph
+    b = GraphBuilder(name or g.name or "model")
+    env: dict[str, Value | None] = {"": None}
+    for init in g.initializer:
+        env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
+    for init in g.sparse_initializer:
+        raise NotImplementedError("sparse initializers are not supported")
+    shapes = dict(shapes or {})
+    for inp in g.input:
+        if inp.name in env:
+            continue
+        t = inp.type.tensor_type
+        if not inp.type.HasField("tensor_type"):
+            raise NotImplementedError(f"input {inp.name}: only tensor inputs are supported")
+        dims = []
+        for k, d in enumerate(t.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(d.dim_value)
+            else:
+                dims.append(None)
+        if inp.name in shapes:
+            dims = list(shapes[inp.name])
+        if any(d is None for d in dims):
+            raise NotImplementedError(
+                f"input {inp.name} has symbolic dimensions {[d.dim_param or '?' for d in t.shape.dim]}; "
+                f"give static ones with from_onnx(model, shapes={{{inp.name!r}: (...)}})")
+        env[inp.name] = b.input(inp.name, dims, _np_dtype(t.elem_type))
+
+    missing: dict[str, list[str]] = {}
+    for node in g.node:
+        if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
+            key = f"{node.op_type} (domain {node.domain!r}, opset {opset})" if node.domain not in ("", "ai.onnx") \
+                else f"{node.op_type} (opset {opset})"
+            missing.setdefault(key, []).append(node.name or "<unnamed>")
+    if missing:
+        lines = [f"  {op}: nodes {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+                 for op, names in sorted(missing.items())]
+        raise UnsupportedOpsError("the model uses operators tensorforge does not support:\n" + "\n".join(lines))
+
+    for k, node in enumerate(g.node):
+        fn, _since = _CONVERTERS[node.op_type]
+        label = node.name or f"{node.op_type}_{k}"
+        inputs = []
+        for i in node.input:
+            if i not in env:
+                raise GraphError(f"node {label} ({node.op_type}) reads {i!r}, which is never defined "
+                                 "(the graph is not topologically sorted or has a cycle)")
+            inputs.append(env[i])
+        attrs = {a.name: _attr_value(a) for a in node.attribute}
+        ctx = ConvertContext(b, opset, label, node.op_type)
+        try:
+            outs = fn(ctx, inputs, attrs)
+        except (NotImplementedError, GraphError):
+            raise
+        except Exception as err:
+            raise GraphError(f"node {label} ({node.op_type}): {err}") from err
+        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        for oname, v in zip(node.output, outs):
+            if oname:
+                env[oname] = v
+    outputs = []
+    for o in g.output:
+        if o.name not in env:
+            raise GraphError(f"graph output {o.name} is never produced")
+        v = env[o.name]
+        outputs.append(v)
+    return b.finish(outputs)

@@ -1,0 +1,1 @@
+"""ONNX op converters, one module per op family; each registers with @converter."""
