@@ -4,14 +4,24 @@
     s = te.create_schedule(C.op)
     print(tensorforge.lower(s, [A, B, C]))
     f = tensorforge.build(s, [A, B, C], target="c")
+
+    graph = tensorforge.frontend.from_onnx("model.onnx")
+    model = tensorforge.compile(graph, target="c")
+    outputs = model(x)
 """
 __version__ = "0.1.0"
 
 from . import te
-from .driver import build, lower
+from .driver import build, compile, lower  # noqa: A004
 from .te.schedule import ScheduleError
 
-__all__ = ["te", "lower", "build", "ScheduleError", "nd", "Target"]
+__all__ = ["te", "lower", "build", "compile", "load", "ScheduleError", "nd", "Target", "frontend"]
+
+
+def load(path: str):
+    """Load a model written by `Model.export` (needs only the runtime)."""
+    from .runtime.model import load as _load
+    return _load(path)
 
 
 def __getattr__(name):  # runtime pieces load on first use
@@ -21,4 +31,7 @@ def __getattr__(name):  # runtime pieces load on first use
     if name == "Target":
         from .target import Target
         return Target
+    if name == "frontend":
+        import importlib
+        return importlib.import_module(".frontend", __name__)
     raise AttributeError(f"module 'tensorforge' has no attribute {name!r}")

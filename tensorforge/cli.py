@@ -1,6 +1,9 @@
 """The `tensorforge` command line.
 
-    tensorforge demo [--size N]   build, verify and time a scheduled matmul against NumPy
+    tensorforge demo [--size N]                 build, verify and time a scheduled matmul
+    tensorforge compile MODEL.onnx -o OUT.tfm   compile an ONNX model into one file
+    tensorforge run OUT.tfm --input name=x.npy  run a compiled model, save outputs as .npy
+    tensorforge inspect MODEL.onnx              graph after passes, fused groups, memory plan, kernels
 """
 from __future__ import annotations
 
@@ -61,6 +64,86 @@ def _demo(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _parse_shapes(items: list[str]) -> dict:
+    shapes = {}
+    for item in items or []:
+        name, _, dims = item.partition("=")
+        if not dims:
+            raise SystemExit(f"--shape expects name=d0,d1,..., got {item!r}")
+        shapes[name] = tuple(int(d) for d in dims.split(","))
+    return shapes
+
+
+def _compile(opts: argparse.Namespace) -> int:
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+
+    _progress(f"[1/3] importing {opts.model}")
+    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    _progress(f"[2/3] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
+    t0 = time.perf_counter()
+    model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level)
+    _progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s; "
+              f"{model.info['plan'].summary()}")
+    out = opts.output or os.path.splitext(os.path.basename(opts.model))[0] + ".tfm"
+    model.export(out)
+    _progress(f"[3/3] wrote {out}")
+    return 0
+
+
+def _run(opts: argparse.Namespace) -> int:
+    import numpy as np
+
+    import tensorforge
+
+    model = tensorforge.load(opts.model)
+    named = {}
+    for item in opts.input or []:
+        name, _, path = item.partition("=")
+        if not path:
+            raise SystemExit(f"--input expects name=file.npy, got {item!r}")
+        named[name] = np.load(path, allow_pickle=False)
+    if not named:
+        raise SystemExit(f"give the inputs with --input name=file.npy; the model takes {model.input_names}")
+    outs = model.run(**named)
+    os.makedirs(opts.output_dir, exist_ok=True)
+    for name, arr in zip(model.output_names, outs):
+        path = os.path.join(opts.output_dir, f"{name.replace('/', '_')}.npy")
+        np.save(path, arr)
+        print(f"{name}: {arr.dtype}{list(arr.shape)} -> {path}")
+    return 0
+
+
+def _inspect(opts: argparse.Namespace) -> int:
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+
+    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    model = tensorforge.compile(graph, target=opts.target)
+    info = model.info
+    print(info["graph"])
+    print(f"\n# {len(info['groups'])} fused groups")
+    for k, g in enumerate(info["groups"]):
+        print(f"  {k:3d} [{g.pattern}] {' + '.join(n.op for n in g.nodes)}")
+    print("\n# " + info["plan"].summary())
+    print("# compile time: " + ", ".join(f"{k} {v:.2f} s" for k, v in info["timings"].items()))
+    rng = np.random.default_rng(0)
+    inputs = [rng.standard_normal(tuple(model.spec.values[n]["shape"])).astype(model.spec.values[n]["dtype"])
+              for n in model.input_names]
+    print("\n# per-kernel time (mean of 10 runs)")
+    for label, secs in model.profile(*inputs, repeat=10):
+        print(f"  {secs * 1e3:9.3f} ms  {label}")
+    if opts.source:
+        print(model.source)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from tensorforge import __version__
@@ -73,6 +156,24 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--target", default="c -mcpu=native", help='target string (default "c -mcpu=native")')
     demo.add_argument("--show-source", action="store_true", help="print the generated C")
     demo.set_defaults(fn=_demo)
+    comp = sub.add_parser("compile", help="compile an ONNX model into one file")
+    comp.add_argument("model")
+    comp.add_argument("-o", "--output", help="output file (default: MODEL.tfm)")
+    comp.add_argument("--target", default="c -mcpu=native")
+    comp.add_argument("--opt-level", type=int, default=3)
+    comp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
+    comp.set_defaults(fn=_compile)
+    run = sub.add_parser("run", help="run a compiled model on .npy inputs")
+    run.add_argument("model")
+    run.add_argument("--input", action="append", help="name=file.npy (repeat per input)")
+    run.add_argument("--output-dir", default=".", help="where to write the outputs (.npy)")
+    run.set_defaults(fn=_run)
+    insp = sub.add_parser("inspect", help="graph after passes, fused groups, memory plan, kernel timings")
+    insp.add_argument("model")
+    insp.add_argument("--target", default="c -mcpu=native")
+    insp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
+    insp.add_argument("--source", action="store_true", help="also print the generated C")
+    insp.set_defaults(fn=_inspect)
     opts = parser.parse_args(argv)
     return opts.fn(opts)
 

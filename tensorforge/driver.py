@@ -45,3 +45,91 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
     else:
         raise TypeError("build expects a Schedule (with args), a PrimFunc or a list of PrimFuncs")
     return backend_for(tgt).build(funcs, tgt)
+
+
+def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None):  # noqa: A001
+    """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
+    (all built with one compiler call), a static memory plan."""
+    import time
+
+    from .graph.fuse import fuse
+    from .graph.ir import Graph
+    from .graph.pipeline import optimize
+    from .graph.plan_memory import plan_memory
+    from .lower import lower_group
+    from .runtime.executor import ModelSpec
+    from .runtime.model import Model
+    from .target import Target
+
+    if not isinstance(graph, Graph):
+        raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
+                        f"got {type(graph).__name__}")
+    if records is not None:
+        raise NotImplementedError("applying tuning records arrives with the auto-tuner")
+    tgt = Target.parse(target)
+    timings = {}
+    t0 = time.perf_counter()
+    graph = optimize(graph, opt_level)
+    groups = fuse(graph, enabled=opt_level >= 1)
+    t1 = time.perf_counter()
+    timings["graph passes + fusion"] = t1 - t0
+    steps, funcs, labels = [], [], []
+    names = {}
+    for k, g in enumerate(groups):
+        if g.pattern == "opaque":
+            node = g.nodes[0]
+            steps.append({"kind": "opaque", "op": node.op, "attrs": dict(node.attrs),
+                          "inputs": [v.name if v is not None else None for v in node.inputs],
+                          "outputs": [v.name for v in node.outputs]})
+            labels.append(f"{k}:{node.op}")
+            continue
+        fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
+        lowered = lower_group(g, tgt, fname)
+        funcs.append(lowered.func)
+        names[fname] = len(steps)
+        steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
+        labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
+    t2 = time.perf_counter()
+    timings["lowering"] = t2 - t1
+    module = None
+    if funcs:
+        module = build(funcs, target=tgt)
+        for step in steps:
+            if step["kind"] == "kernel":
+                step["symbol"] = _symbol(module, step["symbol"])
+    t3 = time.perf_counter()
+    timings["C compile"] = t3 - t2
+
+    external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
+    plan = plan_memory([(g.inputs, g.outputs) for g in groups], external)
+    values = {}
+    for v in graph.inputs:
+        values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "input", "offset": 0}
+    for v in graph.params:
+        values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "param", "offset": 0}
+    for g in groups:
+        for v in g.outputs:
+            where = "output" if v in graph.outputs else "arena"
+            values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": where,
+                              "offset": plan.offsets.get(v, 0)}
+    _check_unique_names(graph)
+    spec = ModelSpec(name or graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
+                     values, steps, plan.total_bytes, labels)
+    params = {v.name: a for v, a in graph.params.items()}
+    info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings, "funcs": funcs,
+            "target": tgt}
+    return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+def _symbol(module, name: str) -> str:
+    """The C symbol of kernel `name` in `module` (the code generator may rename it)."""
+    fn = module.get_function(name)
+    return fn._cfunc.__name__
+
+
+def _check_unique_names(graph) -> None:
+    seen = set()
+    for v in list(graph.inputs) + list(graph.params) + [o for n in graph.nodes for o in n.outputs]:
+        if v.name in seen:
+            raise ValueError(f"value name {v.name!r} is used twice in graph {graph.name}")
+        seen.add(v.name)

@@ -1,0 +1,31 @@
+"""The graph pass list: reading it is reading the graph optimizer.  `opt_level` 0 runs only
+what correctness needs; `TENSORFORGE_DEBUG=passes` prints the graph after each pass."""
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from .ir import Graph
+from .passes.eliminate_dead_code import eliminate_dead_code
+from .passes.fold_constants import fold_constants
+from .passes.simplify_graph import simplify_graph
+
+# (name, pass, minimum opt_level)
+PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
+    ("eliminate_dead_code", eliminate_dead_code, 0),
+    ("fold_constants", fold_constants, 1),
+    ("simplify_graph", simplify_graph, 1),
+    ("eliminate_dead_code", eliminate_dead_code, 0),
+]
+
+
+def optimize(graph: Graph, opt_level: int = 3) -> Graph:
+    from ..tir.pipeline import debug_enabled
+    dump = debug_enabled("passes")
+    for name, fn, level in PASSES:
+        if opt_level < level:
+            continue
+        graph = fn(graph)
+        if dump:
+            print(f"# graph after {name}\n{graph}\n", file=sys.stderr)
+    return graph.validate()

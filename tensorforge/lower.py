@@ -1,0 +1,93 @@
+"""FusedGroup -> (TE outputs, Schedule) -> PrimFunc (the `groups -> kernels` arrow).
+
+The group's nodes become one chain of te.compute stages over placeholders for the group's
+inputs.  Stages of injective ops that are not group outputs are inlined into their readers; the
+master op's stages (a conv's padding stage, say) are left to the master's schedule template.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import te
+from .graph.fuse import FusedGroup
+from .ops import registry
+from .ops.registry import COMPLEX, INJECTIVE, REDUCTION
+from .ops.schedules import get_template
+from .te.tensor import ComputeOp
+from .tir import nodes as N
+
+
+@dataclass
+class LoweredGroup:
+    group: FusedGroup
+    func: N.PrimFunc
+    args: tuple        # graph Values, in the kernel's parameter order (inputs, then outputs)
+
+
+def _stages_of(tensors) -> set:
+    seen, todo = set(), [t.op for t in tensors]
+    while todo:
+        op = todo.pop()
+        if op in seen or not isinstance(op, ComputeOp):
+            continue
+        seen.add(op)
+        todo.extend(t.op for t in op.input_tensors())
+    return seen
+
+
+def group_to_te(group: FusedGroup):
+    """Build the group's TE: returns (placeholders, {Value: te.Tensor}, master output tensors,
+    set of ops created by the master node)."""
+    env = {}
+    placeholders = []
+    for k, v in enumerate(group.inputs):
+        p = te.placeholder(v.shape, v.dtype, name=f"p{k}_{_ident(v.name)}")
+        env[v] = p
+        placeholders.append(p)
+    master_outs, master_ops = [], set()
+    for node in group.nodes:
+        opdef = registry.get(node.op)
+        ins = [env[v] if v is not None else None for v in node.inputs]
+        outs = opdef.build_compute(ins, node.attrs)
+        if len(outs) != len(node.outputs):
+            raise ValueError(f"op {node.op}: compute returned {len(outs)} tensors for {len(node.outputs)} outputs")
+        for v, t in zip(node.outputs, outs):
+            env[v] = t
+        if node is group.master:
+            master_outs = outs
+            master_ops = _stages_of(outs) - _stages_of(placeholders)
+    return placeholders, env, master_outs, master_ops
+
+
+def _ident(name: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in name)[:40]
+
+
+def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGroup:
+    placeholders, env, master_outs, master_ops = group_to_te(group)
+    outs = [env[v] for v in group.outputs]
+    # a group output that is also an input (an identity) needs a copy stage
+    outs = [te.compute(t.shape, lambda *i, t=t: t[i], name="copy") if t in placeholders else t for t in outs]
+    s = te.create_schedule([t.op for t in outs])
+    out_ops = {t.op for t in outs}
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and op not in out_ops and op not in master_ops and not op.reduce_axis:
+            stage.compute_inline()
+    if group.pattern == COMPLEX:
+        kind = "complex"
+    elif group.pattern == REDUCTION:
+        kind = "reduction"
+    else:
+        kind = "injective"
+    master = master_outs if master_outs else outs
+    template_name = (registry.get(group.master.op).schedule.get(target.kind) if group.master else None) \
+        or f"{kind}.cpu"
+    get_template(template_name)(s, master, outs, target, config)
+    func = te_lower(s, placeholders + outs, name)
+    return LoweredGroup(group, func, tuple(group.inputs) + tuple(group.outputs))
+
+
+def te_lower(s, args, name):
+    from .driver import lower
+    return lower(s, args, name)

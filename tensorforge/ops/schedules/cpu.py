@@ -1,0 +1,119 @@
+"""Default CPU schedules: correct and reasonably fast, chosen from the shape and the target's SIMD
+width and core count.  (Tunable knob templates come with the auto-tuner.)
+
+- injective: fuse all axes, split by the vector width, vectorize the inner part and run the outer
+  part on the thread pool when there is enough work;
+- reduction: parallel over the fused output axes, the reduction inside;
+- complex (conv, dense, matmul): the main stage is computed per output row inside the loops of the
+  fused epilogue (so bias, activations and residual adds happen while the row is in cache), its
+  innermost data axis vectorized where it is contiguous.
+"""
+from __future__ import annotations
+
+from ...te.expr import IntImm, REDUCE
+from ...te.tensor import ComputeOp
+from . import template
+
+PARALLEL_MIN_ELEMS = 16384
+
+
+def _ext(iv) -> int | None:
+    e = iv.dom.extent
+    return e.value if isinstance(e, IntImm) else None
+
+
+def _size(t) -> int:
+    n = 1
+    for d in t.shape:
+        n *= d.value if isinstance(d, IntImm) else 1 << 20
+    return n
+
+
+def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
+    """Flat vectorized loop over all of `t`'s elements."""
+    st = s[t]
+    axes = list(st.op.axis)
+    if not axes:
+        return
+    lanes = max(1, target.simd_lanes(t.dtype))
+    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+    total = _size(t)
+    if total >= lanes * 2:
+        outer, inner = st.split(fused, factor=lanes)
+        st.vectorize(inner)
+    else:
+        outer = fused
+    if parallel and total >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        st.parallel(outer)
+
+
+@template("injective.cpu")
+def injective(s, master_outs, outs, target, cfg=None) -> None:
+    for t in outs:
+        schedule_elementwise_stage(s, t, target)
+
+
+@template("reduction.cpu")
+def reduction(s, master_outs, outs, target, cfg=None) -> None:
+    for t in master_outs:
+        st = s[t]
+        axes = list(st.op.axis)
+        if axes:
+            fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+            if _size(t) >= 64 and target.num_cores > 1:
+                st.parallel(fused)
+    for t in outs:
+        if t not in master_outs:
+            schedule_elementwise_stage(s, t, target)
+
+
+def _inner_data_stages(s, master_outs):
+    """The stages of the master op (its own padding/packing stages included)."""
+    seen, todo = [], [t.op for t in master_outs]
+    while todo:
+        op = todo.pop()
+        if not isinstance(op, ComputeOp) or op in seen:
+            continue
+        seen.append(op)
+        todo.extend(t.op for t in op.input_tensors())
+    return seen
+
+
+@template("complex.cpu")
+def complex_out(s, master_outs, outs, target, cfg=None) -> None:
+    """Main stage: data axes, then reduction axes, then the innermost data axis (vectorized).
+    With an epilogue, the main stage is computed per row of the epilogue's output."""
+    main = master_outs[0]
+    st = s[main]
+    data = list(st.op.axis)
+    red = list(st.op.reduce_axis)
+    lanes = max(1, target.simd_lanes(main.dtype))
+    if red and data:
+        st.reorder(*(data[:-1] + red + data[-1:]))
+    if data and (_ext(data[-1]) or 0) >= lanes:
+        xo, xi = st.split(data[-1], factor=lanes)
+        st.vectorize(xi)
+    epilogue = [t for t in outs if t not in master_outs]
+    if not epilogue:
+        if len(data) > 1:
+            st.parallel(data[0] if (_ext(data[0]) or 0) > 1 or len(data) < 3 else data[1])
+        return
+    out = epilogue[0]
+    ost = s[out]
+    oaxes = list(ost.op.axis)
+    if len(oaxes) == len(data) and len(oaxes) >= 2:
+        row = oaxes[-2]
+        st.compute_at(ost, row)
+        if (_ext(oaxes[-1]) or 0) >= lanes:
+            xo, xi = ost.split(oaxes[-1], factor=lanes)
+            ost.vectorize(xi)
+        outer = oaxes[:-2]
+        if outer:
+            fused = ost.fuse(*outer) if len(outer) > 1 else outer[0]
+            ost.parallel(fused)
+        else:
+            ost.parallel(row)
+    else:
+        schedule_elementwise_stage(s, out, target)
+    for t in epilogue[1:]:
+        schedule_elementwise_stage(s, t, target)

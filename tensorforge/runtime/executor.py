@@ -1,0 +1,138 @@
+"""The graph executor: runs compiled kernels and opaque steps over a static memory plan.
+
+It needs only the runtime (NumPy, ctypes, the shared library) and, for opaque steps, the ops'
+NumPy kernels; an exported model (`tensorforge.load`) runs without the compiler front end.
+
+A model description is plain data (`ModelSpec`), so it serializes to JSON:
+  values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset) or "output"
+  steps:   ("kernel", symbol, [value names]) or ("opaque", op, attrs, [inputs], [outputs])
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .module import load_library
+
+
+@dataclass
+class ModelSpec:
+    name: str
+    inputs: list            # value names, in call order
+    outputs: list           # value names, in return order
+    values: dict            # name -> {"shape": [...], "dtype": str, "where": str, "offset": int}
+    steps: list             # dicts: {"kind": "kernel", "symbol", "args"} | {"kind": "opaque", "op", "attrs", "inputs", "outputs"}
+    arena_bytes: int = 0
+    labels: list = field(default_factory=list)   # a readable label per step (for profiles)
+
+
+class GraphExecutor:
+    """Calls: `ex(*arrays)` or `ex.run(name=array, ...)` -> list of output arrays."""
+
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict):
+        self.spec = spec
+        self.lib = load_library(lib_path) if lib_path else None
+        self.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
+        self.arena = np.empty(max(spec.arena_bytes, 1), np.uint8)
+        self.fixed: dict[str, np.ndarray] = {}
+        for name, info in spec.values.items():
+            shape, dtype = tuple(info["shape"]), np.dtype(info["dtype"])
+            if info["where"] == "param":
+                self.fixed[name] = self.params[name]
+            elif info["where"] == "arena":
+                count = int(np.prod(shape, dtype=np.int64))
+                view = self.arena[info["offset"]:info["offset"] + count * dtype.itemsize].view(dtype)
+                self.fixed[name] = view.reshape(shape)
+        self._steps = []
+        for step in spec.steps:
+            if step["kind"] == "kernel":
+                fn = getattr(self.lib, step["symbol"])
+                fn.argtypes = [ctypes.c_void_p] * len(step["args"])
+                fn.restype = ctypes.c_int32
+                self._steps.append(("kernel", fn, step["args"]))
+            else:
+                from ..ops import registry
+                self._steps.append(("opaque", registry.get(step["op"]), step))
+        self._input_info = [(n, tuple(spec.values[n]["shape"]), np.dtype(spec.values[n]["dtype"]))
+                            for n in spec.inputs]
+
+    # -- calling --------------------------------------------------------------------------------
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.spec.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.spec.outputs)
+
+    def __call__(self, *arrays) -> list[np.ndarray]:
+        if len(arrays) != len(self._input_info):
+            raise TypeError(f"model {self.spec.name} takes {len(self._input_info)} input(s) "
+                            f"({', '.join(self.spec.inputs)}), got {len(arrays)}")
+        return self._run(dict(zip(self.spec.inputs, arrays)))
+
+    def run(self, **named) -> list[np.ndarray]:
+        unknown = sorted(set(named) - set(self.spec.inputs))
+        missing = [n for n in self.spec.inputs if n not in named]
+        if unknown or missing:
+            raise TypeError(f"model {self.spec.name}: unknown input(s) {unknown}, missing {missing}; "
+                            f"inputs are {self.spec.inputs}")
+        return self._run(named)
+
+    def _check(self, named: dict) -> dict:
+        env = {}
+        for name, shape, dtype in self._input_info:
+            a = named[name]
+            if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
+                a = a.numpy()
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"input {name!r}: expected a NumPy array, got {type(a).__name__}")
+            if a.dtype != dtype:
+                raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
+            if a.shape != shape:
+                raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
+            env[name] = np.ascontiguousarray(a)
+        return env
+
+    def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:
+        env = dict(self.fixed)
+        env.update(self._check(named))
+        for name in self.spec.outputs:
+            if name not in env:
+                info = self.spec.values[name]
+                env[name] = np.empty(tuple(info["shape"]), info["dtype"])
+        for k, step in enumerate(self._steps):
+            start = time.perf_counter() if timings is not None else 0.0
+            if step[0] == "kernel":
+                _, fn, args = step
+                status = fn(*[env[a].ctypes.data for a in args])
+                if status:
+                    raise RuntimeError(f"kernel {self.spec.labels[k] if self.spec.labels else k} failed "
+                                       f"with status {status}")
+            else:
+                _, opdef, info = step
+                outs = opdef.run_kernel([env[i] if i is not None else None for i in info["inputs"]], info["attrs"])
+                for name, value in zip(info["outputs"], outs):
+                    np.copyto(env[name], np.asarray(value).reshape(env[name].shape), casting="unsafe")
+            if timings is not None:
+                timings[k] += time.perf_counter() - start
+        results = []
+        for name in self.spec.outputs:
+            a = env[name]
+            where = self.spec.values[name]["where"]
+            results.append(a.copy() if where in ("param", "input", "arena") else a)
+        return results
+
+    def profile(self, *arrays, repeat: int = 10) -> list[tuple[str, float]]:
+        """Median-free simple profile: mean seconds per step over `repeat` runs, slowest first."""
+        named = dict(zip(self.spec.inputs, arrays))
+        timings = [0.0] * len(self._steps)
+        self._run(named)
+        for _ in range(repeat):
+            self._run(named, timings)
+        labels = self.spec.labels or [str(k) for k in range(len(self._steps))]
+        rows = [(labels[k], timings[k] / repeat) for k in range(len(self._steps))]
+        return sorted(rows, key=lambda r: -r[1])

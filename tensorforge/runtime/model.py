@@ -1,0 +1,135 @@
+"""A compiled model: the executor plus what is needed to export it as one file and load it back.
+
+The exported file is a zip archive (no pickle): `model.json` (the ModelSpec), `kernels.so` (the
+compiled library), `params.npz` (constants, read with allow_pickle=False) and `kernels.c` (the
+source, for inspection).  `load()` needs only NumPy and the runtime.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import zipfile
+
+import numpy as np
+
+from .executor import GraphExecutor, ModelSpec
+
+FORMAT_VERSION = 1
+
+
+class Model:
+    """`model(*arrays)` or `model.run(name=array)` -> list of outputs in graph order."""
+
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, source: str = "", info: dict | None = None):
+        self.spec, self.lib_path, self.params, self.source = spec, lib_path, params, source
+        self.info = info or {}
+        self.executor = GraphExecutor(spec, lib_path, params)
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.executor.input_names
+
+    @property
+    def output_names(self) -> list[str]:
+        return self.executor.output_names
+
+    def __call__(self, *arrays):
+        return self.executor(*arrays)
+
+    def run(self, **named):
+        return self.executor.run(**named)
+
+    def profile(self, *arrays, repeat: int = 10) -> list[tuple[str, float]]:
+        """(kernel label, mean seconds) per step, slowest first."""
+        return self.executor.profile(*arrays, repeat=repeat)
+
+    def export(self, path: str) -> str:
+        """Write the model as one file; returns the path."""
+        buf = io.BytesIO()
+        np.savez(buf, **{f"p{k}": self.params[name] for k, name in enumerate(sorted(self.params))})
+        manifest = {"format": "tensorforge-model", "version": FORMAT_VERSION,
+                    "spec": dataclasses.asdict(self.spec), "param_names": sorted(self.params)}
+        tmp = f"{path}.tmp{os.getpid()}"
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr("model.json", json.dumps(manifest, default=_jsonable))
+            z.writestr("params.npz", buf.getvalue())
+            if self.lib_path:
+                with open(self.lib_path, "rb") as f:
+                    z.writestr("kernels.so", f.read())
+            z.writestr("kernels.c", self.source)
+        os.replace(tmp, path)
+        return path
+
+    def __repr__(self) -> str:
+        return (f"<tensorforge Model {self.spec.name}: inputs {self.input_names}, "
+                f"{len(self.spec.steps)} steps>")
+
+
+def _jsonable(x):
+    if isinstance(x, np.ndarray):
+        return {"__ndarray__": x.tolist(), "dtype": x.dtype.name}
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, tuple):
+        return list(x)
+    raise TypeError(f"cannot serialize {type(x).__name__}")
+
+
+def _restore(x):
+    """JSON -> attribute values (lists back to tuples, arrays back to arrays)."""
+    if isinstance(x, dict):
+        if "__ndarray__" in x:
+            return np.array(x["__ndarray__"], dtype=x["dtype"])
+        return {k: _restore(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return tuple(_restore(v) for v in x)
+    return x
+
+
+def load(path: str) -> Model:
+    """Load a model written by `Model.export`."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such model file: {path}")
+    try:
+        z = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise ValueError(f"{path} is not a tensorforge model file") from None
+    with z:
+        try:
+            manifest = json.loads(z.read("model.json"))
+        except KeyError:
+            raise ValueError(f"{path} is not a tensorforge model file (no model.json)") from None
+        if manifest.get("format") != "tensorforge-model" or manifest.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported model format {manifest.get('format')} v{manifest.get('version')}")
+        with np.load(io.BytesIO(z.read("params.npz")), allow_pickle=False) as npz:
+            params = {name: npz[f"p{k}"] for k, name in enumerate(manifest["param_names"])}
+        lib_path = None
+        if "kernels.so" in z.namelist():
+            lib_path = _materialize(z.read("kernels.so"))
+        source = z.read("kernels.c").decode() if "kernels.c" in z.namelist() else ""
+    raw = manifest["spec"]
+    steps = []
+    for st in raw["steps"]:
+        if st["kind"] == "opaque":
+            st = dict(st, attrs=_restore(st["attrs"]))
+        steps.append(st)
+    spec = ModelSpec(raw["name"], raw["inputs"], raw["outputs"], raw["values"], steps, raw["arena_bytes"], raw["labels"])
+    return Model(spec, lib_path, params, source)
+
+
+def _materialize(lib: bytes) -> str:
+    """Write a library to the cache by content hash (atomically) and return its path."""
+    from .compile import cache_dir
+    key = hashlib.sha256(lib).hexdigest()[:32]
+    path = cache_dir() / f"model_{key}.so"
+    if not path.exists():
+        tmp = f"{path}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(lib)
+        os.replace(tmp, path)
+    return str(path)
