@@ -19,3 +19,13 @@ def _shapes(model_path: str, inputs: list) -> dict:
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
     return {n: np.asarray(a).shape for n, a in zip(names, inputs) if a is not None}
+
+
+def run(model_path: str, inputs: list) -> list:
+    """Compile the model with tensorforge (C backend) and run it."""
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    graph = from_onnx(model_path, shapes=_shapes(model_path, inputs))
+    model = tensorforge.compile(graph, target="c -O1")
+    present = [np.asarray(a) for a in inputs if a is not None]
+    return model(*present)
