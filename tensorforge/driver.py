@@ -56,7 +56,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     from .graph.ir import Graph
     from .graph.pipeline import optimize
     from .graph.plan_memory import plan_memory
-    from .lower import lower_group
+    from .lowering import lower_group
     from .runtime.executor import ModelSpec
     from .runtime.model import Model
     from .target import Target

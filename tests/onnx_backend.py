@@ -6,11 +6,34 @@ import numpy as np
 
 
 def run_reference(model_path: str, inputs: list) -> list:
-    from tensorforge.frontend import from_onnx
     from tensorforge.graph.reference import run_reference as ref
+    graph, rest = _convert(model_path, inputs)
+    return ref(graph, *[np.asarray(a) for a in rest])
+
+
+def _convert(model_path: str, inputs: list):
+    """(graph, the inputs it still takes).  Inputs that the frontend needs as constants (a
+    Reshape's shape, Slice's starts, TopK's K, ... fed as graph inputs by the test) are bound to
+    the values given with the model, one at a time as conversion asks for them."""
+    from tensorforge.frontend import from_onnx
+    from tensorforge.graph.builder import RuntimeValueError
+    import onnx
+    model = onnx.load(model_path, load_external_data=False)
+    init = {i.name for i in model.graph.initializer}
+    names = [i.name for i in model.graph.input if i.name not in init]
+    given = dict(zip(names, inputs))
     shapes = _shapes(model_path, inputs)
-    graph = from_onnx(model_path, shapes=shapes)
-    return ref(graph, *[np.asarray(a) for a in inputs])
+    constants: dict = {}
+    while True:
+        try:
+            graph = from_onnx(model_path, shapes=shapes, constants=constants)
+            break
+        except RuntimeValueError as err:
+            name = err.value.name
+            if name not in given or name in constants or given[name] is None:
+                raise
+            constants[name] = np.asarray(given[name])
+    return graph, [a for n, a in zip(names, inputs) if n not in constants]
 
 
 def _shapes(model_path: str, inputs: list) -> dict:
@@ -24,8 +47,7 @@ def _shapes(model_path: str, inputs: list) -> dict:
 def run(model_path: str, inputs: list) -> list:
     """Compile the model with tensorforge (C backend) and run it."""
     import tensorforge
-    from tensorforge.frontend import from_onnx
-    graph = from_onnx(model_path, shapes=_shapes(model_path, inputs))
+    graph, rest = _convert(model_path, inputs)
     model = tensorforge.compile(graph, target="c -O1")
-    present = [np.asarray(a) for a in inputs if a is not None]
+    present = [np.asarray(a) for a in rest if a is not None]
     return model(*present)

@@ -87,6 +87,11 @@ class Simplifier(Mutator):
         form = self.parse(a).add(self.parse(b), -1)
         if form.is_const:
             return form.const, form.const
+        if dt.is_uint(a.dtype):
+            # a - b wraps around in an unsigned type (its bounds are never negative); bound the
+            # true difference from the operands' own bounds instead.
+            (alo, ahi), (blo, bhi) = self.bounds(a), self.bounds(b)
+            return alo - bhi, ahi - blo
         return self.bounds(self.build(form))
 
     def rebuild(self, e: E.BinaryOp, a: E.Expr, b: E.Expr) -> E.Expr:

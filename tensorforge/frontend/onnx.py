@@ -15,8 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..graph.builder import GraphBuilder
+from ..graph.builder import GraphBuilder, RuntimeValueError
 from ..graph.ir import Graph, GraphError, Value
+from ..te.dtype import SCALAR_TYPES
 
 _CONVERTERS: dict[str, tuple[Callable, int]] = {}
 
@@ -48,6 +49,7 @@ class ConvertContext:
     opset: int
     node_name: str
     op_type: str
+    outputs: tuple = ()          # the node's output names ("" for an omitted optional output)
 
     def add(self, op: str, inputs: list, attrs: dict | None = None, name: str | None = None) -> list[Value]:
         return self.builder.add(op, inputs, attrs, name or self.node_name)
@@ -61,8 +63,8 @@ class ConvertContext:
     def value_of(self, v: Value, what: str = "input") -> np.ndarray:
         try:
             return self.builder.value_of(v, what)
-        except NotImplementedError as err:
-            raise NotImplementedError(f"node {self.node_name} ({self.op_type}): {err}") from None
+        except RuntimeValueError as err:
+            raise RuntimeValueError(f"node {self.node_name} ({self.op_type}): {err}", err.value) from None
 
     def is_const(self, v: Value | None) -> bool:
         return self.builder.is_const(v)
@@ -111,9 +113,14 @@ def _attr_value(attr) -> Any:
 def _np_dtype(elem_type: int) -> str:
     onnx = _onnx()
     try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
+        name = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).name
     except Exception:
-        raise NotImplementedError(f"ONNX element type {elem_type} is not supported") from None
+        name = ""
+    if name not in SCALAR_TYPES:   # bfloat16, float8, int4, string, complex, ...
+        label = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() \
+            else str(elem_type)
+        raise NotImplementedError(f"ONNX element type {label} is not supported")
+    return name
 
 
 def load_model(path_or_model: Any):
@@ -140,9 +147,11 @@ def load_model(path_or_model: Any):
     return model
 
 
-def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None) -> Graph:
+def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
+              constants: dict | None = None) -> Graph:
     """Convert an ONNX model (path, bytes or ModelProto).  `shapes` fixes input shapes whose
-    dimensions are symbolic in the model ({input name: shape})."""
+    dimensions are symbolic in the model ({input name: shape}); `constants` ({input name: array})
+    specializes the model on given values of some inputs, which then become parameters."""
     onnx = _onnx()
     from onnx import numpy_helper
     model = load_model(model)
@@ -156,6 +165,8 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None) -
     for init in g.sparse_initializer:
         raise NotImplementedError("sparse initializers are not supported")
     shapes = dict(shapes or {})
+    for cname, value in (constants or {}).items():
+        env[cname] = b.const(np.asarray(value), name=cname)
     for inp in g.input:
         if inp.name in env:
             continue
@@ -197,7 +208,7 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None) -
                                  "(the graph is not topologically sorted or has a cycle)")
             inputs.append(env[i])
         attrs = {a.name: _attr_value(a) for a in node.attribute}
-        ctx = ConvertContext(b, opset, label, node.op_type)
+        ctx = ConvertContext(b, opset, label, node.op_type, tuple(node.output))
         try:
             outs = fn(ctx, inputs, attrs)
         except (NotImplementedError, GraphError):

@@ -11,6 +11,15 @@ from ..ops.registry import OpError, TensorType
 from .ir import Graph, GraphError, NameGen, Node, Value
 
 
+class RuntimeValueError(NotImplementedError):
+    """A value needed as a constant (a shape, axes, pads, ...) is computed at run time.  `value`
+    is that Value, so a caller that knows it (a graph input given with the model) can bind it."""
+
+    def __init__(self, message: str, value: Value):
+        super().__init__(message)
+        self.value = value
+
+
 class GraphBuilder:
     def __init__(self, name: str = "graph"):
         self.name = name
@@ -31,7 +40,7 @@ class GraphBuilder:
         arr = np.asarray(array, dtype=dtype) if dtype is not None else np.asarray(array)
         if arr.dtype == np.float64 and dtype is None and not isinstance(array, np.ndarray):
             arr = arr.astype(np.float32)
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)   # ascontiguousarray makes 0-d 1-d
         v = Value(self.names(name), arr.shape, arr.dtype.name)
         self.params[v] = arr
         return v
@@ -42,9 +51,9 @@ class GraphBuilder:
     def value_of(self, v: Value, what: str = "value") -> np.ndarray:
         """The constant array behind `v`; a clear error when the model computes it at run time."""
         if v not in self.params:
-            raise NotImplementedError(
+            raise RuntimeValueError(
                 f"{what} %{v.name} is computed at run time; dynamic shapes are not supported "
-                "(the model's shapes must be static given its input shapes)")
+                "(the model's shapes must be static given its input shapes)", v)
         return self.params[v]
 
     # -- nodes ----------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ def check_op(name: str, inputs: Sequence[np.ndarray | None], attrs: dict | None 
         s = te.create_schedule([o.op for o in outs])
         args = [p for p in placeholders if p is not None] + outs
         func = tensorforge.lower(s, args, name=name.replace(".", "_"))
-        arrays = [np.ascontiguousarray(a) for a in inputs if a is not None]
+        arrays = [np.ascontiguousarray(a).reshape(a.shape) for a in inputs if a is not None]  # keeps 0-d
         got = [np.zeros(tuple(int(d.value) for d in o.shape), dt.to_numpy(o.dtype)) for o in outs]
         mod = tensorforge.build(func, target=target)
         mod(*arrays, *got)

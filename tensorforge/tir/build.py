@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import arith
-from ..te.expr import (DATA, REDUCE, Expr, IntImm, IterVar, Range, Reduce, TensorLoad, Var, const,
+from ..te.expr import (DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const,
                        convert)
 from ..te.schedule import INLINE, ROOT, SCOPE, Fuse, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
@@ -441,7 +441,7 @@ class _Lowering:
         def fn(n):
             if isinstance(n, N.For):
                 bound.add(n.loop_var)
-            elif isinstance(n, N.LetStmt):
+            elif isinstance(n, (N.LetStmt, Let)):
                 bound.add(n.var)
 
         post_order_visit(func.body, fn)

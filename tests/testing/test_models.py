@@ -10,9 +10,6 @@ ort = pytest.importorskip("onnxruntime")
 
 from tensorforge.testing import models  # noqa: E402
 
-# whole-model reference runs that take well over 10 s on the NumPy references
-SLOW = {"resnet18", "mobilenet_v1", "lstm_lm", "bert_encoder"}
-
 EXPECTED_OUTPUT = {
     "resnet18": (2, 1000), "mobilenet_v1": (2, 1000), "lstm_lm": (35, 2, 10000), "dqn": (2, 18),
     "dcgan_generator": (2, 3, 64, 64), "bert_encoder": (2, 128, 256),
@@ -69,11 +66,7 @@ def test_unknown_model_and_bad_batch():
         models.get("dqn", batch=0)
 
 
-def _params(names):
-    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
-
-
-@pytest.mark.parametrize("name", _params(models.NAMES))
+@pytest.mark.parametrize("name", models.NAMES)
 def test_frontend_reference_matches_onnxruntime(built, name):
     from tensorforge.frontend import from_onnx
     from tensorforge.graph.reference import run_reference
@@ -82,5 +75,21 @@ def test_frontend_reference_matches_onnxruntime(built, name):
     (want,) = _ort_run(model, inputs)
     graph = from_onnx(model)
     (got,) = run_reference(graph, *[inputs[v.name] for v in graph.inputs])
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in ("lstm_lm", "resnet18") else n
+                                  for n in models.NAMES])
+def test_compiled_model_matches_onnxruntime(built, name):
+    """The whole pipeline: frontend, graph passes, fusion, lowering, C backend, executor."""
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+
+    model, inputs = built[name]
+    (want,) = _ort_run(model, inputs)
+    graph = from_onnx(model)
+    out = tensorforge.compile(graph, target="c -O1")(*[inputs[v.name] for v in graph.inputs])
+    got = out[0] if isinstance(out, (list, tuple)) else out
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,88 @@
+"""ONNX Clip, Cast, CastLike, Identity and Dropout -> tensorforge ops (frontend -> Graph).
+
+* Clip: opsets 1-10 give the bounds as attributes (opsets 6-10 default to +-FLT_MAX); opset 11
+  gives them as optional inputs, which become attributes when constant and stay tensor inputs
+  when the model computes them.
+* Cast / CastLike become `cast` to a tensorforge dtype; element types tensorforge lacks
+  (bfloat16, float8, int4, string, ...) raise NotImplementedError.
+* Dropout is inference-only: an identity, and an all-true mask (all-ones of X's type before
+  opset 10) when the node asks for one.  training_mode=True with a nonzero ratio is not
+  supported; training_mode and ratio must be constants.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..onnx import converter
+from .elemwise_util import input_at, onnx_dtype, scalar_of
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@converter("Identity")
+def convert_identity(ctx, inputs, attrs):
+    return ctx.add1("identity", [inputs[0]])
+
+
+# -- Clip -----------------------------------------------------------------------------------------
+
+@converter("Clip")
+def convert_clip(ctx, inputs, attrs):
+    x = inputs[0]
+    if ctx.opset < 11:
+        default = FLT_MAX if ctx.opset >= 6 else None
+        lo, hi = attrs.get("min", -default if default else None), attrs.get("max", default)
+        return ctx.add1("clip", [x], {"min": lo, "max": hi})
+    tensors, bounds = [x, None, None], {"min": None, "max": None}
+    for k, key in ((1, "min"), (2, "max")):
+        v = input_at(inputs, k)
+        if v is None:
+            continue
+        if ctx.is_const(v):
+            bounds[key] = scalar_of(ctx, v, f"Clip {key}")
+        else:
+            tensors[k] = v
+    return ctx.add1("clip", tensors, bounds)
+
+
+# -- Cast -----------------------------------------------------------------------------------------
+
+@converter("Cast")
+def convert_cast(ctx, inputs, attrs):
+    to = attrs.get("to")
+    if to is None:
+        raise ValueError("Cast: the 'to' attribute is required")
+    if isinstance(to, str):   # opsets 1-5 spell the type as a string
+        from onnx import TensorProto
+        to = TensorProto.DataType.Value(to.upper())
+    return ctx.add1("cast", [inputs[0]], {"dtype": onnx_dtype(ctx, int(to))})
+
+
+@converter("CastLike", since=15)
+def convert_cast_like(ctx, inputs, attrs):
+    return ctx.add1("cast", [inputs[0]], {"dtype": inputs[1].dtype})
+
+
+# -- Dropout --------------------------------------------------------------------------------------
+
+def _training(ctx, inputs) -> bool:
+    """Whether the node really drops values: training_mode is true and the ratio nonzero.  Both
+    must be constants (value_of raises a RuntimeValueError naming the input otherwise)."""
+    mode = input_at(inputs, 2)
+    if mode is None or not bool(np.asarray(ctx.value_of(mode, "training_mode")).reshape(-1)[0]):
+        return False
+    ratio = input_at(inputs, 1)
+    return ratio is None or scalar_of(ctx, ratio, "ratio") != 0    # the default ratio is 0.5
+
+
+@converter("Dropout")
+def convert_dropout(ctx, inputs, attrs):
+    x = inputs[0]
+    if ctx.opset >= 12 and _training(ctx, inputs):
+        raise NotImplementedError(f"node {ctx.node_name} (Dropout, opset {ctx.opset}): training-mode "
+                                  "dropout (random masks) is not supported; export the model in eval mode")
+    out = ctx.add1("identity", [x])
+    if len(ctx.outputs) < 2 or not ctx.outputs[1]:
+        return out
+    mask_dtype = "bool" if ctx.opset >= 10 else x.dtype
+    return [out, ctx.const(np.ones(x.shape, mask_dtype))]

@@ -1,0 +1,83 @@
+"""ONNX normalizations -> batch_norm, instance_norm, layer_norm, lp_normalization,
+mean_variance_normalization, lrn.
+
+BatchNormalization is converted in inference form only.  It counts as training, and is rejected,
+when training_mode=1 (opset >= 14) or when the node uses the running-mean / variance outputs
+(opsets 7-13 signal training that way).  Opset <= 6's is_test attribute is ignored, as ONNX
+Runtime does: with one output the node is an inference.  LayerNormalization returns Mean and
+InvStdDev only when the node uses them (the op's `stash` attribute).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..onnx import converter
+from .nn_common import reject_extra_outputs, unsupported, wants_output
+
+
+def _same_dtype(ctx, v, dtype: str, what: str):
+    """`v` in `dtype`: constants are cast here, run-time values must already match."""
+    if v is None or v.dtype == dtype:
+        return v
+    if ctx.is_const(v):
+        return ctx.const(ctx.value_of(v).astype(dtype))
+    raise unsupported(ctx, f"{what} has dtype {v.dtype} but X has {dtype}; mixed dtypes are only "
+                           "supported for constant parameters")
+
+
+@converter("BatchNormalization")
+def batch_normalization(ctx, inputs: list, attrs: dict):
+    if ctx.opset >= 14 and int(attrs.get("training_mode", 0)):
+        raise unsupported(ctx, "training_mode=1 (batch statistics) is not supported; only inference")
+    reject_extra_outputs(ctx, 1, "they exist only in training mode, which is not supported")
+    if int(attrs.get("spatial", 1)) != 1:
+        raise unsupported(ctx, "spatial=0 (per-activation statistics) is not supported")
+    x = inputs[0]
+    if len(inputs) < 5 or any(v is None for v in inputs[:5]):
+        raise ValueError("inputs X, scale, B, input_mean and input_var are all required")
+    params = [_same_dtype(ctx, v, x.dtype, what) for v, what in zip(inputs[1:5], ("scale", "B", "mean", "var"))]
+    return ctx.add1("batch_norm", [x, *params], {"epsilon": float(attrs.get("epsilon", 1e-5)), "axis": 1})
+
+
+@converter("InstanceNormalization")
+def instance_normalization(ctx, inputs: list, attrs: dict):
+    x, scale, bias = inputs[0], inputs[1], inputs[2]
+    scale, bias = _same_dtype(ctx, scale, x.dtype, "scale"), _same_dtype(ctx, bias, x.dtype, "B")
+    return ctx.add1("instance_norm", [x, scale, bias], {"epsilon": float(attrs.get("epsilon", 1e-5))})
+
+
+@converter("LayerNormalization")
+def layer_normalization(ctx, inputs: list, attrs: dict):
+    stash_type = int(attrs.get("stash_type", 1))
+    if stash_type != 1:
+        raise unsupported(ctx, f"stash_type={stash_type} is not supported (only 1, float32)")
+    x = inputs[0]
+    scale = _same_dtype(ctx, inputs[1], x.dtype, "Scale")
+    bias = _same_dtype(ctx, inputs[2] if len(inputs) > 2 else None, x.dtype, "B")
+    stash = wants_output(ctx, 1) or wants_output(ctx, 2)
+    outs = ctx.add("layer_norm", [x, scale, bias], {"axis": int(attrs.get("axis", -1)),
+                                                    "epsilon": float(attrs.get("epsilon", 1e-5)), "stash": stash})
+    return outs if stash else outs[:1]
+
+
+@converter("LpNormalization")
+def lp_normalization(ctx, inputs: list, attrs: dict):
+    p = int(attrs.get("p", 2))
+    if p not in (1, 2):
+        raise ValueError(f"p={p} must be 1 or 2")
+    return ctx.add1("lp_normalization", [inputs[0]], {"axis": int(attrs.get("axis", -1)), "p": p})
+
+
+@converter("MeanVarianceNormalization")
+def mean_variance_normalization(ctx, inputs: list, attrs: dict):
+    axes = attrs.get("axes", (0, 2, 3))
+    axes = tuple(int(a) for a in np.atleast_1d(axes))
+    return ctx.add1("mean_variance_normalization", [inputs[0]], {"axes": axes})
+
+
+@converter("LRN")
+def lrn(ctx, inputs: list, attrs: dict):
+    if "size" not in attrs:
+        raise ValueError("the attribute size is required")
+    return ctx.add1("lrn", [inputs[0]], {"size": int(attrs["size"]), "alpha": float(attrs.get("alpha", 1e-4)),
+                                         "beta": float(attrs.get("beta", 0.75)), "bias": float(attrs.get("bias", 1.0))})

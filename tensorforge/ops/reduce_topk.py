@@ -1,0 +1,49 @@
+"""topk: the k largest (or smallest) elements along an axis and their int64 indices.
+
+OPAQUE: sorting does not fit a tensor expression, so the executor runs this NumPy kernel.  Order
+as ONNX: by value (descending for largest), equal values by ascending index; `sorted=0` leaves the
+order unspecified, and this kernel returns it sorted.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .common import normalize_axis
+from .registry import OPAQUE, OpError, TensorType, op
+
+
+def _check(x: TensorType | np.ndarray, k: int, axis: int) -> int:
+    shape = tuple(x.shape)
+    if not shape:
+        raise OpError("topk: input must have rank >= 1")
+    a = normalize_axis(axis, len(shape), "topk")
+    if not 0 <= int(k) <= shape[a]:
+        raise OpError(f"topk: k = {k} must be in [0, {shape[a]}] (the size of axis {a} of {shape})")
+    return a
+
+
+def _order(x: np.ndarray, axis: int, largest: bool) -> np.ndarray:
+    """Indices that sort `x` along `axis` by value, ties by ascending index (stable)."""
+    if not largest:
+        return np.argsort(x, axis=axis, kind="stable")
+    # descending by value with ties by ascending index == reversed stable ascending sort of the
+    # reversed array, mapped back to positions in the original
+    n = x.shape[axis]
+    order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return n - 1 - np.flip(order, axis)
+
+
+@op("topk", pattern=OPAQUE, attr_defaults={"axis": -1, "largest": 1, "sorted": 1})
+class topk:
+    def infer(x: TensorType, k: int, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:  # noqa: A002
+        if x.dtype == "bool":
+            raise OpError("topk: bool input is not supported")
+        a = _check(x, k, axis)
+        shape = list(x.shape)
+        shape[a] = int(k)
+        return TensorType(tuple(shape), x.dtype), TensorType(tuple(shape), "int64")
+
+    def reference(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:  # noqa: A002
+        a = _check(x, k, axis)
+        order = np.take(_order(x, a, bool(largest)), np.arange(int(k)), axis=a)
+        return np.take_along_axis(x, order, axis=a), order.astype(np.int64)

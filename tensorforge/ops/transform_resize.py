@@ -1,0 +1,261 @@
+"""resize (ONNX Resize; Upsample maps onto it): nearest, linear and cubic interpolation with every
+coordinate transformation mode, nearest rounding mode, exclude_outside, antialias and
+tf_crop_and_resize extrapolation.  Injective.
+
+Attributes are resolved by the converter: `sizes` (the output shape) and `scales` (the scale
+each axis's coordinate transform uses; with ONNX `sizes` that is sizes / input shape, or the
+aspect-preserving scale) are full-rank; `roi` holds (starts.., ends..) for tf_crop_and_resize.
+`resize_output` is that resolution, shared with the frontend.
+
+nearest is one stage that reads the input at one computed index per axis.  linear and cubic are
+separable: one stage per resized axis ("resize_axis<k>", in float64 for float64 and integer
+inputs, else float32) sums its taps; a final stage casts to the input dtype (integers round half
+to even and saturate, as the ONNX reference).  The arithmetic lives in transform_resize_math.py.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .. import te
+from ..te import dtype as dt
+from .common import const_shape
+from .registry import INJECTIVE, OpError, TensorType, op
+from .transform_resize_math import (NP, TE, AxisPlan, antialias_weight, coord_floor, interp_taps, nearest_index,
+                                    outside, source_coord, tap_offsets)
+
+MODES = ("nearest", "linear", "cubic")
+COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+               "asymmetric", "tf_crop_and_resize")
+# "legacy": Resize-10 / Upsample, which had no nearest_mode: floor when an axis grows, ceil when
+# it shrinks (what ONNX Runtime does for those opsets)
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "legacy")
+DEFAULTS = {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+            "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75, "exclude_outside": 0,
+            "extrapolation_value": 0.0, "roi": None, "antialias": 0}
+
+
+def resize_output(in_shape: Sequence[int], scales: Sequence[float] | None = None,
+                  sizes: Sequence[int] | None = None, axes: Sequence[int] | None = None,
+                  policy: str = "stretch") -> tuple[tuple, tuple]:
+    """(output sizes, coordinate scales), both full rank, from ONNX's scales or sizes (given for
+    `axes`, or for every axis) and keep_aspect_ratio_policy."""
+    rank = len(in_shape)
+    axes = list(range(rank)) if axes is None else [a % rank for a in axes]
+    if (scales is None) == (sizes is None):
+        raise OpError("resize: exactly one of scales and sizes must be given")
+    given = list(scales if scales is not None else sizes)
+    if len(given) != len(axes):
+        raise OpError(f"resize: {len(given)} {'scales' if scales is not None else 'sizes'} for "
+                      f"{len(axes)} axes (input rank {rank})")
+    if scales is not None:
+        full = [1.0] * rank
+        for a, s in zip(axes, given):
+            if not float(s) > 0:
+                raise OpError(f"resize: scales must be positive, got {tuple(given)}")
+            full[a] = float(s)
+        out = tuple(int(np.floor(np.float64(s) * d)) for s, d in zip(full, in_shape))
+        return out, tuple(full)
+    out = list(int(d) for d in in_shape)
+    for a, s in zip(axes, given):
+        out[a] = int(s)
+    full = [o / d if d else 1.0 for o, d in zip(out, in_shape)]
+    if policy != "stretch":
+        if policy not in ("not_larger", "not_smaller"):
+            raise OpError(f"resize: keep_aspect_ratio_policy {policy!r} is not stretch, not_larger or not_smaller")
+        pick = min if policy == "not_larger" else max
+        scale = pick(full[a] for a in axes)
+        full = [scale if a in axes else 1.0 for a in range(rank)]
+        out = [int(scale * in_shape[a] + 0.5) if a in axes else int(in_shape[a]) for a in range(rank)]
+    return tuple(out), tuple(full)
+
+
+def _plans(shape: Sequence[int], sizes: Sequence[int], scales: Sequence[float], roi) -> list[AxisPlan]:
+    rank = len(shape)
+    if len(sizes) != rank or len(scales) != rank:
+        raise OpError(f"resize: sizes {tuple(sizes)} and scales {tuple(scales)} must have the input rank {rank}")
+    if roi is not None and len(roi) != 2 * rank:
+        raise OpError(f"resize: roi {tuple(roi)} must hold 2 * rank = {2 * rank} values")
+    return [AxisPlan(int(d), int(n), float(s), None if roi is None else (float(roi[a]), float(roi[rank + a])))
+            for a, (d, n, s) in enumerate(zip(shape, sizes, scales))]
+
+
+def _check(x: TensorType, sizes, scales, mode, ctm, nearest_mode) -> None:
+    if x.dtype == "bool":
+        raise OpError("resize: bool input is not supported")
+    for value, allowed, what in ((mode, MODES, "mode"), (ctm, COORD_MODES, "coordinate_transformation_mode"),
+                                 (nearest_mode, NEAREST_MODES, "nearest_mode")):
+        if value not in allowed:
+            raise OpError(f"resize: {what} {value!r} is not one of {allowed}")
+    if any(int(n) < 0 for n in sizes):
+        raise OpError(f"resize: output sizes {tuple(sizes)} must be non-negative")
+    for d, n in zip(x.shape, sizes):
+        if d == 0 and n:
+            raise OpError(f"resize: cannot resize an empty axis to {n} elements")
+
+
+def _nearest_mode(mode: str, ax: AxisPlan) -> str:
+    if mode == "legacy":
+        return "ceil" if ax.scale < 1 else "floor"
+    return mode
+
+
+def _work_dtype(dtype: str) -> str:
+    return "float32" if dtype in ("float16", "float32") else "float64"
+
+
+def _te_cast(v, dtype: str):
+    if dt.is_float(dtype):
+        return v.astype(dtype)
+    lo, hi = te.min_value(dtype).value, te.max_value(dtype).value
+    return te.min(te.max(te.round(v.astype("float64")), float(lo)), float(hi)).astype(dtype)
+
+
+def _saturate(v: np.ndarray, dtype: str) -> np.ndarray:
+    if dt.is_float(dtype):
+        return np.asarray(v).astype(dtype)
+    info = np.iinfo(dtype)
+    return np.clip(np.round(v), info.min, info.max).astype(dtype)
+
+
+# -- TE -----------------------------------------------------------------------------------------
+def _nearest_te(x: te.Tensor, plans: list, a: dict) -> te.Tensor:
+    ctm = a["coordinate_transformation_mode"]
+    fill = te.const(_saturate(np.float64(a["extrapolation_value"]), x.dtype).item(), x.dtype)
+
+    def f(*o):
+        index, outside = [], []
+        for j, ax in zip(o, plans):
+            if ax.is_identity(ctm):
+                index.append(j)
+                continue
+            coord, extrapolated = source_coord(TE, j, ax, ctm)
+            index.append(TE.clip(nearest_index(TE, coord, _nearest_mode(a["nearest_mode"], ax)), 0, ax.in_len - 1))
+            if extrapolated is not None:
+                outside.append(extrapolated)
+        value = x[tuple(index)]
+        return te.if_then_else(te.any(*outside), fill, value) if outside else value
+
+    return te.compute(tuple(p.out_len for p in plans), f, name="resize", tag="resize")
+
+
+def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) -> te.Tensor:
+    """Resize axis k of `prev`: each output sums its taps of `prev` along the axis."""
+    ctm, antialias = a["coordinate_transformation_mode"], bool(a["antialias"])
+    shape = list(const_shape(prev))
+    shape[k] = ax.out_len
+    weights = _antialias_weights_te(k, ax, a) if antialias else None
+
+    def f(*o):
+        coord, extrapolated = source_coord(TE, o[k], ax, ctm)
+        if weights is None:
+            indices, ws = interp_taps(TE, coord, ax, a["mode"], a["cubic_coeff_a"], False,
+                                      bool(a["exclude_outside"]))
+        else:
+            left, _ = coord_floor(TE, coord)
+            offsets = tap_offsets(a["mode"], ax.scale, True)
+            indices = [left + t for t in offsets]
+            ws = [weights[o[k], j] for j in range(len(offsets))]
+        total = None
+        for i, w in zip(indices, ws):
+            term = prev[o[:k] + (TE.clip(i, 0, ax.in_len - 1),) + o[k + 1:]].astype(work) * w.astype(work)
+            total = term if total is None else total + term
+        if extrapolated is not None:
+            total = te.if_then_else(extrapolated, te.const(float(a["extrapolation_value"]), work), total)
+        return total
+
+    return te.compute(tuple(shape), f, name=f"resize_axis{k}")
+
+
+def _antialias_weights_te(k: int, ax: AxisPlan, a: dict) -> te.Tensor:
+    """Normalized antialias weights of axis k, one row of taps per output position: a stage of
+    its own, since the filter is wide when downscaling and every tap needs the row's sum."""
+    offsets = tap_offsets(a["mode"], ax.scale, True)
+    n, ctm = len(offsets), a["coordinate_transformation_mode"]
+
+    def raw(o, j):
+        left, ratio = coord_floor(TE, source_coord(TE, o, ax, ctm)[0])
+        t = j + offsets.start
+        w = antialias_weight(TE, t, ratio, ax.scale, a["mode"], a["cubic_coeff_a"])
+        if a["exclude_outside"]:
+            w = te.if_then_else(outside(left + t, ax.in_len), te.const(0.0, "float64"), w)
+        return w
+
+    w = te.compute((ax.out_len, n), raw, name=f"resize_weights{k}")
+
+    def total(o):
+        s = w[o, 0]
+        for j in range(1, n):
+            s = s + w[o, j]
+        return te.if_then_else(s == 0.0, te.const(1.0, "float64"), s)
+
+    t = te.compute((ax.out_len,), total, name=f"resize_weight_sum{k}")
+    return te.compute((ax.out_len, n), lambda o, j: w[o, j] / t[o], name=f"resize_norm_weights{k}")
+
+
+def _interp_te(x: te.Tensor, plans: list, a: dict) -> te.Tensor:
+    work = _work_dtype(x.dtype)
+    cur = x
+    for k, ax in enumerate(plans):
+        if not ax.is_identity(a["coordinate_transformation_mode"]):
+            cur = _axis_stage_te(cur, k, ax, a, work)
+    return te.compute(tuple(p.out_len for p in plans), lambda *o: _te_cast(cur[o], x.dtype), name="resize",
+                      tag="resize")
+
+
+# -- NumPy ----------------------------------------------------------------------------------------
+def _along(v: np.ndarray, k: int, ndim: int) -> np.ndarray:
+    """A per-position vector along axis k, shaped to broadcast against an ndim tensor."""
+    return np.asarray(v).reshape((1,) * k + (-1,) + (1,) * (ndim - k - 1))
+
+
+def _nearest_np(x: np.ndarray, plans: list, a: dict) -> np.ndarray:
+    ctm = a["coordinate_transformation_mode"]
+    index, outside = [], np.zeros((1,) * x.ndim, bool)
+    for k, ax in enumerate(plans):
+        o = np.arange(ax.out_len)
+        if ax.is_identity(ctm):
+            index.append(o)
+            continue
+        coord, extrapolated = source_coord(NP, o, ax, ctm)
+        index.append(np.clip(nearest_index(NP, coord, _nearest_mode(a["nearest_mode"], ax)), 0, ax.in_len - 1))
+        if extrapolated is not None:
+            outside = outside | _along(extrapolated, k, x.ndim)
+    out = x[np.ix_(*index)] if x.ndim else x.copy()
+    fill = _saturate(np.float64(a["extrapolation_value"]), x.dtype.name)
+    return np.where(outside, fill, out).astype(x.dtype)
+
+
+def _interp_np(x: np.ndarray, plans: list, a: dict) -> np.ndarray:
+    ctm = a["coordinate_transformation_mode"]
+    cur = x.astype(np.float64)
+    for k, ax in enumerate(plans):
+        if ax.is_identity(ctm):
+            continue
+        coord, extrapolated = source_coord(NP, np.arange(ax.out_len), ax, ctm)
+        indices, weights = interp_taps(NP, coord, ax, a["mode"], a["cubic_coeff_a"], bool(a["antialias"]),
+                                       bool(a["exclude_outside"]))
+        total = 0.0
+        for i, w in zip(indices, weights):
+            total = total + np.take(cur, np.clip(i, 0, ax.in_len - 1), axis=k) * _along(w, k, x.ndim)
+        if extrapolated is not None:
+            total = np.where(_along(extrapolated, k, x.ndim), float(a["extrapolation_value"]), total)
+        cur = np.asarray(total)
+    return _saturate(cur, x.dtype.name)
+
+
+@op("resize", pattern=INJECTIVE, attr_defaults=DEFAULTS)
+class resize:
+    def infer(x: TensorType, sizes: Sequence[int], scales: Sequence[float], **a) -> TensorType:
+        _check(x, sizes, scales, a["mode"], a["coordinate_transformation_mode"], a["nearest_mode"])
+        _plans(x.shape, sizes, scales, a["roi"])
+        return TensorType(tuple(int(n) for n in sizes), x.dtype)
+
+    def compute(x: te.Tensor, sizes: Sequence[int], scales: Sequence[float], **a) -> te.Tensor:
+        plans = _plans(const_shape(x), sizes, scales, a["roi"])
+        return _nearest_te(x, plans, a) if a["mode"] == "nearest" else _interp_te(x, plans, a)
+
+    def reference(x: np.ndarray, sizes: Sequence[int], scales: Sequence[float], **a) -> np.ndarray:
+        plans = _plans(x.shape, sizes, scales, a["roi"])
+        return _nearest_np(x, plans, a) if a["mode"] == "nearest" else _interp_np(x, plans, a)

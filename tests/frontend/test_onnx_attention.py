@@ -1,0 +1,163 @@
+"""ONNX Attention converter: from_onnx + run_reference against ONNX Runtime (the ONNX reference
+evaluator where ONNX Runtime lacks a feature), the decomposition, and clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import helper  # noqa: E402
+
+from tensorforge.frontend import from_onnx  # noqa: E402
+from tensorforge.graph.reference import run_reference  # noqa: E402
+
+NAMES = ("Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen")
+
+
+def attention_case(opset=23, q=(2, 4, 5, 8), k=(2, 4, 6, 8), v=None, mask=None, past=None, nonpad=None,
+                   outputs=("Y",), dtype=np.float32, seed=0, **attrs):
+    """(model, feeds): one Attention node.  mask is a shape (float) or ("bool", shape); past is the
+    past sequence length; nonpad the per-batch key lengths."""
+    rng = np.random.default_rng(seed)
+    v = v or k
+    arrays = {"Q": rng.normal(0, 1, q).astype(dtype), "K": rng.normal(0, 1, k).astype(dtype),
+              "V": rng.normal(0, 1, v).astype(dtype)}
+    if mask is not None:
+        if mask[0] == "bool":
+            m = rng.random(mask[1]) > 0.3
+            m[..., 0] = True                   # keep at least one key per row
+            arrays["attn_mask"] = m
+        else:
+            arrays["attn_mask"] = rng.normal(0, 1, mask).astype(dtype)
+    if past is not None:
+        heads = k[1] if len(k) == 4 else attrs["kv_num_heads"]
+        size_k = k[3] if len(k) == 4 else k[2] // heads
+        size_v = v[3] if len(v) == 4 else v[2] // heads
+        arrays["past_key"] = rng.normal(0, 1, (q[0], heads, past, size_k)).astype(dtype)
+        arrays["past_value"] = rng.normal(0, 1, (q[0], heads, past, size_v)).astype(dtype)
+    if nonpad is not None:
+        arrays["nonpad_kv_seqlen"] = np.asarray(nonpad, np.int64)
+    used = max(NAMES.index(n) for n in arrays) + 1
+    names = [n if n in arrays else "" for n in NAMES[:used]]
+    out_names = list(outputs)
+    node = helper.make_node("Attention", names, out_names, **attrs)
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    graph = helper.make_graph(
+        [node], "attention",
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in arrays.items()],
+        [helper.make_tensor_value_info(o, elem, None) for o in out_names if o])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]), arrays
+
+
+def expected(model, feeds) -> list:
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        return sess.run(None, feeds)
+    except Exception:  # a feature ONNX Runtime lacks: the ONNX reference evaluator decides
+        from onnx.reference import ReferenceEvaluator
+        return ReferenceEvaluator(model).run(None, feeds)
+
+
+def check(model, feeds, rtol=1e-5, atol=1e-5):
+    want = expected(model, feeds)
+    graph = from_onnx(model)
+    got = run_reference(graph, *[feeds[v.name] for v in graph.inputs])
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape and g.dtype == w.dtype, f"output {k}: {g.shape} {g.dtype} vs {w.shape} {w.dtype}"
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"output {k}")
+    return graph
+
+
+@pytest.mark.parametrize("opset", [23, 24])
+@pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}, {"scale": 0.05}, {"softcap": 2.0}])
+def test_4d(opset, attrs):
+    check(*attention_case(opset, **attrs))
+
+
+@pytest.mark.parametrize("attrs", [{}, {"is_causal": 1}])
+def test_3d_heads_and_gqa(attrs):
+    check(*attention_case(q=(2, 5, 32), k=(2, 6, 16), v=(2, 6, 24), q_num_heads=4, kv_num_heads=2, **attrs))
+    check(*attention_case(q=(2, 5, 24), k=(2, 5, 24), q_num_heads=3, kv_num_heads=3, **attrs))
+
+
+def test_gqa_4d_and_different_value_size():
+    check(*attention_case(q=(2, 6, 3, 8), k=(2, 2, 7, 8), v=(2, 2, 7, 5), is_causal=1))
+
+
+@pytest.mark.parametrize("mask", [(5, 6), (2, 1, 5, 6), (2, 4, 5, 6), ("bool", (5, 6)), ("bool", (2, 4, 5, 6))])
+@pytest.mark.parametrize("causal", [0, 1])
+def test_masks(mask, causal):
+    check(*attention_case(mask=mask, is_causal=causal))
+
+
+def test_short_mask_is_padded():
+    check(*attention_case(mask=(5, 4), k=(2, 4, 6, 8)))
+    check(*attention_case(mask=("bool", (5, 4)), k=(2, 4, 6, 8)))
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_past_and_present(causal):
+    check(*attention_case(q=(2, 4, 3, 8), k=(2, 4, 3, 8), past=4, mask=(3, 7), is_causal=causal,
+                          outputs=("Y", "present_key", "present_value")))
+    check(*attention_case(q=(2, 3, 24), k=(2, 3, 12), past=2, q_num_heads=4, kv_num_heads=2,
+                          is_causal=causal, outputs=("Y", "present_key", "present_value")))
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2, 3])
+def test_qk_matmul_output_modes(mode):
+    check(*attention_case(mask=(5, 6), softcap=1.5, qk_matmul_output_mode=mode,
+                          outputs=("Y", "", "", "qk_matmul_output")))
+
+
+def test_fully_masked_rows_give_zeros():
+    model, feeds = attention_case(mask=("bool", (5, 6)), outputs=("Y", "", "", "qk_matmul_output"),
+                                  qk_matmul_output_mode=3)
+    feeds["attn_mask"][1] = False
+    graph = from_onnx(model)
+    y, probs = run_reference(graph, *[feeds[v.name] for v in graph.inputs])
+    assert np.all(y[:, :, 1] == 0) and np.all(probs[:, :, 1] == 0)
+    assert np.all(np.isfinite(y))
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_nonpad_kv_seqlen(causal):
+    check(*attention_case(opset=24, q=(3, 2, 2, 8), k=(3, 2, 6, 8), nonpad=[6, 4, 2], is_causal=causal))
+
+
+@pytest.mark.parametrize("left,right,causal", [(2, -1, 1), (1, 2, 0), (-1, -1, 0), (0, 0, 0)])
+def test_sliding_windows(left, right, causal):
+    check(*attention_case(opset=25, q=(2, 3, 4, 8), k=(2, 3, 6, 8), left_window_size=left,
+                          right_window_size=right, is_causal=causal))
+
+
+def test_window_with_nonpad():
+    check(*attention_case(opset=25, q=(2, 3, 4, 8), k=(2, 3, 8, 8), nonpad=[8, 5], mask=(1, 8),
+                          left_window_size=2, is_causal=1))
+
+
+def test_float16_with_softmax_precision():
+    check(*attention_case(opset=24, dtype=np.float16, softmax_precision=1, mask=("bool", (5, 6)),
+                          qk_matmul_output_mode=3, outputs=("Y", "", "", "qk_matmul_output")),
+          rtol=2e-3, atol=2e-3)
+
+
+def test_decomposition_uses_two_batched_matmuls_and_a_softmax():
+    graph = from_onnx(attention_case(is_causal=1)[0])
+    ops = [n.op for n in graph.nodes]
+    assert ops.count("matmul") == 2 and ops.count("softmax") == 1
+    assert "where" not in ops            # a constant causal mask masks no whole row: no guard
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(q=(2, 5, 32), k=(2, 6, 16)), "q_num_heads"),
+    (dict(q=(2, 3, 5, 8), k=(2, 2, 6, 8)), "grouped"),
+    (dict(q=(2, 4, 5, 8), k=(2, 4, 6, 7)), "do not fit"),
+    (dict(mask=(5, 9)), "longer"),
+])
+def test_errors(kwargs, match):
+    model, _ = attention_case(**kwargs)
+    with pytest.raises(ValueError, match=match):
+        from_onnx(model)

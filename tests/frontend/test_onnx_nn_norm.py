@@ -1,0 +1,98 @@
+"""ONNX normalization converters against ONNX Runtime: BatchNormalization (constant and run-time
+statistics, old opsets), InstanceNormalization, LayerNormalization (with its Mean / InvStdDev
+outputs), LpNormalization, MeanVarianceNormalization, LRN; rejection of training mode."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+from onnx_nn_helpers import check_against_ort, node_model, rand  # noqa: E402
+
+from tensorforge.frontend import from_onnx  # noqa: E402
+from tensorforge.graph.ir import GraphError  # noqa: E402
+
+
+def bn_inputs(shape):
+    c = shape[1]
+    return {"x": rand(shape), "s": rand(c, seed=1), "b": rand(c, seed=2), "m": rand(c, seed=3),
+            "v": np.abs(rand(c, seed=4)) + 0.5}
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (2, 3, 5), (1, 3, 4, 4), (1, 2, 2, 3, 2)])
+@pytest.mark.parametrize("const", [False, True])
+def test_batch_norm(shape, const):
+    model, feeds = node_model("BatchNormalization", bn_inputs(shape), dict(epsilon=1e-3),
+                              consts=("s", "b", "m", "v") if const else ())
+    check_against_ort(model, feeds)
+
+
+def test_batch_norm_old_opsets():
+    for opset, attrs in ((7, dict(spatial=1)), (9, {}), (14, dict(training_mode=0))):
+        model, feeds = node_model("BatchNormalization", bn_inputs((1, 3, 4, 4)), attrs, opset=opset)
+        check_against_ort(model, feeds)
+
+
+def test_batch_norm_training_is_rejected():
+    model, _ = node_model("BatchNormalization", bn_inputs((2, 3, 4)), dict(training_mode=1), opset=15,
+                          outputs=("y", "rm", "rv"))
+    with pytest.raises(NotImplementedError, match="BatchNormalization.*training_mode"):
+        from_onnx(model)
+    model, _ = node_model("BatchNormalization", bn_inputs((2, 3, 4)), {}, opset=9, outputs=("y", "rm"))
+    with pytest.raises(NotImplementedError, match="training"):
+        from_onnx(model)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 4, 3), (1, 2, 2, 3, 2)])
+def test_instance_norm(shape):
+    model, feeds = node_model("InstanceNormalization", {"x": rand(shape), "s": rand(shape[1], seed=1),
+                                                        "b": rand(shape[1], seed=2)}, dict(epsilon=1e-3))
+    check_against_ort(model, feeds, rtol=1e-4)
+
+
+@pytest.mark.parametrize("axis", [-1, 1, 2, 0])
+@pytest.mark.parametrize("bias", [False, True])
+def test_layer_norm(axis, bias):
+    shape = (2, 3, 4)
+    norm = shape[axis % 3:]
+    inputs = {"x": rand(shape), "s": rand(norm, seed=1), "b": rand(norm, seed=2) if bias else None}
+    model, feeds = node_model("LayerNormalization", inputs, dict(axis=axis, epsilon=1e-3),
+                              outputs=("y", "mean", "inv_std"))
+    check_against_ort(model, feeds, rtol=1e-4)
+    model, feeds = node_model("LayerNormalization", inputs, dict(axis=axis), consts=("s", "b"))
+    check_against_ort(model, feeds, rtol=1e-4)
+    assert from_onnx(model).nodes[0].attrs["stash"] is False
+
+
+@pytest.mark.parametrize("axis, p", [(-1, 2), (0, 1), (1, 2), (1, 1)])
+def test_lp_normalization(axis, p):
+    model, feeds = node_model("LpNormalization", {"x": rand((3, 4, 2))}, dict(axis=axis, p=p))
+    check_against_ort(model, feeds)
+
+
+@pytest.mark.parametrize("axes", [None, [1], [2, 3]])
+def test_mean_variance_normalization(axes):
+    model, feeds = node_model("MeanVarianceNormalization", {"x": rand((2, 3, 4, 5))},
+                              {} if axes is None else dict(axes=axes))
+    check_against_ort(model, feeds, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("size", [1, 3, 5])     # ONNX Runtime takes odd sizes only
+def test_lrn(size):
+    model, feeds = node_model("LRN", {"x": rand((2, 6, 3, 2))}, dict(size=size, alpha=1e-2, beta=0.6, bias=2.0))
+    check_against_ort(model, feeds)
+
+
+def test_errors():
+    model, _ = node_model("LayerNormalization", {"x": rand((2, 3)), "s": rand(3)}, dict(stash_type=16))
+    with pytest.raises(NotImplementedError, match="stash_type"):
+        from_onnx(model)
+    model, _ = node_model("LpNormalization", {"x": rand((2, 3))}, dict(p=3))
+    with pytest.raises(GraphError, match="p=3"):
+        from_onnx(model)
+    model, _ = node_model("LRN", {"x": rand((1, 2, 3, 3))}, {})
+    with pytest.raises(GraphError, match="size is required"):
+        from_onnx(model)
+    model, _ = node_model("InstanceNormalization", {"x": rand((1, 2, 3)), "s": rand(3), "b": rand(2)}, {})
+    with pytest.raises(GraphError, match="scale must have shape"):
+        from_onnx(model)

@@ -1,0 +1,90 @@
+"""Unary elementwise ops: TE compute compiled to C against the NumPy reference, over every dtype
+each op takes, with special values (NaN, inf, signed zero, integer extremes), plus clear errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.ir import GraphError
+from tensorforge.ops import OpError, TensorType, get
+from tensorforge.ops.testing import check_op
+
+FLOATS = ("float16", "float32", "float64")
+INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+TOL = {"float16": 2e-3, "float32": 1e-5, "float64": 1e-9}
+
+# op -> (low, high) of a safe random domain
+DOMAINS = {
+    "exp": (-5, 5), "log": (0.1, 10), "sqrt": (0, 10), "reciprocal": (0.5, 4), "floor": (-9, 9),
+    "ceil": (-9, 9), "round": (-9, 9), "sin": (-3, 3), "cos": (-3, 3), "tan": (-1.2, 1.2),
+    "asin": (-0.99, 0.99), "acos": (-0.99, 0.99), "atan": (-9, 9), "sinh": (-4, 4), "cosh": (-4, 4),
+    "asinh": (-9, 9), "acosh": (1.01, 9), "atanh": (-0.95, 0.95), "erf": (-3, 3), "abs": (-9, 9),
+    "neg": (-9, 9), "sign": (-9, 9), "isnan": (-9, 9), "isinf": (-9, 9),
+}
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("name", sorted(DOMAINS))
+def test_float_unary(name, dtype):
+    lo, hi = DOMAINS[name]
+    x = np.random.default_rng(1).uniform(lo, hi, (3, 5)).astype(dtype)
+    check_op(name, [x], rtol=TOL[dtype], atol=TOL[dtype], interpreter=dtype == "float32")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_special_values(dtype):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5], dtype)
+    for name in ("abs", "neg", "sign", "floor", "ceil", "round", "isnan", "isinf", "exp"):
+        check_op(name, [x])
+
+
+def test_round_is_half_to_even():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 3.5000001], "float32")
+    (got,) = check_op("round", [x])
+    np.testing.assert_array_equal(got, [0, 2, 2, -0.0, -2, 4])
+
+
+@pytest.mark.parametrize("pos,neg", [(1, 1), (1, 0), (0, 1), (0, 0)])
+def test_isinf_directions(pos, neg):
+    x = np.array([np.inf, -np.inf, np.nan, 1.0, -3.0], "float32")
+    (got,) = check_op("isinf", [x], {"detect_positive": pos, "detect_negative": neg})
+    np.testing.assert_array_equal(got, [bool(pos), bool(neg), False, False, False])
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_integer_abs_neg_sign(dtype):
+    info = np.iinfo(dtype)
+    x = np.array([info.min, info.min + 1, -1 if info.min else 2, 0, 1, info.max], dtype)
+    for name in ("abs", "neg", "sign"):
+        check_op(name, [x])
+
+
+def test_scalar_and_empty_tensors():
+    check_op("exp", [np.array(0.5, "float32")])
+    check_op("neg", [np.zeros((2, 0), "int32")])
+
+
+@pytest.mark.parametrize("name", ["exp", "log", "sqrt", "sin", "erf", "isnan", "isinf", "reciprocal", "floor"])
+def test_float_only_ops_reject_integers(name):
+    with pytest.raises(OpError, match=f"{name}: input has dtype int32"):
+        get(name).infer_types([TensorType((2,), "int32")], {})
+
+
+def test_bad_attributes_are_reported():
+    with pytest.raises(OpError, match="unknown attribute"):
+        get("exp").infer_types([TensorType((2,), "float32")], {"alpha": 1.0})
+    with pytest.raises(OpError, match="detect_positive must be 0 or 1"):
+        get("isinf").infer_types([TensorType((2,), "float32")], {"detect_positive": 3})
+    with pytest.raises(OpError, match="takes 1 input"):
+        get("abs").infer_types([TensorType((2,), "float32")] * 2, {})
+
+
+def test_builder_folds_constant_inputs_and_names_the_node():
+    b = GraphBuilder()
+    c = b.const(np.array([0.25, 4.0], "float32"))
+    (v,) = b.add("sqrt", [c])
+    np.testing.assert_allclose(b.params[v], [0.5, 2.0])
+    x = b.input("x", (2,), "int64")
+    with pytest.raises(GraphError, match=r"node bad \(exp\): exp: input has dtype int64"):
+        b.add("exp", [x], name="bad")
