@@ -102,6 +102,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
 
     external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
     plan = plan_memory([(g.inputs, g.outputs) for g in groups], external)
+    plan.graph_bytes = sum(v.nbytes for n in graph.nodes for v in n.outputs if v not in external)
     values = {}
     for v in graph.inputs:
         values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "input", "offset": 0}

@@ -7,6 +7,7 @@ from typing import Callable
 
 from .ir import Graph
 from .passes.eliminate_dead_code import eliminate_dead_code
+from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
 from .passes.simplify_graph import simplify_graph
 
@@ -15,6 +16,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("eliminate_dead_code", eliminate_dead_code, 0),
     ("fold_constants", fold_constants, 1),
     ("simplify_graph", simplify_graph, 1),
+    ("fold_batch_norm", fold_batch_norm, 1),
     ("eliminate_dead_code", eliminate_dead_code, 0),
 ]
 

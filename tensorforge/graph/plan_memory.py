@@ -1,11 +1,11 @@
-"""Static memory planning: intermediate tensors share storage by liveness.
+"""Static memory planning: intermediate tensors share one arena by liveness.
 
-Each step (a fused group or opaque kernel) defines values and reads values.  Walking the steps in
-order, an output takes the smallest free storage block that fits (growing the largest free block
-when none fits, or making a new one), and a value's block is freed after its last reader.  A
-step's outputs are placed before its inputs are freed, so no kernel reads and writes the same
-memory.  Graph inputs, parameters and graph outputs are not planned (outputs are fresh arrays
-handed to the caller).
+Each step (a fused group or opaque kernel) defines values and reads values; a value lives from
+the step that defines it to its last reader (inclusive).  Offsets are assigned greedily by size,
+largest first: each tensor goes to the lowest offset where it overlaps no already-placed tensor
+whose lifetime intersects its own.  Because a step's outputs and inputs are live at that same
+step, no kernel reads and writes the same bytes.  Graph inputs, parameters and graph outputs are
+not planned (outputs are fresh arrays handed to the caller).
 """
 from __future__ import annotations
 
@@ -20,60 +20,50 @@ def _aligned(n: int) -> int:
 
 @dataclass
 class MemoryPlan:
-    offsets: dict = field(default_factory=dict)   # Value -> byte offset in the arena
-    block_of: dict = field(default_factory=dict)  # Value -> storage block index
-    blocks: list = field(default_factory=list)    # block sizes in bytes
-    total_bytes: int = 0                           # arena size
-    unplanned_bytes: int = 0                       # sum of all planned intermediates' sizes
+    offsets: dict = field(default_factory=dict)    # Value -> byte offset in the arena
+    lifetimes: dict = field(default_factory=dict)  # Value -> (first step, last step)
+    total_bytes: int = 0                            # arena size
+    unplanned_bytes: int = 0                        # sum of the planned tensors' sizes
+    graph_bytes: int = 0                            # sum of every intermediate value of the graph
 
     def summary(self) -> str:
         ratio = self.total_bytes / self.unplanned_bytes if self.unplanned_bytes else 0.0
-        return (f"memory plan: {len(self.offsets)} intermediate tensors ({self.unplanned_bytes / 1e6:.2f} MB) "
-                f"in {len(self.blocks)} blocks, arena {self.total_bytes / 1e6:.2f} MB ({ratio:.0%})")
+        text = (f"memory plan: {len(self.offsets)} kernel-boundary tensors of {self.unplanned_bytes / 1e6:.2f} MB "
+                f"share an arena of {self.total_bytes / 1e6:.2f} MB ({ratio:.0%})")
+        if self.graph_bytes:
+            text += (f"; all {self.graph_bytes / 1e6:.2f} MB of intermediate values before fusion -> "
+                     f"{self.total_bytes / self.graph_bytes:.0%}")
+        return text
 
 
 def plan_memory(steps: list[tuple[tuple, tuple]], external: set) -> MemoryPlan:
     """`steps`: (inputs, outputs) Values per step, in execution order.  `external`: values not to
     plan (graph inputs, params, graph outputs)."""
-    last_use: dict = {}
+    first: dict = {}
+    last: dict = {}
     for k, (ins, outs) in enumerate(steps):
+        for v in outs:
+            if v not in external:
+                first.setdefault(v, k)
+                last.setdefault(v, k)
         for v in ins:
-            if v is not None:
-                last_use[v] = k
-        for v in outs:
-            last_use.setdefault(v, k)
+            if v is not None and v in first:
+                last[v] = k
     plan = MemoryPlan()
-    free: list[int] = []
-    for k, (ins, outs) in enumerate(steps):
-        for v in outs:
-            if v in external:
-                continue
-            need = _aligned(max(v.nbytes, 1))
-            plan.unplanned_bytes += v.nbytes
-            fitting = [b for b in free if plan.blocks[b] >= need]
-            if fitting:
-                block = min(fitting, key=lambda b: plan.blocks[b])
-                free.remove(block)
-            elif free:
-                block = max(free, key=lambda b: plan.blocks[b])
-                free.remove(block)
-                plan.blocks[block] = need
-            else:
-                block = len(plan.blocks)
-                plan.blocks.append(need)
-            plan.block_of[v] = block
-        released = {v for v in list(ins) + list(outs) if v is not None and v in plan.block_of
-                    and last_use.get(v) == k}
-        for v in released:
-            b = plan.block_of[v]
-            if b not in free and not any(plan.block_of.get(u) == b and last_use.get(u, -1) > k
-                                         for u in plan.block_of):
-                free.append(b)
-    offset = 0
-    starts = []
-    for size in plan.blocks:
-        starts.append(offset)
-        offset += size
-    plan.total_bytes = offset
-    plan.offsets = {v: starts[b] for v, b in plan.block_of.items()}
+    placed: list[tuple[int, int, int, int]] = []   # (offset, end, first, last)
+    order = sorted(first, key=lambda v: (-_aligned(max(v.nbytes, 1)), first[v]))
+    for v in order:
+        size = _aligned(max(v.nbytes, 1))
+        lo, hi = first[v], last[v]
+        busy = sorted((o, e) for o, e, f, l in placed if f <= hi and lo <= l)
+        offset = 0
+        for o, e in busy:
+            if offset + size <= o:
+                break
+            offset = max(offset, e)
+        placed.append((offset, offset + size, lo, hi))
+        plan.offsets[v] = offset
+        plan.lifetimes[v] = (lo, hi)
+        plan.unplanned_bytes += v.nbytes
+        plan.total_bytes = max(plan.total_bytes, offset + size)
     return plan

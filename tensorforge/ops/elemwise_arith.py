@@ -23,8 +23,8 @@ import numpy as np
 from .. import te
 from ..te.expr import Div
 from .common import broadcast_shape
-from .elemwise_base import (FLOATS, NUMERIC, SIGNED, binary_op, broadcast_compute, check_attrs, common_dtype, is_float,
-                            lit, nan_max, nan_min)
+from .elemwise_base import (FLOATS, NUMERIC, SIGNED, binary_op, broadcast_compute, check_attrs, common_dtype, fresh,
+                            is_float, lit, nan_max, nan_min)
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 binary_op("add", lambda a, b: a + b, np.add, NUMERIC)
@@ -124,7 +124,7 @@ def _variadic(name: str, combine: Callable, np_combine: Callable, dtypes, finish
             acc = reduce(np_combine, arrays)
             if np_finish:
                 acc = np_finish(acc, len(arrays))
-        return np.broadcast_to(np.asarray(acc).astype(arrays[0].dtype, copy=False), shape)
+        return fresh(acc, shape, arrays[0].dtype)
 
     return register(OpDef(name, INJECTIVE, infer, reference, compute))
 

@@ -128,6 +128,15 @@ def broadcast_compute(name: str, tensors: Sequence[te.Tensor | None], fn: Callab
     return te.compute(out_shape, body, name=name, tag=name)
 
 
+def fresh(values: np.ndarray, shape: Sequence[int], dtype: str) -> np.ndarray:
+    """A new writable array of `shape` and `dtype` holding `values` broadcast (never a view of
+    an input, so a reference result cannot alias its arguments)."""
+    out = np.empty(tuple(shape), dtype)
+    with np.errstate(all="ignore"):
+        out[...] = values
+    return out
+
+
 # -- factories ------------------------------------------------------------------------------------
 
 def elementwise_op(name: str, arity: int, te_fn: Callable, np_fn: Callable, dtypes: Sequence[str],
@@ -163,7 +172,7 @@ def elementwise_op(name: str, arity: int, te_fn: Callable, np_fn: Callable, dtyp
         shape = np.broadcast_shapes(*[a.shape for a in arrays])
         with np.errstate(all="ignore"):
             out = np.asarray(np_fn(*arrays, **attrs))
-        return np.broadcast_to(out.astype(result_dtype(arrays[0].dtype.name), copy=False), shape)
+        return fresh(out, shape, result_dtype(arrays[0].dtype.name))
 
     return register(OpDef(name, INJECTIVE, infer, reference, compute, attr_defaults=defaults))
 

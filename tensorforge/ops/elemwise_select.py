@@ -15,7 +15,8 @@ import numpy as np
 
 from .. import te
 from .common import broadcast_shape
-from .elemwise_base import ALL, BOOL, NUMERIC, broadcast_compute, broadcasts_to, check_attrs, check_dtype, is_float, lit
+from .elemwise_base import (ALL, BOOL, NUMERIC, broadcast_compute, broadcasts_to, check_attrs, check_dtype, fresh,
+                            is_float, lit)
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 
@@ -116,7 +117,7 @@ class _Clip:
         if high is not None:
             high = np.asarray(high, x.dtype)
             out = np.where(out > high, high, out)
-        return np.broadcast_to(out, x.shape).astype(x.dtype, copy=False)
+        return fresh(out, x.shape, x.dtype)
 
 
 register(OpDef("clip", INJECTIVE, _Clip.infer, _Clip.reference, _Clip.compute,

@@ -211,6 +211,15 @@ def test_cast(to, src, opset):
     check(*node_model("Cast", {"x": CAST_INPUTS[src]}, opset=opset, to=to))
 
 
+def test_old_opset_forms():
+    model, feeds = node_model("Cast", {"x": np.array([1.5, -2.5], np.float64)}, opset=5, to="FLOAT")
+    (got,) = ours(model, feeds)
+    assert got.dtype == np.float32
+    x = np.array([np.inf, -np.inf, 1.0], np.float32)        # Clip-6 defaults to +-FLT_MAX
+    (got,) = ours(*node_model("Clip", {"x": x}, opset=6, min=0.0))
+    np.testing.assert_array_equal(got, [np.finfo(np.float32).max, 0.0, 1.0])
+
+
 def test_cast_like_identity_dropout():
     x, like = RNG.normal(size=(2, 3)).astype(np.float32), np.zeros((1,), np.float16)
     check(*node_model("CastLike", {"x": x, "like": like}, opset=19), rtol=1e-3)

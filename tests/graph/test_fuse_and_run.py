@@ -88,3 +88,21 @@ def test_memory_plan_reuses_storage():
     assert plan.unplanned_bytes == 5 * 64 * 64 * 4
     xin = np.random.default_rng(0).standard_normal((64, 64)).astype("float32") * 0.01
     np.testing.assert_allclose(model(xin)[0], run_reference(g, xin)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_resnet18_fusion_and_memory_plan():
+    from tensorforge.frontend import from_onnx
+    from tensorforge.graph.pipeline import optimize
+    from tensorforge.graph.plan_memory import plan_memory
+    from tensorforge.testing import models
+    g = optimize(from_onnx(models.get("resnet18")[0]))
+    assert not any(n.op == "batch_norm" for n in g.nodes)     # folded into the convolutions
+    groups = fuse(g)
+    kinds = [tuple(n.op for n in grp.nodes) for grp in groups]
+    assert len(groups) == 23
+    assert kinds.count(("conv2d", "add", "relu")) == 9           # conv + folded BN + relu
+    assert kinds.count(("conv2d", "add", "add", "relu")) == 8     # ... + residual add
+    external = set(g.inputs) | set(g.params) | set(g.outputs)
+    plan = plan_memory([(x.inputs, x.outputs) for x in groups], external)
+    all_intermediates = sum(v.nbytes for n in g.nodes for v in n.outputs if v not in external)
+    assert plan.total_bytes <= all_intermediates / 3

@@ -16,8 +16,6 @@ def simplify_graph(graph: Graph) -> Graph:
     for n in graph.nodes:
         if n.op in IDENTITY_OPS and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs:
             mapping[n.outputs[0]] = n.inputs[0]
-            for extra in n.outputs[1:]:  # e.g. a dropout mask: must be unused by now
-                pass
             continue
         if n.op == "reshape" and n.inputs[0] in producer and producer[n.inputs[0]].op == "reshape":
             first = producer[n.inputs[0]]

@@ -1,0 +1,95 @@
+"""Fold an inference batch_norm into the convolution or dense layer before it.
+
+    y = batch_norm(conv(x, w) [+ b], gamma, beta, mean, var)
+      = conv(x, w * s) + (b * s + beta - mean * s),   s = gamma / sqrt(var + eps)
+
+per output channel.  Applies when the weights, bias and statistics are constants and the conv's
+output feeds only this chain; the scaled weights are computed once, at compile time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import Graph, Node, Value
+from .rewrite import replace_values
+
+WEIGHTED = ("conv1d", "conv2d", "conv3d", "dense")
+
+
+def fold_batch_norm(graph: Graph) -> Graph:
+    params = dict(graph.params)
+    producer = {v: n for n in graph.nodes for v in n.outputs}
+    users: dict = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                users.setdefault(v, []).append(n)
+    outputs = set(graph.outputs)
+    replace: dict = {}       # node -> replacement node (or None to drop)
+    mapping: dict = {}
+    for bn in graph.nodes:
+        if bn.op != "batch_norm" or bn.attrs.get("axis", 1) != 1:
+            continue
+        x, gamma, beta, mean, var = bn.inputs
+        if not all(v in params for v in (gamma, beta, mean, var)):
+            continue
+        chain = _weighted_chain(x, producer, users, params, outputs)
+        if chain is None:
+            continue
+        layer, bias_node, bias = chain
+        w = params[layer.inputs[1]]
+        eps = float(bn.attrs.get("epsilon", 1e-5))
+        s = params[gamma].astype(np.float64) / np.sqrt(params[var].astype(np.float64) + eps)
+        shift = params[beta].astype(np.float64) - params[mean].astype(np.float64) * s
+        if bias is not None:
+            shift = shift + params[bias].astype(np.float64).reshape(-1) * s
+        w_new = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
+        w_val = Value(layer.inputs[1].name + "_bnfold", w.shape, w.dtype.name)
+        params[w_val] = np.ascontiguousarray(w_new)
+        out = x if bias_node is None else layer.outputs[0]
+        rank = out.ndim
+        b_shape = (-1,) + (1,) * (rank - 2) if layer.op != "dense" else (-1,)
+        b_arr = shift.astype(w.dtype).reshape(b_shape)
+        b_val = Value(bn.outputs[0].name + "_bnshift", b_arr.shape, b_arr.dtype.name)
+        params[b_val] = np.ascontiguousarray(b_arr)
+        replace[layer] = Node(layer.op, (layer.inputs[0], w_val) + layer.inputs[2:], layer.outputs, layer.attrs, layer.name)
+        new_add = Node("add", (layer.outputs[0], b_val), bn.outputs, {}, bn.name)
+        if bias_node is not None:
+            replace[bias_node] = None
+        replace[bn] = new_add
+    if not replace:
+        return graph
+    nodes = []
+    for n in graph.nodes:
+        if n in replace:
+            if replace[n] is not None:
+                nodes.append(replace[n])
+        else:
+            nodes.append(n)
+    from .eliminate_dead_code import eliminate_dead_code
+    return eliminate_dead_code(replace_values(graph.with_nodes(nodes, params=params), mapping))
+
+
+def _weighted_chain(x: Value, producer: dict, users: dict, params: dict, outputs: set):
+    """(layer node, bias add node or None, bias Value or None) when `x` is conv/dense [+ const bias]
+    used only by the batch_norm."""
+    node = producer.get(x)
+    if node is None or len(users.get(x, [])) != 1 or x in outputs:
+        return None
+    bias_node = bias = None
+    if node.op == "add":
+        a, b = node.inputs
+        if b in params and a in producer and producer[a].op in WEIGHTED:
+            bias_node, bias, layer_out = node, b, a
+        else:
+            return None
+        if len(users.get(layer_out, [])) != 1 or layer_out in outputs:
+            return None
+        node = producer[layer_out]
+        if params[bias].size != node.outputs[0].shape[1]:
+            return None
+    if node.op not in WEIGHTED or node.inputs[1] not in params:
+        return None
+    if node.op == "dense" and node.outputs[0].ndim != 2:
+        return None
+    return node, bias_node, bias
