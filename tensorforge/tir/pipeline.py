@@ -8,11 +8,14 @@ from typing import Callable
 
 from . import nodes as N
 from .passes.flatten_storage import flatten_storage
+from .passes.partition_loops import partition_loops
 from .passes.simplify import simplify
 from .passes.unroll_loops import unroll_loops
 from .passes.vectorize_loops import vectorize_loops
 
 PASSES: list[tuple[str, Callable[[N.PrimFunc], N.PrimFunc]]] = [
+    ("simplify", simplify),
+    ("partition_loops", partition_loops),
     ("simplify", simplify),
     ("flatten_storage", flatten_storage),
     ("simplify", simplify),
