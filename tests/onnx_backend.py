@@ -41,7 +41,7 @@ def _shapes(model_path: str, inputs: list) -> dict:
     model = onnx.load(model_path, load_external_data=False)
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
-    return {n: np.asarray(a).shape for n, a in zip(names, inputs) if a is not None}
+    return {n: a.shape for n, a in zip(names, inputs) if isinstance(a, np.ndarray)}
 
 
 def run(model_path: str, inputs: list) -> list:

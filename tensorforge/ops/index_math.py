@@ -55,6 +55,8 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
     a size-1 batch) each non-unit output axis maps straight to an input axis, without division.
     """
     in_shape, out_shape = tuple(int(d) for d in in_shape), tuple(int(d) for d in out_shape)
+    if 0 in in_shape:                       # no element: the index is never evaluated
+        return tuple(te.const(0, "int32") for _ in in_shape)
     if [d for d in in_shape if d != 1] == [d for d in out_shape if d != 1]:
         kept = [i for i, d in zip(index, out_shape) if d != 1]
         result, it = [], iter(kept)

@@ -51,7 +51,10 @@ class dense:
         m, k = const_shape(x)
         n = const_shape(w)[0]
         rk = te.reduce_axis((0, k), name="k")
-        return te.compute((m, n), lambda i, j: te.sum(x[i, rk] * w[j, rk], axis=rk), name="dense", tag="dense")
+        acc = _te_accumulate(x.dtype)
+        out = te.compute((m, n), lambda i, j: te.sum(x[i, rk].astype(acc) * w[j, rk].astype(acc), axis=rk),
+                         name="dense", tag="dense")
+        return _cast_back(out, x.dtype)
 
     @staticmethod
     def reference(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -100,10 +103,11 @@ class matmul:
             batch, rest = idx[:nbatch], list(idx[nbatch:])
             i = rest.pop(0) if len(ashape) >= 2 else None
             j = rest.pop(0) if len(bshape) >= 2 else None
-            return te.sum(_load(a, batch, batch_shape, i, rk, transpose_a)
-                          * _load(b, batch, batch_shape, rk, j, transpose_b), axis=rk)
+            return te.sum(_load(a, batch, batch_shape, i, rk, transpose_a).astype(acc)
+                          * _load(b, batch, batch_shape, rk, j, transpose_b).astype(acc), axis=rk)
 
-        return te.compute(out_shape, body, name="matmul", tag="matmul")
+        acc = _te_accumulate(a.dtype)
+        return _cast_back(te.compute(out_shape, body, name="matmul", tag="matmul"), a.dtype)
 
     @staticmethod
     def reference(a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
@@ -125,3 +129,14 @@ def _load(t: te.Tensor, batch: tuple, batch_shape: tuple, row, col, transpose: b
     idx = [0 if shape[k] == 1 and batch_shape[offset + k] != 1 else batch[offset + k]
            for k in range(len(shape) - 2)]
     return t[(*idx, row, col)]
+
+
+def _te_accumulate(dtype: str) -> str:
+    """float16 products are summed in float32, as the references do."""
+    return "float32" if dtype == "float16" else dtype
+
+
+def _cast_back(out: te.Tensor, dtype: str) -> te.Tensor:
+    if out.dtype == dtype:
+        return out
+    return te.compute(const_shape(out), lambda *i: out[i].astype(dtype), name=f"{out.op.name}_cast")

@@ -169,8 +169,12 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
 
 
 def _antialias_weights_te(k: int, ax: AxisPlan, a: dict) -> te.Tensor:
-    """Normalized antialias weights of axis k, one row of taps per output position: a stage of
-    its own, since the filter is wide when downscaling and every tap needs the row's sum."""
+    """Normalized antialias weights of axis k, one row of taps per output position.
+
+    The filter is wide when downscaling (8 taps at scale 0.6 for cubic) and each tap needs the
+    row's sum, so the table is built once per output position, not per output element: the sum
+    is a reduction, and the table a reduction over one element, because lowering inlines plain
+    injective stages into their readers but keeps reduction stages as stages of their own."""
     offsets = tap_offsets(a["mode"], ax.scale, True)
     n, ctm = len(offsets), a["coordinate_transformation_mode"]
 
@@ -182,16 +186,18 @@ def _antialias_weights_te(k: int, ax: AxisPlan, a: dict) -> te.Tensor:
             w = te.if_then_else(outside(left + t, ax.in_len), te.const(0.0, "float64"), w)
         return w
 
-    w = te.compute((ax.out_len, n), raw, name=f"resize_weights{k}")
-
     def total(o):
-        s = w[o, 0]
-        for j in range(1, n):
-            s = s + w[o, j]
-        return te.if_then_else(s == 0.0, te.const(1.0, "float64"), s)
+        r = te.reduce_axis((0, n), name="tap")
+        return te.sum(raw(o, r.var), axis=r)
 
     t = te.compute((ax.out_len,), total, name=f"resize_weight_sum{k}")
-    return te.compute((ax.out_len, n), lambda o, j: w[o, j] / t[o], name=f"resize_norm_weights{k}")
+
+    def table(o, j):
+        one = te.reduce_axis((0, 1), name="one")
+        norm = te.if_then_else(t[o] == 0.0, te.const(1.0, "float64"), t[o])
+        return te.sum(raw(o, j + one.var) / norm, axis=one)
+
+    return te.compute((ax.out_len, n), table, name=f"resize_weights{k}")
 
 
 def _interp_te(x: te.Tensor, plans: list, a: dict) -> te.Tensor:

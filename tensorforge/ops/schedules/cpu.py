@@ -33,7 +33,7 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
     """Flat vectorized loop over all of `t`'s elements."""
     st = s[t]
     axes = list(st.op.axis)
-    if not axes:
+    if not axes or _size(t) == 0:
         return
     lanes = max(1, target.simd_lanes(t.dtype))
     fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
@@ -58,7 +58,7 @@ def reduction(s, master_outs, outs, target, cfg=None) -> None:
     for t in master_outs:
         st = s[t]
         axes = list(st.op.axis)
-        if axes:
+        if axes and _size(t) > 0:
             fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
             if _size(t) >= 64 and target.num_cores > 1:
                 st.parallel(fused)
@@ -84,6 +84,8 @@ def complex_out(s, master_outs, outs, target, cfg=None) -> None:
     """Main stage: data axes, then reduction axes, then the innermost data axis (vectorized).
     With an epilogue, the main stage is computed per row of the epilogue's output."""
     main = master_outs[0]
+    if any(_size(t) == 0 for t in list(master_outs) + list(outs)):
+        return
     st = s[main]
     data = list(st.op.axis)
     red = list(st.op.reduce_axis)
