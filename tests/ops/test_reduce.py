@@ -1,0 +1,106 @@
+"""Reductions (reduce_*), argmax/argmin, cumsum, topk and einsum: TE compute compiled to C against
+the NumPy reference over axes / keepdims / dtypes, empty reductions, tie rules, and errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.ops import get
+from tensorforge.ops.registry import OPAQUE, REDUCTION, OpError, TensorType
+from tensorforge.ops.testing import check_op
+
+RNG = np.random.default_rng(3)
+X = RNG.standard_normal((3, 4, 5)).astype("float32")
+XI = RNG.integers(-50, 50, (3, 4, 5)).astype("int32")
+REDUCE_OPS = ["reduce_sum", "reduce_mean", "reduce_max", "reduce_min", "reduce_prod", "reduce_l1", "reduce_l2",
+              "reduce_sum_square", "reduce_log_sum", "reduce_log_sum_exp"]
+FLOAT_ONLY = ("reduce_log_sum", "reduce_log_sum_exp")
+
+
+@pytest.mark.parametrize("name", REDUCE_OPS)
+def test_reduce(name):
+    assert get(name).pattern == REDUCTION
+    x = np.abs(X) + 0.1 if name == "reduce_log_sum" else X
+    for axes, keepdims in [(None, 1), ((1,), 0), ((0, 2), 1), ((), 1), ((-1,), 0)]:
+        check_op(name, [x], {"axes": axes, "keepdims": keepdims}, rtol=1e-4)
+    check_op(name, [np.zeros((2, 0, 3), "float32")], {"axes": (1,)})          # empty: the identity
+    check_op(name, [x.astype("float16")], {"axes": (1,)}, rtol=1e-2, atol=1e-2)
+    if name not in FLOAT_ONLY:
+        check_op(name, [XI], {"axes": (0, 2), "keepdims": 0})
+        check_op(name, [XI.astype("uint8")], {"axes": (1,)})
+
+
+def test_reduce_integer_semantics():
+    x = np.array([[-7, 2]], "int32")
+    np.testing.assert_array_equal(check_op("reduce_mean", [x], {"axes": (1,)})[0], [[-2]])   # truncates
+    big = np.array([2 ** 30, 2 ** 30, 2 ** 30], "int32")
+    np.testing.assert_array_equal(check_op("reduce_sum", [big], {})[0], [-(2 ** 30)])        # wraps
+    np.testing.assert_array_equal(check_op("reduce_max", [np.array([[True, False]])], {"axes": (1,)})[0], [[True]])
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+def test_arg(name):
+    for axis, keepdims, last in [(0, 1, 0), (1, 0, 1), (-1, 1, 1)]:
+        attrs = {"axis": axis, "keepdims": keepdims, "select_last_index": last}
+        check_op(name, [X], attrs)
+        check_op(name, [RNG.integers(-2, 2, (3, 4, 5))], attrs)      # many ties
+    check_op(name, [np.zeros((2, 3), bool)], {"axis": 1})                # every value ties the identity
+    ties = np.array([[1.0, 3.0, 3.0, 1.0]], "float32")
+    want = (1, 2) if name == "argmax" else (0, 3)
+    assert check_op(name, [ties], {"axis": 1, "keepdims": 0})[0][0] == want[0]
+    assert check_op(name, [ties], {"axis": 1, "keepdims": 0, "select_last_index": 1})[0][0] == want[1]
+
+
+def test_cumsum():
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            got = check_op("cumsum", [np.array([1, 2, 3], "int64")], {"axis": 0, "exclusive": exclusive,
+                                                                       "reverse": reverse})[0]
+            want = {(0, 0): [1, 3, 6], (1, 0): [0, 1, 3], (0, 1): [6, 5, 3], (1, 1): [5, 3, 0]}
+            np.testing.assert_array_equal(got, want[exclusive, reverse])
+            check_op("cumsum", [X], {"axis": 1, "exclusive": exclusive, "reverse": reverse})
+    check_op("cumsum", [X.astype("float16")], {"axis": -1}, rtol=1e-2, atol=1e-2)
+
+
+def test_topk():
+    assert get("topk").pattern == OPAQUE
+    x = np.array([[3, 1, 3, 2, 1]], "int64")
+    values, indices = check_op("topk", [x], {"k": 3, "axis": 1})
+    np.testing.assert_array_equal(values, [[3, 3, 2]])
+    np.testing.assert_array_equal(indices, [[0, 2, 3]])                  # ties: lower index first
+    values, indices = check_op("topk", [x], {"k": 2, "axis": -1, "largest": 0})
+    np.testing.assert_array_equal(indices, [[1, 4]])
+    check_op("topk", [X], {"k": 2, "axis": 0})
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ij,...jk", [(2, 3, 4), (4, 5)]),
+    ("ii->i", [(3, 3)]),
+    ("ii", [(3, 3)]),
+    ("ijk->kji", [(2, 3, 4)]),
+    ("...j,j->...", [(2, 3, 4), (4,)]),
+    ("i,j", [(3,), (2,)]),
+])
+def test_einsum(equation, shapes):
+    arrays = [RNG.standard_normal(s).astype("float32") for s in shapes]
+    check_op("einsum", arrays, {"equation": equation}, rtol=1e-4, atol=1e-5)
+
+
+def test_einsum_integer():
+    check_op("einsum", [RNG.integers(-3, 3, (3, 4)), RNG.integers(-3, 3, (4,))], {"equation": "ij,j->i"})
+
+
+@pytest.mark.parametrize("name, types, attrs, message", [
+    ("reduce_sum", [TensorType((2, 3), "float32")], {"axes": (2,)}, "out of range"),
+    ("reduce_sum", [TensorType((2, 3), "float32")], {"axes": (1, -1)}, "repeat"),
+    ("reduce_log_sum", [TensorType((2, 3), "int32")], {}, "float"),
+    ("argmax", [TensorType((2, 0), "float32")], {"axis": 1}, "empty"),
+    ("topk", [TensorType((2, 3), "float32")], {"k": 4}, "k = 4"),
+    ("cumsum", [TensorType((2, 3), "float32")], {"axis": 2}, "out of range"),
+    ("einsum", [TensorType((2, 3), "float32")], {"equation": "ijk->i"}, "rank"),
+    ("einsum", [TensorType((2, 3), "float32"), TensorType((4, 3), "float32")], {"equation": "ij,ij->i"}, "size"),
+])
+def test_errors(name, types, attrs, message):
+    with pytest.raises(OpError, match=message):
+        get(name).infer_types(types, attrs)

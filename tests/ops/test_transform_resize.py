@@ -1,0 +1,77 @@
+"""resize: every mode / coordinate transformation / nearest rounding mode compiled to C against
+the NumPy reference (which the ONNX conformance suite checks), the output-size resolution from
+scales or sizes (keep_aspect_ratio_policy, axes), hand-checked values, and errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.ops import get
+from tensorforge.ops.registry import OpError, TensorType
+from tensorforge.ops.testing import check_op
+from tensorforge.ops.transform_resize import resize_output
+
+X = np.random.default_rng(2).standard_normal((1, 2, 4, 5)).astype("float32")
+CTMS = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric",
+        "tf_crop_and_resize"]
+
+
+def attrs_for(scales, **extra):
+    sizes, full = resize_output(X.shape, scales=scales)
+    a = dict(sizes=sizes, scales=full, **extra)
+    if extra.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        a.update(roi=(0, 0, 0.1, 0.2, 1, 1, 0.9, 1.1), extrapolation_value=7.0)
+    return a
+
+
+@pytest.mark.parametrize("ctm", CTMS)
+@pytest.mark.parametrize("mode", ["nearest", "linear", "cubic"])
+def test_modes(mode, ctm):
+    for scales in ((1, 1, 2.0, 1.5), (1, 1, 0.6, 0.5)):
+        check_op("resize", [X], attrs_for(scales, mode=mode, coordinate_transformation_mode=ctm))
+
+
+@pytest.mark.parametrize("nearest_mode", ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "legacy"])
+def test_nearest_modes(nearest_mode):
+    check_op("resize", [X], attrs_for((1, 1, 1.5, 0.7), mode="nearest", nearest_mode=nearest_mode))
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_antialias_and_exclude_outside(mode):
+    for scales in ((1, 1, 0.6, 0.35), (1, 1, 2.0, 0.5)):
+        check_op("resize", [X], attrs_for(scales, mode=mode, antialias=1))
+        check_op("resize", [X], attrs_for(scales, mode=mode, exclude_outside=1, cubic_coeff_a=-0.5))
+
+
+def test_integer_input_rounds_and_saturates():
+    x = np.array([[0, 255, 0, 255]], "uint8")
+    sizes, scales = resize_output(x.shape, scales=(1, 2))
+    got = check_op("resize", [x], dict(sizes=sizes, scales=scales, mode="cubic"))[0]
+    assert got.dtype == np.uint8 and got.max() == 255 and got.min() == 0
+
+
+def test_hand_checked_linear_half_pixel():
+    x = np.array([[1.0, 2.0]], "float32")
+    sizes, scales = resize_output(x.shape, scales=(1, 2))
+    got = check_op("resize", [x], dict(sizes=sizes, scales=scales, mode="linear"))[0]
+    np.testing.assert_allclose(got, [[1.0, 1.25, 1.75, 2.0]])
+
+
+def test_output_sizes():
+    assert resize_output((1, 1, 4, 4), scales=(1, 1, 0.6, 0.6)) == ((1, 1, 2, 2), (1.0, 1.0, 0.6, 0.6))
+    sizes, scales = resize_output((1, 1, 4, 6), sizes=(3, 7), axes=(2, 3), policy="not_larger")
+    assert sizes == (1, 1, 3, 5) and scales[2] == scales[3] == 0.75
+    sizes, _ = resize_output((1, 1, 4, 6), sizes=(3, 7), axes=(2, 3), policy="not_smaller")
+    assert sizes == (1, 1, 5, 7)
+
+
+@pytest.mark.parametrize("attrs, message", [
+    ({"mode": "area"}, "mode"),
+    ({"coordinate_transformation_mode": "center"}, "coordinate_transformation_mode"),
+    ({"nearest_mode": "round"}, "nearest_mode"),
+])
+def test_errors(attrs, message):
+    with pytest.raises(OpError, match=message):
+        get("resize").infer_types([TensorType((1, 4), "float32")], dict(sizes=(1, 8), scales=(1.0, 2.0), **attrs))
+    with pytest.raises(OpError, match="exactly one"):
+        resize_output((1, 4))
