@@ -6,6 +6,7 @@ import sys
 from typing import Callable
 
 from .ir import Graph
+from .passes.alter_layout import alter_layout
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -17,6 +18,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("fold_constants", fold_constants, 1),
     ("simplify_graph", simplify_graph, 1),
     ("fold_batch_norm", fold_batch_norm, 1),
+    ("alter_layout", alter_layout, 2),
     ("eliminate_dead_code", eliminate_dead_code, 0),
 ]
 
