@@ -1,6 +1,7 @@
 """The `tensorforge` command line.
 
-    tensorforge demo [--size N]                 build, verify and time a scheduled matmul
+    tensorforge demo [--model resnet18]         compile, verify and time a zoo model vs ONNX Runtime
+    tensorforge demo --gemm [--size N]          a hand-scheduled fp32 GEMM vs NumPy
     tensorforge compile MODEL.onnx -o OUT.tfm   compile an ONNX model into one file
     tensorforge run OUT.tfm --input name=x.npy  run a compiled model, save outputs as .npy
     tensorforge inspect MODEL.onnx              graph after passes, fused groups, memory plan, kernels
@@ -15,6 +16,67 @@ import time
 
 
 def _demo(opts: argparse.Namespace) -> int:
+    if opts.gemm:
+        return _demo_gemm(opts)
+    return _demo_model(opts)
+
+
+def _median_ms(fn, repeat: int = 10) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def _demo_model(opts: argparse.Namespace) -> int:
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    from tensorforge.testing import models
+
+    name = opts.model
+    _progress(f"[1/4] building {name} from the model zoo (random weights, no download)")
+    proto, feeds = models.get(name)
+    graph = from_onnx(proto)
+    _progress(f"[2/4] compiling {len(graph.nodes)} graph nodes for {opts.target!r} ...")
+    t0 = time.perf_counter()
+    model = tensorforge.compile(graph, target=opts.target)
+    _progress(f"      {len(model.spec.steps)} fused kernels, compiled in {time.perf_counter() - t0:.1f} s; "
+              f"{model.info['plan'].summary()}")
+    inputs = [feeds[n] for n in model.input_names]
+    outs = model(*inputs)
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+    if ort is not None:
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = _threads()
+        sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        ref, peer = sess.run(None, feeds), "ONNX Runtime"
+    else:
+        from tensorforge.graph.reference import run_reference
+        ref, peer = run_reference(graph, *inputs), "the NumPy op references"
+    err = max(float(np.max(np.abs(a - b))) for a, b in zip(outs, ref))
+    ok = all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(outs, ref))
+    _progress(f"[3/4] checked against {peer}: max abs difference {err:.1e} -> {'OK' if ok else 'MISMATCH'}")
+    if not ok:
+        return 1
+    threads = _threads()
+    print(f"[4/4] median latency, batch 1, {threads} thread(s):")
+    t_tf = _median_ms(lambda: model(*inputs))
+    print(f"      tensorforge   {t_tf:9.2f} ms")
+    if ort is not None:
+        t_ort = _median_ms(lambda: sess.run(None, feeds))
+        print(f"      onnxruntime   {t_ort:9.2f} ms   (tensorforge / onnxruntime = {t_tf / t_ort:.2f})")
+    return 0
+
+
+def _demo_gemm(opts: argparse.Namespace) -> int:
     import numpy as np
 
     import tensorforge
@@ -54,7 +116,7 @@ def _demo(opts: argparse.Namespace) -> int:
     t_tf = median(lambda: mod(a, b, c))
     t_np = median(lambda: np.matmul(a, b, out=c))
     gflop = 2.0 * n ** 3 / 1e9
-    threads = tensorforge.runtime.module.get_num_threads()
+    threads = _threads()
     print(f"[4/4] median latency with {threads} thread(s) (numpy uses its own BLAS threads):")
     print(f"      tensorforge {t_tf * 1e3:8.2f} ms  {gflop / t_tf:7.1f} GFLOP/s")
     print(f"      numpy       {t_np * 1e3:8.2f} ms  {gflop / t_np:7.1f} GFLOP/s")
@@ -62,6 +124,11 @@ def _demo(opts: argparse.Namespace) -> int:
     if opts.show_source:
         print(mod.source)
     return 0
+
+
+def _threads() -> int:
+    from tensorforge.runtime.module import get_num_threads
+    return get_num_threads()
 
 
 def _progress(msg: str) -> None:
@@ -151,8 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tensorforge", description="An optimizing compiler for deep learning.")
     parser.add_argument("--version", action="version", version=f"tensorforge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="build, verify and time a scheduled matmul (no files needed)")
-    demo.add_argument("--size", type=int, default=1024, help="matrix size (default 1024)")
+    demo = sub.add_parser("demo", help="compile, verify and time a zoo model (no files needed)")
+    demo.add_argument("--model", default="resnet18", help="zoo model (default resnet18)")
+    demo.add_argument("--gemm", action="store_true", help="instead: a hand-scheduled fp32 GEMM against NumPy")
+    demo.add_argument("--size", type=int, default=1024, help="GEMM size for --gemm (default 1024)")
     demo.add_argument("--target", default="c -mcpu=native", help='target string (default "c -mcpu=native")')
     demo.add_argument("--show-source", action="store_true", help="print the generated C")
     demo.set_defaults(fn=_demo)

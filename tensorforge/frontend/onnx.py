@@ -219,10 +219,34 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
         for oname, v in zip(node.output, outs):
             if oname:
                 env[oname] = v
-    outputs = []
     for o in g.output:
-        if o.name not in env:
+        if o.name not in env or env[o.name] is None:
             raise GraphError(f"graph output {o.name} is never produced")
-        v = env[o.name]
-        outputs.append(v)
-    return b.finish(outputs)
+    return _with_output_names(b, [(o.name, env[o.name]) for o in g.output])
+
+
+def _with_output_names(b: GraphBuilder, outputs: list) -> Graph:
+    """The graph's output values carry the model's output names (an identity node is added for
+    an output that is an input, a constant, or another output)."""
+    from ..graph.ir import Node
+    taken = {v.name for v in b.inputs} | {v.name for v in b.params} | {
+        v.name for n in b.nodes for v in n.outputs}
+    renames: dict = {}
+    final = []
+    produced = {v for n in b.nodes for v in n.outputs}
+    for name, v in outputs:
+        if v.name == name and v not in renames:
+            final.append(v)
+            continue
+        if v in produced and v not in renames and name not in taken:
+            new = Value(name, v.shape, v.dtype)
+            renames[v] = new
+            taken.add(name)
+            final.append(new)
+            continue
+        out = b.add("identity", [renames.get(v, v)], {}, name=name)[0]
+        final.append(out)
+    if renames:
+        b.nodes = [Node(n.op, tuple(renames.get(x, x) if x is not None else None for x in n.inputs),
+                        tuple(renames.get(x, x) for x in n.outputs), n.attrs, n.name) for n in b.nodes]
+    return b.finish(final)

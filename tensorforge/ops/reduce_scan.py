@@ -51,8 +51,8 @@ class cumsum:
         acc = accum_dtype(x.dtype.name)
         v = np.flip(x, a) if reverse else x
         out = np.cumsum(v, axis=a, dtype=acc)
-        if exclusive:
-            out = np.concatenate([np.zeros_like(np.take(out, [0], axis=a)), np.take(out, np.arange(x.shape[a] - 1), axis=a)],
-                                 axis=a) if x.shape[a] else out
+        if exclusive and x.shape[a]:          # shift by one: out[0] = 0, out[i] = sum of v[:i]
+            head = np.zeros_like(np.take(out, [0], axis=a))
+            out = np.concatenate([head, np.take(out, np.arange(x.shape[a] - 1), axis=a)], axis=a)
         out = np.flip(out, a) if reverse else out
         return out.astype(x.dtype)

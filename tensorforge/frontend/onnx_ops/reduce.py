@@ -50,7 +50,8 @@ def convert_cumsum(ctx, inputs, attrs):
 def convert_topk(ctx, inputs, attrs):
     k = int(attrs["k"]) if ctx.opset < 10 else int(const_scalar(ctx, inputs[1], "TopK K"))
     return ctx.add("topk", [inputs[0]], {"k": k, "axis": int(attrs.get("axis", -1)),
-                                         "largest": int(attrs.get("largest", 1)), "sorted": int(attrs.get("sorted", 1))})
+                                         "largest": int(attrs.get("largest", 1)),
+                                         "sorted": int(attrs.get("sorted", 1))})
 
 
 @converter("Einsum", since=12)

@@ -1,0 +1,40 @@
+"""The command line: compile -> run round trip, inspect, and the GEMM demo."""
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+from tensorforge import cli
+
+
+def small_model(path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [8, 4], np.arange(32, dtype="float32") / 32)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])]
+    m = helper.make_model(helper.make_graph(nodes, "small", [x], [y], [w]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(m, str(path))
+
+
+def test_compile_then_run(tmp_path, capsys):
+    small_model(tmp_path / "m.onnx")
+    assert cli.main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.tfm")]) == 0
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    assert cli.main(["run", str(tmp_path / "m.tfm"), "--input", f"x={tmp_path / 'x.npy'}",
+                     "--output-dir", str(tmp_path / "out")]) == 0
+    y = np.load(tmp_path / "out" / "y.npy")
+    w = (np.arange(32, dtype="float32") / 32).reshape(8, 4)
+    np.testing.assert_allclose(y, np.maximum(x @ w, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_inspect(tmp_path, capsys):
+    small_model(tmp_path / "m.onnx")
+    assert cli.main(["inspect", str(tmp_path / "m.onnx")]) == 0
+    out = capsys.readouterr().out
+    assert "fused groups" in out and "matmul + relu" in out and "memory plan" in out and "ms" in out
+
+
+def test_gemm_demo(capsys):
+    assert cli.main(["demo", "--gemm", "--size", "64"]) == 0
+    assert "verified against numpy.matmul" in capsys.readouterr().out

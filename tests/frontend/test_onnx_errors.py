@@ -1,0 +1,102 @@
+"""Bad input gives a clear error, never a crash: truncated or foreign files, unsupported ops,
+wrong input names/shapes/dtypes, cycles, dynamic shapes."""
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import tensorforge
+from tensorforge.frontend import from_onnx
+from tensorforge.frontend.onnx import ModelLoadError, UnsupportedOpsError
+from tensorforge.graph.ir import GraphError
+
+
+def _model(nodes, inputs, outputs, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def relu_model():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    return _model([helper.make_node("Relu", ["x"], ["y"], name="r")], [x], [y])
+
+
+def test_truncated_file(tmp_path):
+    data = relu_model().SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelLoadError, match="not a valid ONNX model"):
+        from_onnx(str(path))
+
+
+def test_not_onnx(tmp_path):
+    path = tmp_path / "notes.onnx"
+    path.write_text("hello, this is not a model")
+    with pytest.raises(ModelLoadError, match="not a valid ONNX model"):
+        from_onnx(str(path))
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such model file"):
+        from_onnx(str(tmp_path / "nothing.onnx"))
+
+
+def test_unsupported_ops_listed_together():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+             helper.make_node("FooBar", ["a"], ["b"], name="weird1", domain="com.example"),
+             helper.make_node("StringNormalizer", ["b"], ["c"], name="strs"),
+             helper.make_node("FooBar", ["c"], ["y"], name="weird2", domain="com.example")]
+    m = _model(nodes, [x], [y])
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(UnsupportedOpsError) as err:
+        from_onnx(m)
+    text = str(err.value)
+    assert isinstance(err.value, NotImplementedError)
+    assert "FooBar" in text and "weird1" in text and "weird2" in text
+    assert "StringNormalizer (opset 17)" in text and "strs" in text
+
+
+def test_cycle_in_onnx_graph():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="n1"),
+             helper.make_node("Relu", ["a"], ["b"], name="n2"),
+             helper.make_node("Relu", ["b"], ["y"], name="n3")]
+    with pytest.raises(GraphError, match="n1 .* reads 'b', which is never defined"):
+        from_onnx(_model(nodes, [x], [y]))
+
+
+def test_dynamic_input_shape_needs_static_shape():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
+    with pytest.raises(NotImplementedError, match="symbolic dimensions"):
+        from_onnx(m)
+    g = from_onnx(m, shapes={"x": (4, 3)})
+    assert g.inputs[0].shape == (4, 3)
+
+
+def test_wrong_inputs_to_compiled_model():
+    model = tensorforge.compile(from_onnx(relu_model()))
+    with pytest.raises(ValueError, match=r"input 'x': expected shape \(2, 3\), got \(3, 2\)"):
+        model(np.zeros((3, 2), "float32"))
+    with pytest.raises(TypeError, match="input 'x': expected dtype float32, got int64"):
+        model(np.zeros((2, 3), "int64"))
+    with pytest.raises(TypeError, match=r"unknown input\(s\) \['z'\]"):
+        model.run(z=np.zeros((2, 3), "float32"))
+    with pytest.raises(TypeError, match="takes 1 input"):
+        model()
+
+
+def test_bad_attribute_names_the_node():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 3, 3], np.ones(9, "float32"))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="badconv", strides=[0, 1])
+    m = helper.make_model(helper.make_graph([node], "g", [x], [y], [w]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises((GraphError, ValueError), match="badconv"):
+        from_onnx(m)
