@@ -175,7 +175,7 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
             raise NotImplementedError(f"input {inp.name}: only tensor inputs are supported")
         dims = []
         for k, d in enumerate(t.shape.dim):
-            if d.HasField("dim_value") and d.dim_value > 0:
+            if d.HasField("dim_value") and d.dim_value >= 0:
                 dims.append(d.dim_value)
             else:
                 dims.append(None)

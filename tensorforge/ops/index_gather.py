@@ -131,6 +131,10 @@ class gather_nd:
             idx[..., j] = _wrapped(idx[..., j], data.shape[b + j], "gather_nd")
         batch = int(np.prod(data.shape[:b], dtype=np.int64))
         flat_data = data.reshape((batch,) + data.shape[b:])
-        flat_idx = idx.reshape(batch, -1, k)
-        rows = [flat_data[n][tuple(flat_idx[n].T)] for n in range(batch)]
+        per_batch = int(np.prod(indices.shape[b:-1], dtype=np.int64))
+        flat_idx = idx.reshape(batch, per_batch, k)
+        if k == 0:                            # empty index tuples pick whole slices
+            rows = [np.broadcast_to(flat_data[n], (per_batch,) + flat_data.shape[1:]) for n in range(batch)]
+        else:
+            rows = [flat_data[n][tuple(flat_idx[n].T)] for n in range(batch)]
         return np.asarray(rows, dtype=data.dtype).reshape(out_shape)

@@ -10,7 +10,9 @@ aspect-preserving scale) are full-rank; `roi` holds (starts.., ends..) for tf_cr
 nearest is one stage that reads the input at one computed index per axis.  linear and cubic are
 separable: one stage per resized axis ("resize_axis<k>", in float64 for float64 and integer
 inputs, else float32) sums its taps; a final stage casts to the input dtype (integers round half
-to even and saturate, as the ONNX reference).  The arithmetic lives in transform_resize_math.py.
+to even and saturate, as the ONNX reference).  With antialias, the (wide) filter's normalized
+weights are a table per axis ("resize_weights<k>", out_len x taps) computed once.  The arithmetic
+lives in transform_resize_math.py.
 """
 from __future__ import annotations
 

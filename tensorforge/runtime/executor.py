@@ -35,7 +35,7 @@ class GraphExecutor:
     def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict):
         self.spec = spec
         self.lib = load_library(lib_path) if lib_path else None
-        self.params = {k: np.ascontiguousarray(v) for k, v in params.items()}
+        self.params = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in params.items()}
         self.arena = np.empty(max(spec.arena_bytes, 1), np.uint8)
         self.fixed: dict[str, np.ndarray] = {}
         for name, info in spec.values.items():
@@ -94,7 +94,7 @@ class GraphExecutor:
                 raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
             if a.shape != shape:
                 raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
-            env[name] = np.ascontiguousarray(a)
+            env[name] = np.ascontiguousarray(a).reshape(a.shape)
         return env
 
     def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:

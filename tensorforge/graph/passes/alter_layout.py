@@ -2,11 +2,15 @@
 
 - dense(x, W) with a constant W (units, in) becomes matmul(x, W^T): the kernel then walks the
   output units contiguously, so they vectorize, instead of a scalar dot product per unit.
+- conv2d(x, W) with a constant W, one group and a channel count that splits into SIMD blocks
+  becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B
+  output channels per vector (see ops/nn_conv_nchwc.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...ops.nn_conv_nchwc import pack_weight
 from ..ir import Graph, Node, Value
 
 
@@ -26,9 +30,34 @@ def alter_layout(graph: Graph) -> Graph:
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
             changed = True
+        elif _packable_conv(n, params):
+            w = params[n.inputs[1]]
+            block = _block(w.shape[0], w.dtype)
+            wp = pack_weight(w, block)
+            wv = Value(n.inputs[1].name + f"_oihw{block}o", wp.shape, wp.dtype.name)
+            params[wv] = wp
+            y = n.outputs[0]
+            mid = Value(y.name + "_nchwc", (y.shape[0], y.shape[1] // block, y.shape[2], y.shape[3], block), y.dtype)
+            attrs = {k: n.attrs[k] for k in ("strides", "padding", "dilations") if k in n.attrs}
+            nodes.append(Node("conv2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
+            nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
+            changed = True
         else:
             nodes.append(n)
     if not changed:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _block(channels: int, dtype) -> int:
+    lanes = max(1, 64 // np.dtype(dtype).itemsize)
+    return 2 * lanes if channels % (2 * lanes) == 0 else lanes
+
+
+def _packable_conv(n: Node, params: dict) -> bool:
+    if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return False
+    if n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32":
+        return False
+    return n.outputs[0].shape[1] % 16 == 0

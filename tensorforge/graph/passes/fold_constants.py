@@ -20,7 +20,7 @@ def fold_constants(graph: Graph) -> Graph:
             outs = opdef.run_reference([params[v] if v is not None else None for v in inputs], n.attrs)
             for v, a in zip(n.outputs, outs):
                 const = Value(v.name, v.shape, v.dtype)
-                params[const] = np.ascontiguousarray(np.asarray(a).astype(v.dtype, copy=False).reshape(v.shape))
+                params[const] = np.ascontiguousarray(np.asarray(a).astype(v.dtype, copy=False)).reshape(v.shape)
                 mapping[v] = const
             continue
         kept.append(n)

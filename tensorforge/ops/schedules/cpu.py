@@ -119,3 +119,38 @@ def complex_out(s, master_outs, outs, target, cfg=None) -> None:
         schedule_elementwise_stage(s, out, target)
     for t in epilogue[1:]:
         schedule_elementwise_stage(s, t, target)
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+@template("conv2d_nchwc.cpu")
+def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
+    """Register-blocked conv: per (image, channel block, output row, tile of `xb` columns) a local
+    (xb x B) accumulator, reduction loops (input channel, kernel row, kernel column) outside the
+    unrolled columns and the vectorized B output channels."""
+    out = master_outs[0]
+    for op in _inner_data_stages(s, master_outs):
+        if op is not out.op and not op.reduce_axis:
+            schedule_elementwise_stage(s, op.output(0), target)   # the padding stage
+    acc = s.cache_write(out, "local")
+    n, fo, y, x, fi = s[out].op.axis
+    ow = _ext(x) or 1
+    block = _ext(fi) or 1
+    lanes = max(1, target.simd_lanes(out.dtype))
+    vectors = max(1, block // lanes)
+    xb = _divisor_at_most(ow, max(1, 28 // vectors))   # xb * vectors accumulators in registers
+    xo, xi = s[out].split(x, factor=xb)
+    s[out].reorder(n, fo, y, xo, xi, fi)
+    s[acc].compute_at(s[out], xo)
+    an, afo, ay, ax, afi = s[acc].op.axis
+    rc, ry, rx = s[acc].op.reduce_axis
+    s[acc].reorder(rc, ry, rx, ax, afi)
+    s[acc].unroll(ax)
+    s[acc].vectorize(afi)
+    s[out].vectorize(fi)
+    s[out].parallel(s[out].fuse(n, fo, y))
