@@ -18,13 +18,8 @@ import numpy as np  # noqa: E402
 
 
 def median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    from tensorforge.testing.timing import median_seconds
+    return median_seconds(fn, repeat) * 1e3
 
 
 def main() -> None:

@@ -21,16 +21,7 @@ import numpy as np  # noqa: E402
 import tensorforge  # noqa: E402
 from tensorforge.runtime import module as rt  # noqa: E402
 from tensorforge.testing.gemm import gemm_schedule  # noqa: E402
-
-
-def median_seconds(fn, repeat: int) -> float:
-    fn()  # warm up
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from tensorforge.testing.timing import median_seconds  # noqa: E402
 
 
 def main() -> None:

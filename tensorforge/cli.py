@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -22,13 +21,8 @@ def _demo(opts: argparse.Namespace) -> int:
 
 
 def _median_ms(fn, repeat: int = 10) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
+    from tensorforge.testing.timing import median_seconds
+    return median_seconds(fn, repeat) * 1e3
 
 
 def _demo_model(opts: argparse.Namespace) -> int:
@@ -104,17 +98,8 @@ def _demo_gemm(opts: argparse.Namespace) -> int:
     if not ok:
         return 1
 
-    def median(fn, repeat=7):
-        fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-
-    t_tf = median(lambda: mod(a, b, c))
-    t_np = median(lambda: np.matmul(a, b, out=c))
+    t_tf = _median_ms(lambda: mod(a, b, c), 7) / 1e3
+    t_np = _median_ms(lambda: np.matmul(a, b, out=c), 7) / 1e3
     gflop = 2.0 * n ** 3 / 1e9
     threads = _threads()
     print(f"[4/4] median latency with {threads} thread(s) (numpy uses its own BLAS threads):")

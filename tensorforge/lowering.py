@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from . import te
 from .graph.fuse import FusedGroup
 from .ops import registry
-from .ops.registry import COMPLEX, INJECTIVE, REDUCTION
+from .ops.registry import COMPLEX, REDUCTION
 from .ops.schedules import get_template
 from .te.tensor import ComputeOp
 from .tir import nodes as N

@@ -152,7 +152,7 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
     """Convert an ONNX model (path, bytes or ModelProto).  `shapes` fixes input shapes whose
     dimensions are symbolic in the model ({input name: shape}); `constants` ({input name: array})
     specializes the model on given values of some inputs, which then become parameters."""
-    onnx = _onnx()
+    _onnx()
     from onnx import numpy_helper
     model = load_model(model)
     _load_converters()

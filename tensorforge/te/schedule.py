@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .expr import DATA, REDUCE, THREAD, Expr, IntImm, IterVar, Range, TensorLoad, Var, const, convert
-from .tensor import ComputeOp, Operation, PlaceholderOp, Tensor
+from .expr import REDUCE, THREAD, Expr, IntImm, IterVar, TensorLoad, Var, convert
+from .tensor import ComputeOp, Operation, Tensor
 
 ROOT, INLINE, SCOPE = "root", "inline", "scope"
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import arith
-from ..te.expr import (DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const,
-                       convert)
-from ..te.schedule import INLINE, ROOT, SCOPE, Fuse, Schedule, ScheduleError, Split, Stage
+from ..te.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
+from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
 from .functor import Mutator, free_vars, post_order_visit, substitute

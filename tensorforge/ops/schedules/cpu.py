@@ -10,7 +10,7 @@ width and core count.  (Tunable knob templates come with the auto-tuner.)
 """
 from __future__ import annotations
 
-from ...te.expr import IntImm, REDUCE
+from ...te.expr import IntImm
 from ...te.tensor import ComputeOp
 from . import template
 
