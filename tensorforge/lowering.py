@@ -83,48 +83,9 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
     master = master_outs if master_outs else outs
     template_name = (registry.get(group.master.op).schedule.get(target.kind) if group.master else None) \
         or f"{kind}.cpu"
-    if kind == "complex" and not all(_reads_elementwise(t, master[0], s) for t in outs if t not in master):
-        # the epilogue re-indexes the master's output (reshape, transpose, ...): computing the master
-        # per output row would need all of it, so it stays a whole stage of its own
-        get_template(template_name)(s, master, master, target, config)
-        from .ops.schedules.cpu import schedule_elementwise_stage
-        for t in outs:
-            if t not in master:
-                schedule_elementwise_stage(s, t, target)
-    else:
-        get_template(template_name)(s, master, outs, target, config)
+    get_template(template_name)(s, master, outs, target, config)
     func = te_lower(s, placeholders + outs, name)
     return LoweredGroup(group, func, tuple(group.inputs) + tuple(group.outputs))
-
-
-def _reads_elementwise(out, master, s) -> bool:
-    """Whether `out` (through inlined stages) reads `master` only at its own index (i, j, ...)."""
-    from .te.expr import TensorLoad
-    from .tir.functor import post_order_visit, substitute
-
-    if tuple(int(d.value) for d in out.shape) != tuple(int(d.value) for d in master.shape):
-        return False
-    ok = [True]
-
-    def check(expr, index) -> None:
-        def fn(n):
-            if not isinstance(n, TensorLoad):
-                return
-            if n.tensor == master or n.tensor.op is master.op:
-                same = len(n.indices) == len(index) and all(a is b for a, b in zip(n.indices, index))
-                ok[0] = ok[0] and same
-            else:
-                st = s.stage_map.get(n.tensor.op)
-                if st is not None and st.attach_type == "inline":
-                    body = substitute(st.op.body[n.tensor.value_index],
-                                      {iv.var: i for iv, i in zip(st.op.axis, n.indices)})
-                    check(body, index)
-        post_order_visit(expr, fn)
-
-    axes = tuple(iv.var for iv in out.op.axis)
-    for b in out.op.body:
-        check(b, axes)
-    return ok[0]
 
 
 def te_lower(s, args, name):

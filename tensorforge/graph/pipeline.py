@@ -7,6 +7,8 @@ from typing import Callable
 
 from .ir import Graph
 from .passes.alter_layout import alter_layout
+from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -19,6 +21,8 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("simplify_graph", simplify_graph, 1),
     ("fold_batch_norm", fold_batch_norm, 1),
     ("alter_layout", alter_layout, 2),
+    ("alter_layout_matmul", alter_layout_matmul, 2),
+    ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("eliminate_dead_code", eliminate_dead_code, 0),
 ]
 

@@ -5,6 +5,7 @@ config) and applies its knobs; with config None it uses its heuristic default.
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 _TEMPLATES: dict[str, Callable] = {}
@@ -27,5 +28,11 @@ def get_template(name: str) -> Callable:
         raise KeyError(f"unknown schedule template {name!r}") from None
 
 
+@functools.cache
 def _load() -> None:
-    from . import cpu  # noqa: F401  (registers the CPU templates)
+    """Import every template module of the package once, so their decorators run."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")

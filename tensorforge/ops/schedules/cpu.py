@@ -22,6 +22,10 @@ def _ext(iv) -> int | None:
     return e.value if isinstance(e, IntImm) else None
 
 
+def _ext_shape(t) -> tuple:
+    return tuple(d.value if isinstance(d, IntImm) else None for d in t.shape)
+
+
 def _size(t) -> int:
     n = 1
     for d in t.shape:
@@ -79,6 +83,40 @@ def _inner_data_stages(s, master_outs):
     return seen
 
 
+def master_reads(s, out, master) -> list:
+    """The index tuples (over `out`'s axis variables) at which `out`, through its inlined stages,
+    reads `master`."""
+    from ...te.expr import TensorLoad
+    from ...tir.functor import post_order_visit, substitute
+
+    found: list = []
+
+    def visit(expr) -> None:
+        def fn(n):
+            if not isinstance(n, TensorLoad):
+                return
+            if n.tensor.op is master.op:
+                found.append(n.indices)
+                return
+            st = s.stage_map.get(n.tensor.op)
+            if st is not None and st.attach_type == "inline":
+                visit(substitute(st.op.body[n.tensor.value_index],
+                                 {iv.var: i for iv, i in zip(st.op.axis, n.indices)}))
+        post_order_visit(expr, fn)
+
+    for b in s[out].op.body:
+        visit(b)
+    return found
+
+
+def reads_only_at(s, out, master, expected) -> bool:
+    """Whether every read of `master` by `out` is at index `expected` (after simplification)."""
+    from ...arith import simplify, structural_equal
+    reads = master_reads(s, out, master)
+    return bool(reads) and all(len(r) == len(expected) and all(
+        structural_equal(simplify(a), simplify(b)) for a, b in zip(r, expected)) for r in reads)
+
+
 @template("complex.cpu")
 def complex_out(s, master_outs, outs, target, cfg=None) -> None:
     """Main stage: data axes, then reduction axes, then the innermost data axis (vectorized).
@@ -96,6 +134,14 @@ def complex_out(s, master_outs, outs, target, cfg=None) -> None:
         xo, xi = st.split(data[-1], factor=lanes)
         st.vectorize(xi)
     epilogue = [t for t in outs if t not in master_outs]
+    own = lambda t: tuple(iv.var for iv in s[t].op.axis)  # noqa: E731
+    if epilogue and not all(_ext_shape(t) == _ext_shape(main) and reads_only_at(s, t, main, own(t))
+                            for t in epilogue):
+        # the epilogue re-indexes the master's output (reshape, transpose, ...): computing the master
+        # per output row would need all of it, so it stays a whole stage of its own
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+        epilogue = []
     if not epilogue:
         if len(data) > 1:
             st.parallel(data[0] if (_ext(data[0]) or 0) > 1 or len(data) < 3 else data[1])
@@ -133,24 +179,55 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """Register-blocked conv: per (image, channel block, output row, tile of `xb` columns) a local
     (xb x B) accumulator, reduction loops (input channel, kernel row, kernel column) outside the
     unrolled columns and the vectorized B output channels."""
-    out = master_outs[0]
+    conv = master_outs[0]
     for op in _inner_data_stages(s, master_outs):
-        if op is not out.op and not op.reduce_axis:
+        if op is not conv.op and not op.reduce_axis:
             schedule_elementwise_stage(s, op.output(0), target)   # the padding stage
-    acc = s.cache_write(out, "local")
-    n, fo, y, x, fi = s[out].op.axis
-    ow = _ext(x) or 1
-    block = _ext(fi) or 1
-    lanes = max(1, target.simd_lanes(out.dtype))
+    n, fo, y, x, fi = s[conv].op.axis
+    ow, block = _ext(x) or 1, _ext(fi) or 1
+    lanes = max(1, target.simd_lanes(conv.dtype))
     vectors = max(1, block // lanes)
-    xb = _divisor_at_most(ow, max(1, 28 // vectors))   # xb * vectors accumulators in registers
-    xo, xi = s[out].split(x, factor=xb)
-    s[out].reorder(n, fo, y, xo, xi, fi)
-    s[acc].compute_at(s[out], xo)
+    xb = _divisor_at_most(ow, max(1, 24 // vectors))   # xb * vectors accumulators in registers
+    epilogue = [t for t in outs if t is not conv]
+    fused_out = epilogue[0] if len(epilogue) == 1 and _nchw_epilogue(s, epilogue[0], conv) else None
+    if fused_out is not None:
+        # the (xb x B) tile is computed in registers inside the epilogue's loops, which add the
+        # bias, apply the activation and write NCHW while the tile is hot
+        on, of, oy, ox = s[fused_out].op.axis
+        ofo, ofi = s[fused_out].split(of, factor=block)
+        oxo, oxi = s[fused_out].split(ox, factor=xb)
+        s[fused_out].reorder(on, ofo, oy, oxo, ofi, oxi)
+        s[conv].compute_at(s[fused_out], oxo)
+        s[conv].set_scope("local")
+        acc, parallel_axes = conv, (on, ofo, oy)
+        out_stage = s[fused_out]
+    else:
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+        acc = s.cache_write(conv, "local")
+        xo, xi = s[conv].split(x, factor=xb)
+        s[conv].reorder(n, fo, y, xo, xi, fi)
+        s[acc].compute_at(s[conv], xo)
+        fo_, fi_ = s[conv].split(fi, factor=lanes)
+        s[conv].vectorize(fi_)
+        parallel_axes = (n, fo, y)
+        out_stage = s[conv]
     an, afo, ay, ax, afi = s[acc].op.axis
     rc, ry, rx = s[acc].op.reduce_axis
-    s[acc].reorder(rc, ry, rx, ax, afi)
+    # one machine vector per accumulator: wider generic vectors make GCC spill (measured: 4x slower)
+    afo_, afi_ = s[acc].split(afi, factor=lanes)
+    s[acc].reorder(rc, ry, rx, ax, afo_, afi_)
     s[acc].unroll(ax)
-    s[acc].vectorize(afi)
-    s[out].vectorize(fi)
-    s[out].parallel(s[out].fuse(n, fo, y))
+    s[acc].unroll(afo_)
+    s[acc].vectorize(afi_)
+    out_stage.parallel(out_stage.fuse(*parallel_axes))
+
+
+def _nchw_epilogue(s, out, conv) -> bool:
+    """`out` is NCHW and reads the NCHW[B]c conv only at (n, f // B, y, x, f % B)."""
+    shape = _ext_shape(conv)
+    if len(s[out].op.axis) != 4 or _ext_shape(out) != (shape[0], shape[1] * shape[4], shape[2], shape[3]):
+        return False
+    n, f, y, x = (iv.var for iv in s[out].op.axis)
+    b = shape[4]
+    return reads_only_at(s, out, conv, (n, f // b, y, x, f % b))

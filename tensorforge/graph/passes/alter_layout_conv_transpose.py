@@ -1,0 +1,98 @@
+"""conv_transpose2d(x, W) with a constant float32 W becomes conv_transpose2d_nchwc(x, W packed)
+-> nchwc_to_nchw (see ops/nn_conv_transpose_nchwc.py): gathered per output phase, with no
+products against the zeros of a spread input, and B output channels per SIMD vector.
+
+Output channels that do not fill whole blocks are padded with zero weights and sliced off after
+the layout change.  A batch_norm with constant statistics that alone reads the transposed
+convolution is folded into the packed weights and a per-channel bias (the same rewrite
+fold_batch_norm does for conv2d, along the weight's output-channel axis 1).
+Applies with groups 1, dilation 1 and non-negative padding.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.nn_conv_transpose_nchwc import pack_transpose_weight
+from ..ir import Graph, Node, Value
+
+VECTOR_BYTES = 64
+
+
+def alter_layout_conv_transpose(graph: Graph) -> Graph:
+    params = dict(graph.params)
+    users: dict = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                users.setdefault(v, []).append(n)
+    folded: dict = {}    # batch_norm node -> None (dropped: its work moved into the conv)
+    nodes = []
+    for n in graph.nodes:
+        if n in folded:
+            continue
+        if not _packable(n, params):
+            nodes.append(n)
+            continue
+        w = params[n.inputs[1]].astype(np.float64)
+        y = n.outputs[0]
+        shift = None
+        bn = _lone_batch_norm(y, users, params, set(graph.outputs))
+        if bn is not None:
+            _, gamma, beta, mean, var = (params.get(v) for v in bn.inputs)
+            scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(bn.attrs.get("epsilon", 1e-5)))
+            w = w * scale.reshape(1, -1, 1, 1)
+            shift = beta.astype(np.float64) - mean.astype(np.float64) * scale
+            folded[bn] = None
+        m = w.shape[1]
+        lanes = VECTOR_BYTES // np.dtype(y.dtype).itemsize
+        block = 2 * lanes if m % (2 * lanes) == 0 else lanes
+        mp = -(-m // block) * block
+        if mp != m:
+            w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
+        strides = tuple(n.attrs.get("strides") or (1, 1))
+        wp = pack_transpose_weight(w.astype(y.dtype), block, strides)
+        wv = Value(f"{n.inputs[1].name}_t{block}o", wp.shape, y.dtype)
+        params[wv] = wp
+        oh, ow = y.shape[2:]
+        mid = Value(y.name + "_nchwc", (y.shape[0], mp // block, oh, ow, block), y.dtype)
+        attrs = {"strides": strides, "out_hw": (oh, ow), "kernel": tuple(n.inputs[1].shape[2:]),
+                 "padding": tuple(n.attrs.get("padding") or (0, 0, 0, 0))}
+        nodes.append(Node("conv_transpose2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
+        final = bn.outputs[0] if bn is not None else y
+        cur = final if mp == m and shift is None else Value(y.name + "_nchw", (y.shape[0], mp, oh, ow), y.dtype)
+        nodes.append(Node("nchwc_to_nchw", (mid,), (cur,), {}, n.name + "_nchw"))
+        if mp != m:
+            nxt = final if shift is None else Value(y.name + "_cut", y.shape, y.dtype)
+            nodes.append(Node("slice", (cur,), (nxt,), {"starts": (0,), "ends": (m,), "axes": (1,), "steps": (1,)},
+                              n.name + "_cut"))
+            cur = nxt
+        if shift is not None:
+            sv = Value(final.name + "_shift", (m, 1, 1), y.dtype)
+            params[sv] = shift.astype(y.dtype).reshape(m, 1, 1)
+            nodes.append(Node("add", (cur, sv), (final,), {}, n.name + "_shift"))
+    if len(nodes) == len(graph.nodes) and not folded:
+        return graph
+    from .eliminate_dead_code import eliminate_dead_code
+    return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _packable(n: Node, params: dict) -> bool:
+    if n.op != "conv_transpose2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return False
+    x, w = n.inputs
+    if x.dtype != "float32" or w.dtype != "float32" or n.attrs.get("groups", 1) != 1:
+        return False
+    if tuple(n.attrs.get("dilations") or (1, 1)) != (1, 1):
+        return False
+    return all(p >= 0 for p in (n.attrs.get("padding") or (0, 0, 0, 0)))
+
+
+def _lone_batch_norm(y: Value, users: dict, params: dict, outputs: set) -> Node | None:
+    """The batch_norm over channels (constant statistics) that is the only reader of `y`."""
+    readers = users.get(y, [])
+    if y in outputs or len(readers) != 1:
+        return None
+    bn = readers[0]
+    if bn.op != "batch_norm" or bn.attrs.get("axis", 1) != 1 or bn.inputs[0] is not y:
+        return None
+    return bn if all(v in params for v in bn.inputs[1:]) else None

@@ -1,0 +1,54 @@
+"""matmul(x, W) with a constant float32 W becomes matmul_packed(x, W packed into column panels).
+
+The panels (N / nr, K, nr) let the CPU template stream the weight with unit stride while an
+(mr x nr) output tile accumulates in registers (see ops/nn_dense_packed.py and
+ops/schedules/cpu_matmul.py).  The panel width nr depends on the shape (a wider panel for single
+rows); the weight is packed once per (weight, nr), at compile time.  Runs after `alter_layout`,
+which has already turned dense layers with constant weights into such matmuls.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops.nn_dense_packed import pack_columns
+from ...ops.schedules.cpu_matmul import panel_width
+from ..ir import Graph, Node, Value
+
+VECTOR_BYTES = 64   # the panel width is a multiple of one 512-bit vector (as alter_layout assumes)
+
+
+def alter_layout_matmul(graph: Graph) -> Graph:
+    params = dict(graph.params)
+    nodes = []
+    packed: dict = {}
+    changed = False
+    for n in graph.nodes:
+        if not _packable(n, params):
+            nodes.append(n)
+            continue
+        x, w = n.inputs
+        arr = params[w].T if n.attrs.get("transpose_b", False) else params[w]
+        k, units = arr.shape
+        lanes = VECTOR_BYTES // arr.dtype.itemsize
+        nr = panel_width(x.shape[-2], units, lanes)
+        key = (w, bool(n.attrs.get("transpose_b", False)), nr)
+        wp = packed.get(key)
+        if wp is None:
+            data = pack_columns(np.ascontiguousarray(arr), nr)
+            wp = Value(f"{w.name}_p{nr}", data.shape, data.dtype.name)
+            params[wp] = data
+            packed[key] = wp
+        nodes.append(Node("matmul_packed", (x, wp), n.outputs, {"units": units}, n.name))
+        changed = True
+    if not changed:
+        return graph
+    from .eliminate_dead_code import eliminate_dead_code
+    return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _packable(n: Node, params: dict) -> bool:
+    if n.op != "matmul" or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return False
+    x, w = n.inputs
+    return (x is not None and x.ndim >= 2 and w.ndim == 2 and x.dtype == "float32" and w.dtype == "float32"
+            and not n.attrs.get("transpose_a", False) and all(d > 0 for d in x.shape + w.shape))

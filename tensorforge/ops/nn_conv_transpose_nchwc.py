@@ -1,0 +1,110 @@
+"""conv_transpose2d in the blocked output layout NCHW[x]c, decomposed by output phase, with the
+weights packed as OIHW[x]o.
+
+A transposed convolution with stride s scatters input i to outputs i*s + k - pad.  Gathered per
+output y instead, only the kernel taps k = (y + pad) % s + s*t (t = 0 .. K/s - 1) meet an input,
+at i = (y + pad) // s - t:
+
+    out[n, fo, y, x, fi] = sum_{c, ty, tx} xpad[n, c, (y + pt) // sy - ty + TY - 1, (x + pl) // sx - tx + TX - 1]
+                                          * wp[fo, c, (y + pt) % sy + sy*ty, (x + pl) % sx + sx*tx, fi]
+
+so no multiplication by the zeros that the "spread the input, then convolve" form
+(ops/nn_conv_transpose.py) spends s*s times too many products on.  `xpad` (stage "pad") is the
+input with TY - 1 rows and TX - 1 columns of zeros in front and zeros past its end.  The packed
+weight is (M / B, C, KH', KW', B) with wp[fo, c, ky, kx, fi] = w[c, fo*B + fi, ky, kx]; KH' and
+KW' round the kernel up to a multiple of the stride with zero taps.  The graph pass
+`alter_layout_conv_transpose` introduces the op (then `nchwc_to_nchw`) for float32 transposed
+convolutions with constant weights, groups 1, dilation 1 and non-negative padding.
+
+TE: stage "pad" (xpad); the main stage "conv_transpose2d_phases" (N, M / B, sy, sx, OH / sy, OW / sx, B),
+the output split by phase so that a register tile of one phase is a dense block of its own index
+space; the output "conv_transpose2d_nchwc" re-indexes it (rounded-up rows and columns of the
+phase stage are computed and not read).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from .common import const_shape
+from .nn_conv_transpose import conv_transpose_reference
+from .nn_window import pad_stage
+from .registry import COMPLEX, OpError, TensorType, op
+
+
+def pack_transpose_weight(w: np.ndarray, block: int, strides) -> np.ndarray:
+    """(C, M, KH, KW) -> (M / block, C, KH', KW', block), the kernel zero-padded to multiples of
+    the strides."""
+    c, m, kh, kw = w.shape
+    khp, kwp = -(-kh // strides[0]) * strides[0], -(-kw // strides[1]) * strides[1]
+    padded = np.zeros((c, m, khp, kwp), dtype=w.dtype)
+    padded[:, :, :kh, :kw] = w
+    return np.ascontiguousarray(padded.reshape(c, m // block, block, khp, kwp).transpose(1, 0, 3, 4, 2))
+
+
+def unpack_transpose_weight(wp: np.ndarray, kernel) -> np.ndarray:
+    fb, c, khp, kwp, b = wp.shape
+    return np.ascontiguousarray(wp.transpose(1, 0, 4, 2, 3).reshape(c, fb * b, khp, kwp)[:, :, :kernel[0], :kernel[1]])
+
+
+def _check(data, wp, strides, padding, out_hw):
+    if len(data) != 4 or len(wp) != 5 or data[1] != wp[1]:
+        raise OpError(f"conv_transpose2d_nchwc: data {tuple(data)} and packed weight {tuple(wp)} disagree")
+    if len(strides) != 2 or any(s < 1 for s in strides) or wp[2] % strides[0] or wp[3] % strides[1]:
+        raise OpError(f"conv_transpose2d_nchwc: strides {tuple(strides)} must divide the packed kernel {wp[2:4]}")
+    if len(padding) != 4 or any(p < 0 for p in padding):
+        raise OpError(f"conv_transpose2d_nchwc: padding must be 4 non-negative integers, got {tuple(padding)}")
+    if len(out_hw) != 2 or any(o < 1 for o in out_hw):
+        raise OpError(f"conv_transpose2d_nchwc: bad output size {tuple(out_hw)}")
+
+
+@op("conv_transpose2d_nchwc", COMPLEX, schedule={"c": "conv_transpose2d_nchwc.cpu"},
+    attr_defaults={"padding": (0, 0, 0, 0)})
+class conv_transpose2d_nchwc:
+    @staticmethod
+    def infer(data: TensorType, wp: TensorType, strides=(1, 1), out_hw=(1, 1), kernel=(1, 1),
+              padding=(0, 0, 0, 0)):
+        _check(tuple(data.shape), tuple(wp.shape), strides, padding, out_hw)
+        return TensorType((data.shape[0], wp.shape[0], out_hw[0], out_hw[1], wp.shape[4]), data.dtype)
+
+    @staticmethod
+    def compute(data: te.Tensor, wp: te.Tensor, strides=(1, 1), out_hw=(1, 1), kernel=(1, 1),
+                padding=(0, 0, 0, 0)):
+        n, c, h, w = const_shape(data)
+        fb, _, khp, kwp, b = const_shape(wp)
+        _check((n, c, h, w), (fb, c, khp, kwp, b), strides, padding, out_hw)
+        sy, sx = strides
+        ty_n, tx_n = khp // sy, kwp // sx
+        oh, ow = out_hw
+        pt, pl = padding[0], padding[1]
+        yq_n, xq_n = -(-oh // sy), -(-ow // sx)
+        rows = yq_n - 1 + (sy - 1 + pt) // sy + ty_n
+        cols = xq_n - 1 + (sx - 1 + pl) // sx + tx_n
+        xpad = pad_stage(data, (ty_n - 1, tx_n - 1), (rows, cols))
+        rc = te.reduce_axis((0, c), name="rc")
+        ry = te.reduce_axis((0, ty_n), name="ry")
+        rx = te.reduce_axis((0, tx_n), name="rx")
+        # output (y, x) = (yq * sy + py, xq * sx + px): one phase (py, px) reads one set of taps
+        phases = te.compute(
+            (n, fb, sy, sx, yq_n, xq_n, b),
+            lambda i, fo, py, px, yq, xq, fi: te.sum(
+                xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
+                * wp[fo, rc, (py + pt) % sy + sy * ry, (px + pl) % sx + sx * rx, fi], axis=[rc, ry, rx]),
+            name="conv_transpose2d_phases", tag="conv_transpose2d_phases")
+        return te.compute((n, fb, oh, ow, b),
+                          lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi],
+                          name="conv_transpose2d_nchwc", tag="conv_transpose2d_nchwc")
+
+    @staticmethod
+    def reference(data, wp, strides=(1, 1), out_hw=(1, 1), kernel=(1, 1), padding=(0, 0, 0, 0)):
+        w = unpack_transpose_weight(wp, kernel)
+        sy, sx = strides
+        h, wd = data.shape[2:]
+        # the output padding that gives out_hw (it may exceed the stride: extra rows see no input)
+        extra = [out_hw[0] - (sy * (h - 1) + kernel[0] - padding[0] - padding[2]),
+                 out_hw[1] - (sx * (wd - 1) + kernel[1] - padding[1] - padding[3])]
+        pads = (padding[0], padding[1], padding[2] - extra[0], padding[3] - extra[1])
+        out = conv_transpose_reference(data, w, strides, pads, (0, 0), (1, 1), 1)
+        n, f, oh, ow = out.shape
+        b = wp.shape[4]
+        return np.ascontiguousarray(out.reshape(n, f // b, b, oh, ow).transpose(0, 1, 3, 4, 2))

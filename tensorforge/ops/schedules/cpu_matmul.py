@@ -1,0 +1,135 @@
+"""Register-blocked CPU templates for matrix products: `matmul.cpu` (any float32 matmul, operands
+as they come) and `matmul_packed.cpu` (the right operand packed into column panels at compile
+time, see ops/nn_dense_packed.py).
+
+Both compute the output in (mr x nr) tiles, the GEMM micro-kernel of testing/gemm.py: the tile
+accumulates in a local buffer that the C compiler keeps in SIMD registers (mr rows unrolled, the
+nr columns as nr / lanes vectors), with the k loop outside the tile.  The tile loops run panel
+first (columns outer, rows inner), so one (K x nr) panel of the right operand stays in cache
+while every row tile uses it.  An elementwise epilogue (bias, activation, residual add) is
+applied to the tile as it leaves the registers; the accumulator is then the master stage itself,
+attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.
+"""
+from __future__ import annotations
+
+from ...te.expr import IntImm
+from . import template
+from .cpu import complex_out, reads_only_at, schedule_elementwise_stage
+
+REGISTERS = {16: 32, 8: 16, 4: 16}     # SIMD lanes of float32 -> vector registers (AVX-512, AVX2, SSE)
+
+
+def _ext(iv) -> int:
+    e = iv.dom.extent
+    return e.value if isinstance(e, IntImm) else 0
+
+
+def panel_width(m: int, n: int, lanes: int) -> int:
+    """Columns per tile (a multiple of the vector width): 2 to 4 vectors, the one that wastes the
+    fewest padded columns (wider first on ties); 4 vectors for single rows (GEMV: more independent
+    accumulators, longer contiguous reads)."""
+    if n <= lanes:
+        return lanes
+    if m < 4:
+        choices = (4, 3, 2)
+    else:
+        choices = (3, 2, 4) if lanes >= 16 else (2, 3)
+    return min((v * lanes for v in choices), key=lambda nr: (-(-n // nr) * nr - n, choices.index(nr // lanes)))
+
+
+def row_tile(m: int, nr: int, lanes: int) -> int:
+    """Rows per tile: as many as the accumulators' register budget allows (three quarters of the
+    vector registers), evened out so that the row tiles have similar sizes."""
+    budget = (REGISTERS.get(lanes, 16) * 3) // 4
+    mr_max = max(1, budget // max(1, nr // lanes))
+    tiles = -(-m // mr_max)
+    return max(1, -(-m // tiles))
+
+
+def _main_stage(s, master_outs):
+    """The reduction stage of the master op (its output, or the stage before a dtype cast)."""
+    t = master_outs[0]
+    while not t.op.reduce_axis:
+        ins = t.op.input_tensors()
+        if len(ins) != 1:
+            return None
+        t = ins[0]
+    return t
+
+
+def _shape(t) -> tuple:
+    return tuple(int(d.value) for d in t.shape)
+
+
+def _elementwise_reader(s, out, main) -> bool:
+    """Whether `out` reads `main` only at its own index (so it can take the tile from registers);
+    `main` may be wider than `out` (whole panels)."""
+    own = tuple(iv.var for iv in s[out].op.axis)
+    return _shape(out)[:-1] == _shape(main)[:-1] and reads_only_at(s, out, main, own)
+
+
+def _blockable(main, target) -> bool:
+    return (main is not None and main.dtype == "float32" and len(main.op.axis) >= 2
+            and len(main.op.reduce_axis) == 1 and all(_ext(iv) > 0 for iv in main.op.axis))
+
+
+def schedule_gemm(s, main, outs, target, nr: int | None = None) -> None:
+    """Block `main` (data axes (..., i, j), one reduction axis) into register tiles, fusing the
+    elementwise epilogue when it is the only output other than `main`; otherwise `main` is a whole
+    stage of its own (blocked through a local cache) and the outputs are elementwise loops."""
+    lanes = max(1, target.simd_lanes(main.dtype))
+    m, n = _ext(main.op.axis[-2]), _ext(main.op.axis[-1])
+    nr = nr or panel_width(m, n, lanes)
+    nr = min(nr, -(-n // lanes) * lanes)
+    mr = row_tile(m, nr, lanes)
+    epilogue = [t for t in outs if t is not main]
+    if len(epilogue) == 1 and not s[main].is_output and _elementwise_reader(s, epilogue[0], main):
+        out = epilogue[0]
+        s[main].set_scope("local")
+        acc = main
+    else:
+        out = main
+        acc = s.cache_write(main, "local")
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+    ost = s[out]
+    *batch, i, j = ost.op.axis
+    io, ii = ost.split(i, factor=mr)
+    jo, ji = ost.split(j, factor=nr)
+    ost.reorder(*batch, jo, io, ii, ji)
+    jio, jii = ost.split(ji, factor=lanes)
+    ost.unroll(jio)
+    ost.vectorize(jii)
+    s[acc].compute_at(ost, io)
+    *_, ai, aj = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    ajo, aji = s[acc].split(aj, factor=lanes)
+    s[acc].reorder(ak, ai, ajo, aji)
+    s[acc].unroll(ai)
+    s[acc].unroll(ajo)
+    s[acc].vectorize(aji)
+    if target.num_cores > 1:
+        ost.parallel(ost.fuse(*batch, jo) if batch else jo)
+
+
+@template("matmul.cpu")
+def matmul(s, master_outs, outs, target, cfg=None) -> None:
+    """Register tiles for float32 matmuls with both operands of rank >= 2; others get the
+    generic complex template."""
+    main = _main_stage(s, master_outs)
+    if main is None or main is not master_outs[0] or not _blockable(main, target):
+        return complex_out(s, master_outs, outs, target, cfg)
+    schedule_gemm(s, main, outs, target)
+
+
+@template("matmul_packed.cpu")
+def matmul_packed(s, master_outs, outs, target, cfg=None) -> None:
+    """The main stage covers whole panels; the stage keeping the first N columns (if any) is
+    inlined into the epilogue, or is itself the output the tiles are written to."""
+    main = _main_stage(s, master_outs)
+    if main is None or not _blockable(main, target):
+        return complex_out(s, master_outs, outs, target, cfg)
+    cols = master_outs[0]
+    if cols is not main and cols not in outs:
+        s[cols].compute_inline()
+    schedule_gemm(s, main, outs, target, nr=main.op.attrs.get("nr"))

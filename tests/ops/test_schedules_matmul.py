@@ -1,0 +1,125 @@
+"""The register-blocked matmul templates (ops/schedules/cpu_matmul.py) and the packed-weight
+matmul (ops/nn_dense_packed.py, graph pass alter_layout_matmul): whole graphs compiled with the
+default schedules, against the graph's NumPy reference, over odd sizes, single rows, epilogues
+that read the tile elementwise or re-index it, and matmuls with two run-time operands."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.pipeline import optimize
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops.nn_dense_packed import pack_columns, unpack_columns
+from tensorforge.ops.schedules.cpu_matmul import panel_width, row_tile
+from tensorforge.ops.testing import check_op
+
+
+def _check(graph, *inputs, rtol=1e-4, atol=1e-4):
+    model = tensorforge.compile(graph, target="c")
+    got = model(*inputs)
+    for g, w in zip(got, run_reference(graph, *inputs)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return model
+
+
+def _dense_graph(m, k, n, epilogue="bias", lead=(), transpose_b=False):
+    rng = np.random.default_rng(m * 1000 + k * 10 + n)
+    b = GraphBuilder("mm")
+    x = b.input("x", (*lead, m, k), "float32")
+    w = b.const(rng.standard_normal((n, k) if transpose_b else (k, n)).astype("float32"), "w")
+    y = b.add1("matmul", [x, w], {"transpose_b": transpose_b} if transpose_b else None)
+    outs = [y]
+    if epilogue in ("bias", "bias_relu", "reshape", "two_outputs"):
+        y = b.add1("add", [y, b.const(rng.standard_normal((n,)).astype("float32"), "bias")])
+        outs = [y]
+    if epilogue == "bias_relu":
+        outs = [b.add1("relu", [y])]
+    elif epilogue == "reshape":
+        outs = [b.add1("transpose", [y], {"perm": tuple(range(len(lead) + 2))[::-1]})]
+    elif epilogue == "two_outputs":
+        outs = [y, b.add1("relu", [y])]
+    x_in = rng.standard_normal((*lead, m, k)).astype("float32")
+    return b.finish(outs), x_in
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 7, 5), (1, 64, 650), (3, 40, 100), (13, 29, 37), (35, 65, 130),
+                                     (16, 32, 48), (24, 16, 64)])
+def test_packed_matmul_sizes(m, k, n):
+    graph, x = _dense_graph(m, k, n)
+    model = _check(graph, x)
+    assert any(n.op == "matmul_packed" for n in model.info["graph"].nodes)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "bias_relu", "reshape", "two_outputs"])
+def test_packed_matmul_epilogues(epilogue):
+    graph, x = _dense_graph(19, 24, 70, epilogue)
+    _check(graph, x)
+
+
+def test_packed_matmul_leading_axes_and_transposed_weight():
+    graph, x = _dense_graph(9, 20, 33, "bias", lead=(2,), transpose_b=True)
+    _check(graph, x)
+
+
+def test_tile_is_kept_in_a_local_buffer():
+    graph, x = _dense_graph(35, 65, 130, "bias_relu")
+    model = _check(graph, x)
+    text = "\n".join(str(f) for f in model.info["funcs"])
+    assert "'local')" in text and "ramp(" in text
+
+
+@pytest.mark.parametrize("a_shape, b_shape, ta, tb", [
+    ((2, 3, 17, 8), (2, 3, 8, 40), False, False),     # attention-like batched products
+    ((17, 8), (3, 8, 21), False, False),              # broadcast batch
+    ((4, 9, 6), (4, 13, 6), False, True),             # transposed right operand
+    ((6, 5), (6, 33), True, False),
+    ((5, 6), (6,), False, False),                     # matrix times vector: generic template
+])
+def test_matmul_two_runtime_operands(a_shape, b_shape, ta, tb):
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("mm2")
+    a, bb = b.input("a", a_shape, "float32"), b.input("b", b_shape, "float32")
+    y = b.add1("relu", [b.add1("matmul", [a, bb], {"transpose_a": ta, "transpose_b": tb})])
+    graph = b.finish([y])
+    _check(graph, rng.standard_normal(a_shape).astype("float32"), rng.standard_normal(b_shape).astype("float32"))
+
+
+def test_matmul_float64_falls_back():
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("mm64")
+    a = b.input("a", (5, 7), "float64")
+    y = b.add1("matmul", [a, b.const(rng.standard_normal((7, 3)), "w", dtype="float64")])
+    graph = b.finish([y])
+    model = _check(graph, rng.standard_normal((5, 7)))
+    assert not any(n.op == "matmul_packed" for n in model.info["graph"].nodes)
+
+
+def test_matmul_packed_op_reference():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((11, 37)).astype("float32")
+    wp = pack_columns(w, 16)
+    assert wp.shape == (3, 11, 16) and np.all(wp[2, :, 5:] == 0)
+    np.testing.assert_array_equal(unpack_columns(wp, 37), w)
+    x = rng.standard_normal((2, 4, 11)).astype("float32")
+    got = check_op("matmul_packed", [x, wp], {"units": 37}, rtol=1e-4, atol=1e-4)[0]
+    np.testing.assert_allclose(got, x @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_pass_shares_one_packed_weight():
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("shared")
+    x = b.input("x", (1, 32), "float32")
+    w = b.const(rng.standard_normal((32, 32)).astype("float32"), "w")
+    y = b.add1("matmul", [b.add1("matmul", [x, w]), w])
+    g = optimize(b.finish([y]))
+    assert [n.op for n in g.nodes] == ["matmul_packed", "matmul_packed"]
+    assert len(g.params) == 1
+
+
+def test_tile_shapes():
+    assert panel_width(1, 650, 16) == 48 and panel_width(1, 2600, 16) == 64
+    assert panel_width(128, 256, 16) == 32 and panel_width(35, 10000, 16) == 32
+    assert panel_width(4, 5, 16) == 16
+    assert row_tile(35, 32, 16) == 12 and row_tile(1, 64, 16) == 1 and row_tile(128, 48, 16) == 8
