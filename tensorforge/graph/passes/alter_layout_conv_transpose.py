@@ -45,7 +45,7 @@ def alter_layout_conv_transpose(graph: Graph) -> Graph:
             folded[bn] = None
         m = w.shape[1]
         lanes = VECTOR_BYTES // np.dtype(y.dtype).itemsize
-        block = 2 * lanes if m % (2 * lanes) == 0 else lanes
+        block = lanes
         mp = -(-m // block) * block
         if mp != m:
             w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
