@@ -62,6 +62,16 @@ def _np_max(x: np.ndarray, axes: tuple) -> np.ndarray:
     return np.max(x, axis=axes, keepdims=True)
 
 
+def _in_float32(x: te.Tensor, body) -> te.Tensor:
+    """float16 softmax is computed in float32 and rounded once at the end, as the references do."""
+    if x.dtype != "float16":
+        return body(x)
+    shape = const_shape(x)
+    xf = te.compute(shape, lambda *i: x[i].astype("float32"), name="to_float32")
+    out = body(xf)
+    return te.compute(shape, lambda *i: out[i].astype("float16"), name=f"{out.op.name}_float16")
+
+
 def _infer(name: str):
     def infer(x: TensorType, axes=None) -> TensorType:
         _check_float(name, x)
@@ -76,6 +86,10 @@ class softmax:
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:
+        return _in_float32(x, lambda xf: softmax._compute(xf, axes))
+
+    @staticmethod
+    def _compute(x: te.Tensor, axes) -> te.Tensor:
         axes = norm_axes("softmax", axes, len(x.shape))
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "softmax_max")
         e = te.compute(const_shape(x), lambda *i: te.exp(x[i] - _at(mx, i, axes)), name="softmax_exp")
@@ -95,6 +109,10 @@ class log_softmax:
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:
+        return _in_float32(x, lambda xf: log_softmax._compute(xf, axes))
+
+    @staticmethod
+    def _compute(x: te.Tensor, axes) -> te.Tensor:
         axes = norm_axes("log_softmax", axes, len(x.shape))
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "log_softmax_max")
         total = _reduce_stage(x, axes, te.sum, lambda i: te.exp(x[i] - _at(mx, i, axes)), "log_softmax_sum")
