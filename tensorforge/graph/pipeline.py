@@ -10,6 +10,7 @@ from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
 from .passes.alter_layout_depthwise import alter_layout_depthwise
 from .passes.alter_layout_matmul import alter_layout_matmul
+from .passes.alter_layout_rows import alter_layout_rows
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -25,6 +26,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_depthwise", alter_layout_depthwise, 2),
+    ("alter_layout_rows", alter_layout_rows, 2),
     ("eliminate_dead_code", eliminate_dead_code, 0),
 ]
 

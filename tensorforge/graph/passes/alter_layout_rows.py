@@ -1,0 +1,42 @@
+"""softmax over the last axis and layer_norm over the last axis become softmax_rows and
+layer_norm_rows (ops/nn_rows.py): the same values, with the row reductions in two stages whose
+partial results a CPU schedule keeps in SIMD lanes.  (layer_norm is otherwise an opaque op run by
+NumPy between the kernels; layer_norm_rows compiles into one kernel per use.)  float32/float64
+only; layer_norm with stash=True (the extra mean and inv_std outputs) is left alone.
+"""
+from __future__ import annotations
+
+from ..ir import Graph, Node
+
+
+def alter_layout_rows(graph: Graph) -> Graph:
+    nodes = []
+    changed = False
+    for n in graph.nodes:
+        new = _rewrite(n)
+        nodes.append(new or n)
+        changed = changed or new is not None
+    return graph.with_nodes(nodes) if changed else graph
+
+
+def _rewrite(n: Node) -> Node | None:
+    if not n.inputs or n.inputs[0] is None:
+        return None
+    x = n.inputs[0]
+    if x.dtype not in ("float32", "float64") or x.ndim < 1 or x.shape[-1] < 1:
+        return None
+    last = x.ndim - 1
+    if n.op == "softmax" and len(n.inputs) == 1:
+        axes = n.attrs.get("axes", (-1,))
+        axes = (axes,) if isinstance(axes, int) else tuple(axes)
+        if tuple(a % x.ndim for a in axes) == (last,):
+            return Node("softmax_rows", n.inputs, n.outputs, {}, n.name)
+    if n.op == "layer_norm" and not n.attrs.get("stash", False) and len(n.outputs) == 1:
+        if n.attrs.get("axis", -1) % x.ndim == last and _vector_param(n.inputs[1], x) \
+                and (len(n.inputs) < 3 or n.inputs[2] is None or _vector_param(n.inputs[2], x)):
+            return Node("layer_norm_rows", n.inputs, n.outputs, {"epsilon": n.attrs.get("epsilon", 1e-5)}, n.name)
+    return None
+
+
+def _vector_param(p, x) -> bool:
+    return p is not None and p.dtype == x.dtype and p.ndim <= 1 and (p.ndim == 0 or p.shape[0] in (1, x.shape[-1]))

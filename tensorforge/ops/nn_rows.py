@@ -1,0 +1,125 @@
+"""Row-wise normalizations over the last axis with two-stage reductions: softmax_rows and
+layer_norm_rows.
+
+    softmax_rows(x)[..., j]                = exp(x[..., j] - max(x[..., :])) / sum(exp(x[..., :] - max))
+    layer_norm_rows(x, scale, bias)[..., j] = (x[..., j] - mean) * inv_std * scale[j] + bias[j]
+
+They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; the graph pass
+`alter_layout_rows` rewrites those into these forms.  The difference is the shape of the
+reductions: a row of D = K * L elements is reduced in two stages, first L partial results over
+the K strided chunks (`<op>_part`, whose data axis of L lanes a CPU schedule vectorizes), then the
+L partial results (`<op>_max` / `<op>_sum`).  A one-stage reduction is a chain of dependent scalar
+additions (C compilers do not reorder floating-point sums); this one runs L chains in SIMD lanes.
+L is 16 (one 512-bit vector of float32) or 8 when it divides D, else the reductions stay one stage.
+Statistics are float32 (float64 for float64 input).  Pattern complex-out-fusable: elementwise
+consumers fuse onto the output, which is named and tagged with the op name.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import te
+from .common import broadcast_load, const_shape
+from .nn_norm import stats_dtype
+from .registry import COMPLEX, OpError, TensorType, op
+
+
+def lanes_for(d: int) -> int:
+    """Partial results per row: 16 or 8 when it divides the row length (and the row has several
+    chunks), else 1 (a one-stage reduction)."""
+    for lanes in (16, 8):
+        if d % lanes == 0 and d >= 2 * lanes:
+            return lanes
+    return 1
+
+
+def row_reduce(value, rows: tuple, d: int, reducer, name: str) -> te.Tensor:
+    """reducer over j in [0, d) of value(row index, j), as `<name>_part` then `<name>` (keep-dims:
+    shape rows + (1,))."""
+    lanes = lanes_for(d)
+    if lanes == 1:
+        k = te.reduce_axis((0, d), name="k")
+        return te.compute(rows + (1,), lambda *i: reducer(value(i[:-1], k), axis=k), name=name)
+    k = te.reduce_axis((0, d // lanes), name="k")
+    part = te.compute(rows + (lanes,), lambda *i: reducer(value(i[:-1], k * lanes + i[-1]), axis=k),
+                      name=f"{name}_part")
+    lane = te.reduce_axis((0, lanes), name="lane")
+    return te.compute(rows + (1,), lambda *i: reducer(part[(*i[:-1], lane)], axis=lane), name=name)
+
+
+def _check_float(name: str, x: TensorType) -> None:
+    if x is None or x.dtype not in ("float32", "float64"):
+        raise OpError(f"{name}: the input must be float32 or float64, got {x.dtype if x else None}")
+    if len(x.shape) < 1 or x.shape[-1] < 1:
+        raise OpError(f"{name}: the input needs a non-empty last axis, got shape {tuple(x.shape)}")
+
+
+@op("softmax_rows", COMPLEX, schedule={"c": "rows.cpu"})
+class softmax_rows:
+    @staticmethod
+    def infer(x: TensorType) -> TensorType:
+        _check_float("softmax_rows", x)
+        return TensorType(tuple(x.shape), x.dtype)
+
+    @staticmethod
+    def compute(x: te.Tensor) -> te.Tensor:
+        shape = const_shape(x)
+        rows, d = shape[:-1], shape[-1]
+        mx = row_reduce(lambda r, j: x[(*r, j)], rows, d, te.max, "softmax_rows_max")
+        e = te.compute(shape, lambda *i: te.exp(x[i] - mx[(*i[:-1], 0)]), name="softmax_rows_exp")
+        total = row_reduce(lambda r, j: e[(*r, j)], rows, d, te.sum, "softmax_rows_sum")
+        inv = te.compute(rows + (1,), lambda *i: te.const(1.0, x.dtype) / total[i], name="softmax_rows_inv")
+        return te.compute(shape, lambda *i: e[i] * inv[(*i[:-1], 0)], name="softmax_rows", tag="softmax_rows")
+
+    @staticmethod
+    def reference(x: np.ndarray) -> np.ndarray:
+        e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+        return (e / np.sum(e, axis=-1, keepdims=True)).astype(x.dtype)
+
+
+@op("layer_norm_rows", COMPLEX, schedule={"c": "rows.cpu"}, attr_defaults={"epsilon": 1e-5})
+class layer_norm_rows:
+    @staticmethod
+    def infer(x: TensorType, scale: TensorType, bias: TensorType | None = None, epsilon: float = 1e-5):
+        _check_float("layer_norm_rows", x)
+        for what, p in (("scale", scale), ("bias", bias)):
+            if p is not None and (len(p.shape) > 1 or (p.shape and p.shape[0] not in (1, x.shape[-1]))):
+                raise OpError(f"layer_norm_rows: {what} must have shape ({x.shape[-1]},), got {tuple(p.shape)}")
+        if scale is None:
+            raise OpError("layer_norm_rows: the scale input is required")
+        return TensorType(tuple(x.shape), x.dtype)
+
+    @staticmethod
+    def compute(x: te.Tensor, scale: te.Tensor, bias: te.Tensor | None = None, epsilon: float = 1e-5):
+        shape = const_shape(x)
+        rows, d = shape[:-1], shape[-1]
+        acc = stats_dtype(x.dtype)
+        total = row_reduce(lambda r, j: x[(*r, j)].astype(acc), rows, d, te.sum, "layer_norm_rows_sum")
+        mean = te.compute(rows + (1,), lambda *i: total[i] / te.const(float(d), acc), name="layer_norm_rows_mean")
+
+        def centred(r, j):
+            c = x[(*r, j)].astype(acc) - mean[(*r, 0)]
+            return c * c
+
+        sq = row_reduce(centred, rows, d, te.sum, "layer_norm_rows_sq")
+        inv = te.compute(rows + (1,), lambda *i: te.const(1.0, acc) / te.sqrt(
+            sq[i] / te.const(float(d), acc) + te.const(float(epsilon), acc)), name="layer_norm_rows_inv")
+
+        def body(*i):
+            k = (*i[:-1], 0)
+            y = (x[i].astype(acc) - mean[k]) * inv[k] * broadcast_load(scale, i, shape).astype(acc)
+            if bias is not None:
+                y = y + broadcast_load(bias, i, shape).astype(acc)
+            return y.astype(x.dtype)
+
+        return te.compute(shape, body, name="layer_norm_rows", tag="layer_norm_rows")
+
+    @staticmethod
+    def reference(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5):
+        acc = x.astype(stats_dtype(x.dtype.name))
+        mean = np.mean(acc, axis=-1, keepdims=True)
+        var = np.mean((acc - mean) ** 2, axis=-1, keepdims=True)
+        y = (acc - mean) / np.sqrt(var + epsilon) * scale.astype(acc.dtype)
+        if bias is not None:
+            y = y + bias.astype(acc.dtype)
+        return y.astype(x.dtype)

@@ -1,0 +1,102 @@
+"""CPU template `depthwise_conv2d.cpu` for the depthwise convolution of ops/nn_depthwise.py.
+
+Per (image, channel) plane, on the thread pool: the plane's padded, phase-split input (stage
+"pad") is built with vector copies right before use, so it is in cache when read; then per tile
+of yb output rows a local accumulator of yb rows x OW columns, vectorized along the row.  All
+kernel taps and the tile's rows and vectors are unrolled: each tap is one vector load and one
+multiply-add per output vector, and the C compiler reuses a loaded input vector across the taps
+and rows that read it.  The elementwise epilogue (bias, activation) takes the tile from the
+accumulator and stores whole vectors.
+"""
+from __future__ import annotations
+
+from ...te.expr import IntImm
+from . import template
+from .cpu import complex_out, reads_only_at, schedule_elementwise_stage
+
+ACCUMULATORS = 16     # output vectors in one register tile
+MAX_UNROLLED_TAPS = 25
+LOCAL_PLANE_ELEMS = 32768   # padded planes up to 128 KiB (float32) live on the stack
+
+
+def _shape(t) -> tuple:
+    return tuple(int(d.value) for d in t.shape)
+
+
+def _elems(t) -> int:
+    n = 1
+    for d in _shape(t):
+        n *= d
+    return n
+
+
+def _ext(iv) -> int:
+    e = iv.dom.extent
+    return e.value if isinstance(e, IntImm) else 0
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    for d in range(max(1, min(n, limit)), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _elementwise_reader(s, out, conv) -> bool:
+    """`out` reads the (wider) main stage only at its own index."""
+    return _shape(out)[:-1] == _shape(conv)[:-1] and reads_only_at(s, out, conv, tuple(iv.var for iv in s[out].op.axis))
+
+
+def _main_stage(t):
+    return t if t.op.reduce_axis else t.op.input_tensors()[0]
+
+
+@template("depthwise_conv2d.cpu")
+def depthwise_conv2d(s, master_outs, outs, target, cfg=None) -> None:
+    conv = _main_stage(master_outs[0])
+    if any(d == 0 for d in _shape(master_outs[0])):
+        return complex_out(s, master_outs, outs, target, cfg)
+    pads = [t for t in conv.op.input_tensors() if t.op.name == "pad"]
+    _, _, oh, owp = _shape(conv)
+    lanes = min(max(1, target.simd_lanes(conv.dtype)), owp)   # rows are whole vectors (owp)
+    yb = _divisor_at_most(oh, max(1, ACCUMULATORS // (owp // lanes)))
+    cols = master_outs[0]
+    if cols is not conv and cols not in outs:
+        s[cols].compute_inline()
+    readers = [t for t in outs if t is not conv]
+    if len(readers) == 1 and conv not in outs and _elementwise_reader(s, readers[0], conv):
+        # the tile goes from the accumulator through the epilogue (or the column cut) to the output
+        ost = s[readers[0]]
+        s[conv].set_scope("local")
+        acc = conv
+    else:
+        for t in readers:
+            schedule_elementwise_stage(s, t, target)
+        acc = s.cache_write(conv, "local")
+        ost = s[conv]
+    n, c, y, x = ost.op.axis
+    yo, yi = ost.split(y, factor=yb)
+    xo, xi = ost.split(x, factor=lanes)
+    ost.vectorize(xi)
+    s[acc].compute_at(ost, yo)
+    an, ac, ay, ax = s[acc].op.axis
+    ry, rx = s[acc].op.reduce_axis
+    axo, axi = s[acc].split(ax, factor=lanes)
+    s[acc].reorder(ry, rx, ay, axo, axi)
+    s[acc].unroll(ay)
+    s[acc].unroll(axo)
+    s[acc].vectorize(axi)
+    if _ext(ry) * _ext(rx) <= MAX_UNROLLED_TAPS:
+        s[acc].unroll(ry)
+        s[acc].unroll(rx)
+    nc = ost.fuse(n, c)
+    for pad in pads:
+        s[pad].compute_at(ost, nc)
+        if _elems(pad) // max(1, _shape(pad)[0] * _shape(pad)[1]) <= LOCAL_PLANE_ELEMS:
+            s[pad].set_scope("local")      # on the stack: no allocation per plane
+        *_, pxq = s[pad].op.axis
+        if _ext(pxq) >= lanes:
+            _, inner = s[pad].split(pxq, factor=lanes)
+            s[pad].vectorize(inner)
+    if target.num_cores > 1:
+        ost.parallel(nc)

@@ -1,0 +1,134 @@
+"""The CPU forms of transposed and depthwise convolution: conv_transpose2d_nchwc (phase
+decomposition, packed weights, graph pass alter_layout_conv_transpose, template
+conv_transpose2d_nchwc.cpu) and depthwise_conv2d (phase-split padding, graph pass
+alter_layout_depthwise, template depthwise_conv2d.cpu).  Whole graphs compiled with the default
+schedules, against the graph's NumPy reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops.nn_conv_transpose import conv_transpose_reference
+from tensorforge.ops.nn_conv_transpose_nchwc import pack_transpose_weight, unpack_transpose_weight
+from tensorforge.ops.testing import check_op
+
+
+def _check(graph, *inputs, rtol=1e-4, atol=1e-4):
+    model = tensorforge.compile(graph, target="c")
+    for g, w in zip(model(*inputs), run_reference(graph, *inputs)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return model
+
+
+def _ops(model) -> list:
+    return [n.op for n in model.info["graph"].nodes]
+
+
+def _rng(*key):
+    return np.random.default_rng(abs(hash(key)) % (2 ** 32))
+
+
+# -- transposed convolution ----------------------------------------------------------------------
+def _deconv_graph(c, m, h, w, k, stride, pad, out_pad=0, epilogue="bn_relu", groups=1, dilation=1):
+    rng = _rng("deconv", c, m, h, w, k, stride, pad, out_pad, epilogue)
+    b = GraphBuilder("deconv")
+    x = b.input("x", (1, c, h, w), "float32")
+    wt = b.const((rng.standard_normal((c, m // groups, k, k)) / np.sqrt(c * k)).astype("float32"), "w")
+    y = b.add1("conv_transpose2d", [x, wt], {"strides": (stride, stride), "padding": (pad,) * 4,
+                                              "output_padding": (out_pad, out_pad), "groups": groups,
+                                              "dilations": (dilation, dilation)})
+    if epilogue in ("bn_relu", "bn"):
+        stats = [b.const(v.astype("float32"), n) for v, n in (
+            (rng.uniform(0.5, 1.5, m), "gamma"), (rng.normal(0, 0.1, m), "beta"),
+            (rng.normal(0, 0.1, m), "mean"), (rng.uniform(0.5, 1.5, m), "var"))]
+        y = b.add1("batch_norm", [y, *stats])
+    if epilogue in ("bn_relu", "relu"):
+        y = b.add1("relu", [y])
+    elif epilogue == "tanh":
+        y = b.add1("tanh", [y])
+    return b.finish([y]), rng.standard_normal((1, c, h, w)).astype("float32")
+
+
+@pytest.mark.parametrize("c, m, h, w, k, stride, pad, out_pad", [
+    (8, 32, 4, 4, 4, 2, 1, 0),      # DCGAN's up-sampling block
+    (5, 16, 1, 1, 4, 1, 0, 0),      # DCGAN's first block: 1x1 -> 4x4
+    (6, 16, 3, 5, 3, 2, 0, 1),      # odd kernel (zero taps pad it to 4), output padding
+    (4, 16, 5, 4, 5, 3, 2, 2),      # stride 3
+    (7, 3, 6, 6, 4, 2, 1, 0),       # 3 output channels: padded to one block, sliced off
+])
+def test_conv_transpose_packed(c, m, h, w, k, stride, pad, out_pad):
+    graph, x = _deconv_graph(c, m, h, w, k, stride, pad, out_pad)
+    model = _check(graph, x)
+    assert "conv_transpose2d_nchwc" in _ops(model) and "batch_norm" not in _ops(model)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "tanh", "bn"])
+def test_conv_transpose_epilogues(epilogue):
+    graph, x = _deconv_graph(6, 16, 3, 3, 4, 2, 1, epilogue=epilogue)
+    _check(graph, x)
+
+
+@pytest.mark.parametrize("kw", [{"groups": 2}, {"dilation": 2}])
+def test_conv_transpose_unsupported_forms_keep_the_generic_op(kw):
+    graph, x = _deconv_graph(4, 16, 3, 3, 3, 2, 1, epilogue="relu", **kw)
+    model = _check(graph, x)
+    assert "conv_transpose2d" in _ops(model) and "conv_transpose2d_nchwc" not in _ops(model)
+
+
+def test_conv_transpose_nchwc_op_reference():
+    rng = _rng("op")
+    x = rng.standard_normal((1, 3, 4, 5)).astype("float32")
+    w = rng.standard_normal((3, 16, 3, 3)).astype("float32")
+    wp = pack_transpose_weight(w, 16, (2, 2))
+    assert wp.shape == (1, 3, 4, 4, 16)
+    np.testing.assert_array_equal(unpack_transpose_weight(wp, (3, 3)), w)
+    want = conv_transpose_reference(x, w, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1)
+    got = check_op("conv_transpose2d_nchwc", [x, wp], {"strides": (2, 2), "out_hw": want.shape[2:],
+                                                       "kernel": (3, 3), "padding": (1, 1, 1, 1)},
+                   rtol=1e-4, atol=1e-4)[0]
+    np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
+# -- depthwise convolution -----------------------------------------------------------------------
+def _depthwise_graph(c, h, w, k, stride, pad, dilation=1, epilogue="bias_relu"):
+    rng = _rng("dw", c, h, w, k, stride, pad, dilation, epilogue)
+    b = GraphBuilder("dw")
+    x = b.input("x", (1, c, h, w), "float32")
+    wt = b.const(rng.standard_normal((c, 1, k, k)).astype("float32"), "w")
+    y = b.add1("conv2d", [x, wt], {"strides": (stride, stride), "padding": (pad,) * 4,
+                                   "dilations": (dilation, dilation), "groups": c})
+    if epilogue == "bias_relu":
+        y = b.add1("relu", [b.add1("add", [y, b.const(rng.standard_normal((c, 1, 1)).astype("float32"), "b")])])
+    elif epilogue == "reshape":
+        y = b.add1("reshape", [y], {"shape": (1, -1)})
+    return b.finish([y]), rng.standard_normal((1, c, h, w)).astype("float32")
+
+
+@pytest.mark.parametrize("c, h, w, k, stride, pad, dilation", [
+    (16, 12, 12, 3, 1, 1, 1),
+    (8, 14, 14, 3, 2, 1, 1),      # stride 2: two column phases
+    (4, 7, 7, 3, 1, 1, 1),        # a row narrower than a vector
+    (3, 20, 37, 3, 1, 1, 1),      # rows of whole vectors and a remainder
+    (5, 11, 10, 5, 3, 2, 1),      # stride 3, 5x5
+    (6, 9, 9, 3, 1, 2, 2),        # dilation 2
+])
+def test_depthwise(c, h, w, k, stride, pad, dilation):
+    graph, x = _depthwise_graph(c, h, w, k, stride, pad, dilation)
+    model = _check(graph, x)
+    assert "depthwise_conv2d" in _ops(model)
+
+
+@pytest.mark.parametrize("epilogue", ["none", "reshape"])
+def test_depthwise_epilogues(epilogue):
+    graph, x = _depthwise_graph(4, 10, 9, 3, 2, 1, epilogue=epilogue)
+    _check(graph, x)
+
+
+def test_depthwise_op_reference():
+    rng = _rng("dwop")
+    x = rng.standard_normal((2, 3, 9, 8)).astype("float32")
+    w = rng.standard_normal((3, 1, 3, 3)).astype("float32")
+    check_op("depthwise_conv2d", [x, w], {"strides": (2, 2), "padding": (1, 0, 1, 2)}, rtol=1e-4, atol=1e-4)

@@ -1,0 +1,71 @@
+"""Row-wise softmax and layer_norm (ops/nn_rows.py, graph pass alter_layout_rows, template
+rows.cpu): whole graphs compiled with the default schedules, against the graph's NumPy reference
+(which runs the original softmax / layer_norm)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops.nn_rows import lanes_for
+from tensorforge.ops.testing import check_op
+
+
+def _check(graph, *inputs, rtol=1e-5, atol=1e-5):
+    model = tensorforge.compile(graph, target="c")
+    for g, w in zip(model(*inputs), run_reference(graph, *inputs)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+    return [n.op for n in model.info["graph"].nodes]
+
+
+@pytest.mark.parametrize("shape", [(1, 4, 128, 128), (3, 48), (5, 7), (2, 3, 24), (40,)])
+@pytest.mark.parametrize("epilogue", [None, "mul"])
+def test_softmax_rows(shape, epilogue):
+    rng = np.random.default_rng(len(shape))
+    b = GraphBuilder("softmax")
+    x = b.input("x", shape, "float32")
+    y = b.add1("softmax", [b.add1("mul", [x, b.const(np.float32(3.0), "s")])], {"axes": (-1,)})
+    if epilogue == "mul":
+        y = b.add1("mul", [y, b.const(np.float32(0.5), "half")])
+    ops = _check(b.finish([y]), (rng.standard_normal(shape) * 4).astype("float32"))
+    assert "softmax_rows" in ops
+
+
+def test_softmax_on_another_axis_is_left_alone():
+    b = GraphBuilder("softmax0")
+    x = b.input("x", (6, 5), "float32")
+    ops = _check(b.finish([b.add1("softmax", [x], {"axes": (0,)})]),
+                 np.random.default_rng(0).standard_normal((6, 5)).astype("float32"))
+    assert ops == ["softmax"]
+
+
+@pytest.mark.parametrize("shape, with_bias", [((1, 128, 256), True), ((4, 20), False), ((3, 2, 33), True)])
+def test_layer_norm_rows(shape, with_bias):
+    rng = np.random.default_rng(shape[-1])
+    b = GraphBuilder("ln")
+    x = b.input("x", shape, "float32")
+    ins = [x, b.const(rng.uniform(0.5, 1.5, shape[-1]).astype("float32"), "scale")]
+    if with_bias:
+        ins.append(b.const(rng.standard_normal(shape[-1]).astype("float32"), "bias"))
+    y = b.add1("relu", [b.add1("layer_norm", ins, {"axis": -1, "epsilon": 1e-5})])
+    ops = _check(b.finish([y]), (rng.standard_normal(shape) + 2).astype("float32"), rtol=1e-4, atol=1e-5)
+    assert "layer_norm_rows" in ops and "layer_norm" not in ops
+
+
+def test_layer_norm_with_stash_is_left_alone():
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("ln_stash")
+    x = b.input("x", (3, 16), "float32")
+    outs = b.add("layer_norm", [x, b.const(np.ones(16, "float32"), "scale")], {"stash": True})
+    ops = _check(b.finish(outs), rng.standard_normal((3, 16)).astype("float32"))
+    assert ops == ["layer_norm"]
+
+
+def test_row_ops_references():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((3, 32)).astype("float32")
+    check_op("softmax_rows", [x], rtol=1e-5, atol=1e-6)
+    check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
+    assert lanes_for(128) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8 and lanes_for(7) == 1
