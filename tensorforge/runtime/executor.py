@@ -52,7 +52,9 @@ class GraphExecutor:
                 fn = getattr(self.lib, step["symbol"])
                 fn.argtypes = [ctypes.c_void_p] * len(step["args"])
                 fn.restype = ctypes.c_int32
-                self._steps.append(("kernel", fn, step["args"]))
+                # pointers of params and arena views are fixed: only inputs/outputs vary per call
+                fixed_ptrs = [self.fixed[a].ctypes.data if a in self.fixed else None for a in step["args"]]
+                self._steps.append(("kernel", fn, step["args"], fixed_ptrs))
             else:
                 from ..ops import registry
                 self._steps.append(("opaque", registry.get(step["op"]), step))
@@ -107,8 +109,8 @@ class GraphExecutor:
         for k, step in enumerate(self._steps):
             start = time.perf_counter() if timings is not None else 0.0
             if step[0] == "kernel":
-                _, fn, args = step
-                status = fn(*[env[a].ctypes.data for a in args])
+                _, fn, args, fixed_ptrs = step
+                status = fn(*[p if p is not None else env[a].ctypes.data for a, p in zip(args, fixed_ptrs)])
                 if status:
                     raise RuntimeError(f"kernel {self.spec.labels[k] if self.spec.labels else k} failed "
                                        f"with status {status}")
