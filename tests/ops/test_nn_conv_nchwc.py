@@ -1,0 +1,48 @@
+"""The blocked conv (conv2d_nchwc + nchwc_to_nchw): the op against its reference, and whole
+conv + bias + relu (+ residual) graphs compiled through alter_layout and the register-blocked
+template against the NumPy references."""
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops.nn_conv_nchwc import pack_weight, unpack_weight
+from tensorforge.ops.testing import check_op
+
+
+def test_pack_roundtrip():
+    w = np.arange(32 * 3 * 2 * 2, dtype="float32").reshape(32, 3, 2, 2)
+    assert np.array_equal(unpack_weight(pack_weight(w, 16)), w)
+
+
+def test_ops_against_reference():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 5, 9, 11)).astype("float32")
+    wp = pack_weight(rng.standard_normal((32, 5, 3, 3)).astype("float32"), 16)
+    (y,) = check_op("conv2d_nchwc", [x, wp], {"strides": (2, 1), "padding": (1, 0, 1, 2)}, rtol=1e-4, atol=1e-4)
+    check_op("nchwc_to_nchw", [y])
+
+
+@pytest.mark.parametrize("c,f,hw,k,stride,pad,residual", [
+    (3, 64, 23, 7, 2, 3, False),      # a ResNet stem: odd width, tail tiles
+    (16, 32, 14, 3, 1, 1, True),      # conv + bias + residual add + relu in one kernel
+    (8, 48, 9, 1, 2, 0, False),       # 1x1, stride 2, 48 channels = 3 blocks of 16
+])
+def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
+    rng = np.random.default_rng(1)
+    b = GraphBuilder("conv")
+    x = b.input("x", (1, c, hw, hw), "float32")
+    w = b.const(rng.standard_normal((f, c, k, k)).astype("float32") * 0.1, "w")
+    bias = b.const(rng.standard_normal((f, 1, 1)).astype("float32"), "bias")
+    y = b.add1("conv2d", [x, w], {"strides": (stride, stride), "padding": (pad,) * 4, "dilations": (1, 1),
+                                  "groups": 1})
+    y = b.add1("add", [y, bias])
+    if residual:
+        skip = b.input("skip", y.shape, "float32")
+        y = b.add1("add", [y, skip])
+    g = b.finish([b.add1("relu", [y])])
+    model = tensorforge.compile(g)
+    assert any(st.get("symbol", "").find("conv2d_nchwc") >= 0 for st in model.spec.steps)
+    inputs = [rng.standard_normal(v.shape).astype("float32") for v in g.inputs]
+    np.testing.assert_allclose(model(*inputs)[0], run_reference(g, *inputs)[0], rtol=1e-4, atol=1e-4)
