@@ -15,7 +15,7 @@ from . import te
 from .driver import build, compile, lower  # noqa: A004
 from .te.schedule import ScheduleError
 
-__all__ = ["te", "lower", "build", "compile", "load", "ScheduleError", "nd", "Target", "frontend"]
+__all__ = ["te", "lower", "build", "compile", "load", "ScheduleError", "nd", "Target", "frontend", "autotune"]
 
 
 def load(path: str):
@@ -31,7 +31,7 @@ def __getattr__(name):  # runtime pieces load on first use
     if name == "Target":
         from .target import Target
         return Target
-    if name == "frontend":
+    if name in ("frontend", "autotune"):
         import importlib
-        return importlib.import_module(".frontend", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'tensorforge' has no attribute {name!r}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import random
+from random import Random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
@@ -402,7 +402,7 @@ class ConfigSpace(_Defines):
         for index in range(self.size):
             yield self.get(index)
 
-    def random(self, rng: random.Random) -> "ConfigEntity":
+    def random(self, rng: Random) -> "ConfigEntity":
         return ConfigEntity(self, tuple(rng.randrange(len(k)) for k in self._knobs.values()))
 
     def neighbors(self, config: "ConfigEntity") -> list["ConfigEntity"]:
@@ -414,7 +414,7 @@ class ConfigSpace(_Defines):
                     out.append(config._with(pos, v))
         return out
 
-    def mutate(self, config: "ConfigEntity", rng: random.Random) -> "ConfigEntity":
+    def mutate(self, config: "ConfigEntity", rng: Random) -> "ConfigEntity":
         """A random neighbour: one knob (with more than one value) set to another value; the
         config itself when no knob has a choice."""
         movable = [pos for pos, k in enumerate(self._knobs.values()) if len(k) > 1]

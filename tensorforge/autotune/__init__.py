@@ -1,0 +1,42 @@
+"""Auto-tuning, beside the spine: fused groups -> tasks -> config spaces -> measured candidates
+-> JSON-lines records (-> the best config per task, applied at compile time: not yet wired).
+
+    tasks = tensorforge.autotune.extract_tasks(graph, target="c")
+    best = tensorforge.autotune.tune(tasks, trials=64, records="tune.jsonl", tuner="random")
+
+Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (tunable templates),
+task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
+records.py (record files), tuner.py (tuners, tune), cost_model.py (the CostModel protocol).
+Names are imported on first use, so `import tensorforge` stays light.
+"""
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "ConfigSpace": "space", "ConfigEntity": "space", "ConfigError": "space",
+    "tunable": "templates", "tunable_workload": "templates", "get_tunable": "templates",
+    "Task": "task", "extract_tasks": "task", "instantiate": "task", "build_candidate": "task",
+    "LocalBuilder": "measure", "LocalRunner": "measure", "MeasureInput": "measure",
+    "MeasureResult": "measure", "BuildResult": "measure", "ErrorKind": "measure",
+    "Record": "records", "RecordWriter": "records", "load_records": "records",
+    "best_configs": "records", "measured_keys": "records",
+    "tune": "tuner", "TuneResult": "tuner", "RandomTuner": "tuner", "GridTuner": "tuner",
+    "GATuner": "tuner", "make_tuner": "tuner",
+    "CostModel": "cost_model",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tensorforge.autotune' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

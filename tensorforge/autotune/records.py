@@ -1,0 +1,168 @@
+"""Tuning records: one JSON line per measured candidate (the `measurements -> records` arrow of
+autotune/).
+
+    {"version": 1, "target": "c", "task": {template, op, inputs, attrs}, "config": {knob: value},
+     "result": {"costs": [seconds, ...]} or {"error": kind, "message": text},
+     "build_s": 0.21, "run_s": 0.05, "timestamp": 1717171717.0}
+
+Files are append-only.  Each line is written with one write, flushed and fsync'ed, so a run
+that is killed leaves every earlier line intact and at most one partial last line; loading
+skips a line that does not parse (with a warning naming the file and line), and a writer that
+reopens such a file starts on a new line so the partial one stays isolated.  A run resumes
+from a file by skipping the (task, config) pairs in `measured_keys`; `best_configs` picks, per
+task, the record with the lowest mean time.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .space import config_key
+from .task import Task
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured candidate: its task (with target), config and result."""
+
+    task: Task
+    config: dict
+    costs: tuple = ()              # seconds per repeat; empty when error is set
+    error: str | None = None       # error kind (see measure.ErrorKind) or None
+    message: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    timestamp: float = 0.0
+    version: int = VERSION
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and bool(self.costs)
+
+    @property
+    def cost(self) -> float:
+        """Mean seconds per run (infinity for an error)."""
+        return sum(self.costs) / len(self.costs) if self.ok else math.inf
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(task key, config key): what a resumed run skips."""
+        return self.task.key, config_key(self.config)
+
+    def to_json(self) -> dict:
+        result = {"costs": list(self.costs)} if self.error is None else {"error": self.error,
+                                                                         "message": self.message}
+        return {"version": self.version, "target": self.task.target, "task": self.task.workload_json(),
+                "config": self.config, "result": result, "build_s": round(self.build_s, 6),
+                "run_s": round(self.run_s, 6), "timestamp": self.timestamp}
+
+    def to_line(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @staticmethod
+    def from_json(d: dict) -> "Record":
+        if d.get("version") != VERSION:
+            raise ValueError(f"record version {d.get('version')!r} is not {VERSION}")
+        task = Task.from_json({**d["task"], "target": d["target"]})
+        result = d["result"]
+        if not isinstance(d["config"], dict):
+            raise ValueError("record config is not a JSON object")
+        if "error" in result:
+            return Record(task, d["config"], (), str(result["error"]), str(result.get("message", "")),
+                          float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)))
+        return Record(task, d["config"], tuple(float(c) for c in result["costs"]), None, "",
+                      float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)))
+
+
+class RecordWriter:
+    """Appends records to a JSON-lines file, one flushed and fsync'ed line each."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._file = open(self.path, "ab")
+        if self._file.tell() > 0 and not _ends_with_newline(self.path):
+            self._write(b"\n")      # isolate a partial line left by a killed run
+
+    def write(self, record: Record) -> None:
+        self._write(record.to_line().encode("utf-8") + b"\n")
+
+    def _write(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1) == b"\n"
+
+
+def iter_records(path: str | os.PathLike) -> Iterator[Record]:
+    """The records of a file in order; lines that do not parse (a partial last line from a
+    killed run, a record of another version) are skipped with a warning."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                yield Record.from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError) as err:
+                what = "a partial line (a run was killed while writing it?)" if not raw.endswith(b"\n") else "a bad record"
+                warnings.warn(f"{path}:{lineno}: skipped {what}: {err}", RuntimeWarning, stacklevel=2)
+
+
+def load_records(path: str | os.PathLike) -> list[Record]:
+    return list(iter_records(path))
+
+
+def _records(source: str | os.PathLike | Iterable[Record]) -> Iterable[Record]:
+    return iter_records(source) if isinstance(source, (str, os.PathLike)) else source
+
+
+def best_configs(source: str | os.PathLike | Iterable[Record], target: str | None = None) -> dict[str, Record]:
+    """{task key: the record with the lowest mean time} over the successful records of a file
+    (or an iterable of records), optionally only those of `target`."""
+    from ..target import Target
+
+    want = None if target is None else str(Target.parse(target))
+    best: dict[str, Record] = {}
+    for r in _records(source):
+        if not r.ok or (want is not None and r.task.target != want):
+            continue
+        old = best.get(r.task.key)
+        if old is None or r.cost < old.cost:
+            best[r.task.key] = r
+    return best
+
+
+def measured_keys(source: str | os.PathLike | Iterable[Record]) -> set[tuple[str, str]]:
+    """{(task key, config key)} of every record, errors included: a resumed run measures none
+    of them again."""
+    return {r.key for r in _records(source)}
+
+
+def now() -> float:
+    return time.time()

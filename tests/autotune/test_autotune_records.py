@@ -1,0 +1,68 @@
+"""Record files: round trip, a partial last line from a killed run, best configs, resume keys."""
+import json
+import math
+
+import pytest
+
+from tensorforge.autotune.records import (Record, RecordWriter, best_configs, load_records,
+                                          measured_keys)
+from tensorforge.autotune.space import config_key
+from tensorforge.autotune.task import Task
+
+TASK = Task.for_op("matmul", [((8, 16), "float32"), ((16, 32), "float32")])
+OTHER = Task.for_op("matmul", [((4, 16), "float32"), ((16, 32), "float32")])
+
+
+def rec(task, tile, costs=(), error=None):
+    return Record(task, {"tile_m": [1, tile]}, tuple(costs), error, "boom" if error else "", 0.1, 0.2, 1000.0 + tile)
+
+
+def test_round_trip(tmp_path):
+    path = tmp_path / "tune.jsonl"
+    records = [rec(TASK, 8, (2e-6, 3e-6)), rec(TASK, 4, error="crash"), rec(OTHER, 2, (1e-6,))]
+    with RecordWriter(path) as w:
+        for r in records:
+            w.write(r)
+    assert load_records(path) == records
+    line = json.loads(path.read_text().splitlines()[0])
+    assert set(line) == {"version", "target", "task", "config", "result", "build_s", "run_s", "timestamp"}
+    assert line["target"] == "c" and line["task"]["template"] == "matmul.cpu"
+    assert line["result"] == {"costs": [2e-6, 3e-6]}
+    assert records[1].cost == math.inf and not records[1].ok and records[0].cost == pytest.approx(2.5e-6)
+
+
+def test_truncated_last_line_is_skipped_and_appending_goes_on(tmp_path):
+    path = tmp_path / "tune.jsonl"
+    with RecordWriter(path) as w:
+        w.write(rec(TASK, 8, (2e-6,)))
+        w.write(rec(TASK, 4, (1e-6,)))
+    text = path.read_bytes()
+    path.write_bytes(text[:-25])                      # a run killed in the middle of a write
+    with pytest.warns(RuntimeWarning, match=r"tune.jsonl:2: skipped a partial line"):
+        assert [r.config for r in load_records(path)] == [{"tile_m": [1, 8]}]
+    with RecordWriter(path) as w:                     # a resumed run starts on a new line
+        w.write(rec(TASK, 2, (3e-6,)))
+    with pytest.warns(RuntimeWarning):
+        assert [r.config["tile_m"][1] for r in load_records(path)] == [8, 2]
+
+
+def test_best_configs_and_measured_keys(tmp_path):
+    path = tmp_path / "tune.jsonl"
+    with RecordWriter(path) as w:
+        for r in [rec(TASK, 8, (2e-6,)), rec(TASK, 4, (1e-6, 1.2e-6)), rec(TASK, 2, error="wrong_answer"),
+                  rec(OTHER, 8, (5e-6,))]:
+            w.write(r)
+    best = best_configs(path)
+    assert best[TASK.key].config == {"tile_m": [1, 4]} and best[OTHER.key].config == {"tile_m": [1, 8]}
+    assert best_configs(path, target="c -mcpu=x86-64-v3") == {}
+    keys = measured_keys(path)
+    assert (TASK.key, config_key({"tile_m": [1, 2]})) in keys        # errors count as measured
+    assert len(keys) == 4
+
+
+def test_task_json_and_key_are_stable():
+    again = Task.from_json(json.loads(json.dumps(TASK.to_json())))
+    assert again == TASK and again.key == TASK.key
+    assert TASK.key == json.dumps(TASK.to_json(), sort_keys=True, separators=(",", ":"))
+    assert TASK != OTHER and TASK.key != OTHER.key
+    assert Task.for_op("matmul", [((8, 16), "float32"), ((16, 32), "float32")], target="llvm") == TASK

@@ -1,0 +1,88 @@
+"""Tasks: extraction from a graph (distinct workloads, occurrence counts), and candidates that
+compute the same result under every config (tuning never changes what is computed)."""
+import random
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge import te
+from tensorforge.autotune import extract_tasks
+from tensorforge.autotune.task import Task, build_candidate
+from tensorforge.autotune.templates import get_tunable
+from tensorforge.lowering import group_to_te
+from tensorforge.ops.schedules import get_template
+from tensorforge.target import Target
+from tensorforge.te.tensor import ComputeOp
+
+from autotune_graphs import conv_net, groups_of
+
+
+def test_extract_tasks_counts_distinct_workloads():
+    tasks = extract_tasks(conv_net(), target="c")
+    assert [(t.template, t.occurrences) for t in tasks] == [
+        ("conv2d_nchwc.cpu", 1), ("conv2d_nchwc.cpu", 2), ("matmul_packed.cpu", 1)]
+    first, shared, dense = tasks
+    assert first.inputs[0] == ((1, 8, 10, 10), "float32") and shared.inputs[0] == ((1, 32, 10, 10), "float32")
+    assert dict(shared.attrs)["padding"] == (1, 1, 1, 1) and dense.op == "matmul_packed"
+    assert all(t.config_space.size > 1 for t in tasks)
+    assert shared.flops == 2 * (1 * 32 * 10 * 10) * (32 * 3 * 3)
+    with pytest.raises(TypeError, match="expects a tensorforge Graph"):
+        extract_tasks("model.onnx")
+
+
+def run_candidate(task, config):
+    inputs, expected = task.reference_io(seed=1)
+    module = tensorforge.build(build_candidate(task, config))
+    outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
+    module(*inputs, *outs)
+    for got, want in zip(outs, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+@pytest.mark.parametrize("task,n", [
+    (Task.for_op("matmul", [((2, 13, 24), "float32"), ((2, 24, 40), "float32")]), 5),
+    (Task.for_op("matmul_packed", [((6, 32), "float32"), ((2, 32, 32), "float32")], {"units": 50}), 3),
+    (Task.for_op("conv2d_nchwc", [((1, 8, 6, 6), "float32"), ((1, 8, 3, 3, 32), "float32")],
+                 {"padding": (1, 1, 1, 1), "strides": (1, 1)}), 4),
+], ids=["matmul", "packed", "conv"])
+def test_every_config_computes_the_same(task, n):
+    space = task.config_space
+    rng = random.Random(0)
+    configs = [space.default_config()] + [space.random(rng) for _ in range(n)]
+    if "pack_b" in space:
+        configs.append(space.from_json({**space.random(rng).to_json(), "pack_b": True, "order": [1, 0]}))
+    for c in configs:
+        run_candidate(task, c)
+
+
+def test_conv_configs_inside_a_fused_epilogue_compute_the_same():
+    target = Target.parse("c")
+    group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+    task = extract_tasks(conv_net())[0]
+    rng = random.Random(3)
+
+    def build(template, cfg):
+        placeholders, env, master_outs, master_ops = group_to_te(group)
+        outs = [env[v] for v in group.outputs]
+        s = te.create_schedule([t.op for t in outs])
+        for stage in list(s.stages):
+            op = stage.op
+            if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
+                    and not op.reduce_axis:
+                stage.compute_inline()
+        template(s, master_outs, outs, target, cfg)
+        return tensorforge.build(s, placeholders + outs), placeholders, outs
+
+    want_mod, placeholders, outs = build(get_template("conv2d_nchwc.cpu"), None)
+    data = np.random.default_rng(0)
+    inputs = [data.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in placeholders]
+    want = np.zeros([int(d.value) for d in outs[0].shape], "float32")
+    want_mod(*inputs, want)
+    for _ in range(3):
+        # a config of the task (the conv alone) applies to the group with its epilogue
+        config = task.config_space.random(rng)
+        mod, _, _ = build(get_tunable("conv2d_nchwc.cpu").fn, config)
+        got = np.full_like(want, np.nan)
+        mod(*inputs, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
