@@ -19,7 +19,9 @@ convolutions with constant weights, groups 1, dilation 1 and non-negative paddin
 TE: stage "pad" (xpad); the main stage "conv_transpose2d_phases" (N, M / B, sy, sx, OH / sy, OW / sx, B),
 the output split by phase so that a register tile of one phase is a dense block of its own index
 space; the output "conv_transpose2d_nchwc" re-indexes it (rounded-up rows and columns of the
-phase stage are computed and not read).
+phase stage are computed and not read).  With a block of fewer than NARROW_BLOCK channels (an
+RGB output layer) the main stage is (N, M / B, sy, sx, B, OH / sy, OW / sx), tagged
+"conv_transpose2d_phases_narrow": a schedule then vectorizes along the positions of a row.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ from .common import const_shape
 from .nn_conv_transpose import conv_transpose_reference
 from .nn_window import pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
+
+
+NARROW_BLOCK = 8    # blocks of fewer channels keep the positions of a row innermost instead
 
 
 def pack_transpose_weight(w: np.ndarray, block: int, strides) -> np.ndarray:
@@ -85,15 +90,20 @@ class conv_transpose2d_nchwc:
         ry = te.reduce_axis((0, ty_n), name="ry")
         rx = te.reduce_axis((0, tx_n), name="rx")
         # output (y, x) = (yq * sy + py, xq * sx + px): one phase (py, px) reads one set of taps
-        phases = te.compute(
-            (n, fb, sy, sx, yq_n, xq_n, b),
-            lambda i, fo, py, px, yq, xq, fi: te.sum(
-                xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
-                * wp[fo, rc, (py + pt) % sy + sy * ry, (px + pl) % sx + sx * rx, fi], axis=[rc, ry, rx]),
-            name="conv_transpose2d_phases", tag="conv_transpose2d_phases")
-        return te.compute((n, fb, oh, ow, b),
-                          lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi],
-                          name="conv_transpose2d_nchwc", tag="conv_transpose2d_nchwc")
+        def tap_sum(i, fo, py, px, yq, xq, fi):
+            return te.sum(xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
+                          * wp[fo, rc, (py + pt) % sy + sy * ry, (px + pl) % sx + sx * rx, fi], axis=[rc, ry, rx])
+
+        if b >= NARROW_BLOCK:
+            phases = te.compute((n, fb, sy, sx, yq_n, xq_n, b), tap_sum, name="conv_transpose2d_phases",
+                                tag="conv_transpose2d_phases")
+            at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi]  # noqa: E731
+        else:
+            phases = te.compute((n, fb, sy, sx, b, yq_n, xq_n),
+                                lambda i, fo, py, px, fi, yq, xq: tap_sum(i, fo, py, px, yq, xq, fi),
+                                name="conv_transpose2d_phases", tag="conv_transpose2d_phases_narrow")
+            at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, fi, y // sy, x // sx]  # noqa: E731
+        return te.compute((n, fb, oh, ow, b), at, name="conv_transpose2d_nchwc", tag="conv_transpose2d_nchwc")
 
     @staticmethod
     def reference(data, wp, strides=(1, 1), out_hw=(1, 1), kernel=(1, 1), padding=(0, 0, 0, 0)):

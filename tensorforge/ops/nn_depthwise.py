@@ -1,16 +1,19 @@
-"""Depthwise conv2d (groups == channels), NCHW, with the padded input split by column phase.
+"""Depthwise conv2d (groups == channels), NCHW, with the padded input laid out so that output
+rows vectorize with unit-stride loads at any stride.
 
-    out[n, c, y, x] = sum_{ry, rx} xpad[n, c, y*sy + ry*dy, (rx*dx) % sx, x + (rx*dx) // sx] * w[c, 0, ry, rx]
+    out[n, c, y, x] = sum_{ry, rx} padded[n, c, y*sy + ry*dy, x*sx + rx*dx] * w[c, 0, ry, rx]
 
-`xpad` (stage "pad") is the zero-padded input with its columns dealt into sx phases:
-xpad[n, c, yy, px, xq] = padded[n, c, yy, xq*sx + px].  For every tap the products of an output
-row then read one phase with unit stride, so a CPU schedule vectorizes along x with plain vector
-loads at any stride (strided gathers happen once per input element, in the pad stage, instead of
-once per tap).  The main stage computes rows rounded up to whole vectors (`row_width`; the
-extra columns read zeros and are dropped by the stage "depthwise_conv2d_cols").  Weights stay
-(C, 1, KH, KW).  The graph pass `alter_layout_depthwise` turns
-float32 depthwise conv2d with constant weights into this op.  Pattern complex-out-fusable; the
-main stage is named and tagged "depthwise_conv2d".
+The stage "pad" holds `padded` with its columns dealt by phase (column % sx), so that for every
+tap the products of an output row read one phase with unit stride (strided reads happen once
+per input element, in the pad stage, instead of once per tap).  When the row length divides by
+the stride the phases are cut into blocks of V columns with the data starting at a block
+boundary ("pad_blocks": whether a value is padding is decided per row and block, so the copy
+moves whole vectors); otherwise one condition per element ("pad_phases").  `padded_plane`
+builds either; max_pool2d_rows (ops/nn_pool_rows.py) shares it.  The main stage computes rows
+rounded up to whole vectors (`row_width`; the extra columns read padding and are dropped by the
+stage "depthwise_conv2d_cols").  Weights stay (C, 1, KH, KW).  The graph pass
+`alter_layout_depthwise` turns float32 depthwise conv2d with constant weights into this op.
+Pattern complex-out-fusable; the main stage is named and tagged "depthwise_conv2d".
 """
 from __future__ import annotations
 
@@ -37,7 +40,67 @@ def _attrs(data, w, strides, padding, dilations):
     return s, p, d, out_spatial("depthwise_conv2d", data[2:], w[2:], s, p, d)
 
 
-@op("depthwise_conv2d", COMPLEX, schedule={"c": "depthwise_conv2d.cpu"},
+def _row_ok(data, yy, pt):
+    h = int(data.shape[2].value)
+    return te.all(yy - pt >= 0, yy - pt < h)
+
+
+def padded_plane(data: te.Tensor, pt: int, pl: int, rows: int, cols: int, sx: int, owp: int, last_tap: int,
+                 fill=None):
+    """The padded input of a sliding-window op over rows of `owp` outputs at column stride `sx`
+    whose last tap is `last_tap` input columns right of the first: blocked when the row divides
+    into the phases, phase-split otherwise.  Returns (stage "pad", column) where
+    column(x, tap) is the index tail of padded column x * sx + tap."""
+    fill = te.const(0, data.dtype) if fill is None else fill
+    if int(data.shape[3].value) % sx == 0:
+        return _block_padded(data, pt, pl, rows, sx, owp, last_tap, fill)
+    return _phase_padded(data, pt, pl, rows, sx, max(-(-cols // sx), owp + last_tap // sx), fill)
+
+
+def _block_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, owp: int, last_tap: int, fill):
+    """The padded plane with its columns dealt by data phase (column % sx) into blocks of V
+    columns, (rows, sx, blocks, V): V is the largest power of two (at most 16) that divides a phase
+    row, and each phase's data starts at a block boundary, so whether an element is padding
+    depends on its row and block only and the copy moves whole blocks (a condition per lane makes
+    C compilers emit gathers).  Needs a row length divisible by the stride.  Stage "pad", tagged
+    "pad_blocks".  Returns the stage and the (phase, block, lane) index of output column x at tap
+    offset `tap` (in input columns)."""
+    n, c, h, wd = const_shape(data)
+    per_phase = wd // sx
+    v = 16
+    while per_phase % v:
+        v //= 2
+    front = -(-(-(-pl // sx)) // v)            # blocks of zeros before each phase's data
+    reach = owp - 1 + (last_tap - pl) // sx + front * v
+    blocks = max(reach // v + 1, front + per_phase // v)
+
+    def body(i, ch, yy, px, blk, lane):
+        inside = te.all(_row_ok(data, yy, pt), blk >= front, blk < front + per_phase // v)
+        return te.if_then_else(inside, data[i, ch, yy - pt, ((blk - front) * v + lane) * sx + px], fill)
+
+    stage = te.compute((n, c, rows, sx, blocks, v), body, name="pad", tag="pad_blocks")
+
+    def column(x, tap):
+        q = x + (tap - pl) // sx + front * v       # (tap - pl) // sx rounds down: taps left of the data
+        return ((tap - pl) % sx, q // v, q % v)
+
+    return stage, column
+
+
+def _phase_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, phase_cols: int, fill):
+    """Stride sx > 1: the padded plane with its columns dealt into sx phases, (rows, sx, cols / sx),
+    so that the taps of an output row read one phase with unit stride."""
+    n, c, h, wd = const_shape(data)
+
+    def body(i, ch, yy, px, xq):
+        x = xq * sx + px - pl
+        return te.if_then_else(te.all(_row_ok(data, yy, pt), x >= 0, x < wd), data[i, ch, yy - pt, x], fill)
+
+    stage = te.compute((n, c, rows, sx, phase_cols), body, name="pad", tag="pad_phases")
+    return stage, lambda x, tap: (tap % sx, x + tap // sx)
+
+
+@op("depthwise_conv2d", COMPLEX, schedule={"c": "window2d.cpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class depthwise_conv2d:
     @staticmethod
@@ -54,21 +117,13 @@ class depthwise_conv2d:
         (sy, sx), p, (dy, dx), (oh, ow) = _attrs((n, c, h, wd), (c, 1, kh, kw), strides, padding, dilations)
         rows, cols = padded_extent((h, wd), (oh, ow), (kh, kw), (sy, sx), (dy, dx))
         owp = row_width(ow)
-        phase_cols = max(-(-cols // sx), owp + ((kw - 1) * dx) // sx)
-        zero = te.const(0, data.dtype)
-
-        def pad_body(i, ch, yy, px, xq):
-            y, x = yy - p[0], xq * sx + px - p[1]
-            conds = [y >= 0, y < h, x >= 0, x < wd]
-            return te.if_then_else(te.all(*conds), data[i, ch, y, x], zero)
-
-        xpad = te.compute((n, c, rows, sx, phase_cols), pad_body, name="pad")
+        xpad, column = padded_plane(data, p[0], p[1], rows, cols, sx, owp, (kw - 1) * dx)
         ry = te.reduce_axis((0, kh), name="ry")
         rx = te.reduce_axis((0, kw), name="rx")
         full = te.compute(
             (n, c, oh, owp),
-            lambda i, ch, y, x: te.sum(xpad[i, ch, y * sy + ry * dy, (rx * dx) % sx, x + (rx * dx) // sx]
-                                       * w[ch, 0, ry, rx], axis=[ry, rx]),
+            lambda i, ch, y, x: te.sum(xpad[(i, ch, y * sy + ry * dy, *column(x, rx * dx))] * w[ch, 0, ry, rx],
+                                       axis=[ry, rx]),
             name="depthwise_conv2d", tag="depthwise_conv2d")
         if owp == ow:
             return full

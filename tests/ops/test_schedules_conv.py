@@ -1,7 +1,7 @@
 """The CPU forms of transposed and depthwise convolution: conv_transpose2d_nchwc (phase
 decomposition, packed weights, graph pass alter_layout_conv_transpose, template
 conv_transpose2d_nchwc.cpu) and depthwise_conv2d (phase-split padding, graph pass
-alter_layout_depthwise, template depthwise_conv2d.cpu).  Whole graphs compiled with the default
+alter_layout_depthwise, template window2d.cpu).  Whole graphs compiled with the default
 schedules, against the graph's NumPy reference."""
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def _deconv_graph(c, m, h, w, k, stride, pad, out_pad=0, epilogue="bn_relu", gro
 
 @pytest.mark.parametrize("c, m, h, w, k, stride, pad, out_pad", [
     (8, 32, 4, 4, 4, 2, 1, 0),      # DCGAN's up-sampling block
-    (5, 16, 1, 1, 4, 1, 0, 0),      # DCGAN's first block: 1x1 -> 4x4
+    (5, 16, 2, 1, 4, 1, 0, 0),      # stride 1: one phase
     (6, 16, 3, 5, 3, 2, 0, 1),      # odd kernel (zero taps pad it to 4), output padding
     (4, 16, 5, 4, 5, 3, 2, 2),      # stride 3
     (7, 3, 6, 6, 4, 2, 1, 0),       # 3 output channels: padded to one block, sliced off
@@ -63,6 +63,13 @@ def test_conv_transpose_packed(c, m, h, w, k, stride, pad, out_pad):
     graph, x = _deconv_graph(c, m, h, w, k, stride, pad, out_pad)
     model = _check(graph, x)
     assert "conv_transpose2d_nchwc" in _ops(model) and "batch_norm" not in _ops(model)
+
+
+@pytest.mark.parametrize("epilogue", ["bn_relu", "none"])
+def test_conv_transpose_of_one_pixel_is_a_matmul(epilogue):
+    graph, x = _deconv_graph(5, 24, 1, 1, 4, 1, 0, epilogue=epilogue)   # DCGAN's first block
+    ops = _ops(_check(graph, x))
+    assert "matmul_packed" in ops and "conv_transpose2d" not in ops and "batch_norm" not in ops
 
 
 @pytest.mark.parametrize("epilogue", ["none", "tanh", "bn"])

@@ -1,6 +1,7 @@
-"""Row-wise softmax and layer_norm (ops/nn_rows.py, graph pass alter_layout_rows, template
-rows.cpu): whole graphs compiled with the default schedules, against the graph's NumPy reference
-(which runs the original softmax / layer_norm)."""
+"""The ops that alter_layout_rows introduces: row-wise softmax and layer_norm (ops/nn_rows.py,
+template rows.cpu) and max_pool2d_rows (ops/nn_pool_rows.py, template window2d.cpu).  Whole graphs
+compiled with the default schedules, against the graph's NumPy reference (which runs the original
+softmax / layer_norm / max_pool2d)."""
 from __future__ import annotations
 
 import numpy as np
@@ -69,3 +70,22 @@ def test_row_ops_references():
     check_op("softmax_rows", [x], rtol=1e-5, atol=1e-6)
     check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
     assert lanes_for(128) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8 and lanes_for(7) == 1
+
+
+@pytest.mark.parametrize("shape, kernel, stride, pad, ceil_mode", [
+    ((1, 4, 16, 16), 3, 2, 1, False),      # ResNet's stem pooling
+    ((2, 3, 9, 8), 3, 2, 1, True),
+    ((1, 2, 7, 10), 2, 2, 0, True),
+    ((1, 2, 11, 10), 3, 3, 1, False),      # a row length the stride does not divide
+    ((1, 5, 6, 6), 3, 1, 1, False),
+])
+def test_max_pool_rows(shape, kernel, stride, pad, ceil_mode):
+    rng = np.random.default_rng(sum(shape))
+    b = GraphBuilder("pool")
+    x = b.input("x", shape, "float32")
+    y = b.add1("max_pool2d", [x], {"kernel": (kernel, kernel), "strides": (stride, stride),
+                                   "padding": (pad,) * 4, "ceil_mode": ceil_mode})
+    ops = _check(b.finish([b.add1("relu", [y])]), rng.standard_normal(shape).astype("float32"))
+    assert "max_pool2d_rows" in ops
+    check_op("max_pool2d_rows", [rng.standard_normal(shape).astype("float32")],
+             {"kernel": (kernel, kernel), "strides": (stride, stride), "padding": (pad,) * 4, "ceil_mode": ceil_mode})

@@ -2,9 +2,13 @@
 -> nchwc_to_nchw (see ops/nn_conv_transpose_nchwc.py): gathered per output phase, with no
 products against the zeros of a spread input, and B output channels per SIMD vector.
 
-Output channels that do not fill whole blocks are padded with zero weights and sliced off after
-the layout change.  A batch_norm with constant statistics that alone reads the transposed
-convolution is folded into the packed weights and a per-channel bias (the same rewrite
+Fewer output channels than one vector form one narrow block (the template then vectorizes along
+output positions); more channels that do not fill whole blocks are padded with zero weights and
+sliced off after the layout change.  A transposed convolution of a 1x1 input without padding (a
+generator's "project and reshape" layer) is a matrix product: it becomes reshape -> matmul with
+the weight as a (C, M * KH * KW) constant -> reshape (alter_layout_matmul, which runs after
+this pass, packs that weight).  A batch_norm with constant statistics that alone reads the
+transposed convolution is folded into the weights and a per-channel bias (the rewrite
 fold_batch_norm does for conv2d, along the weight's output-channel axis 1).
 Applies with groups 1, dilation 1 and non-negative padding.
 """
@@ -25,8 +29,8 @@ def alter_layout_conv_transpose(graph: Graph) -> Graph:
         for v in n.inputs:
             if v is not None:
                 users.setdefault(v, []).append(n)
-    folded: dict = {}    # batch_norm node -> None (dropped: its work moved into the conv)
-    nodes = []
+    folded: set = set()          # batch_norm nodes whose work moved into the convolution
+    nodes: list = []
     for n in graph.nodes:
         if n in folded:
             continue
@@ -34,46 +38,82 @@ def alter_layout_conv_transpose(graph: Graph) -> Graph:
             nodes.append(n)
             continue
         w = params[n.inputs[1]].astype(np.float64)
-        y = n.outputs[0]
         shift = None
-        bn = _lone_batch_norm(y, users, params, set(graph.outputs))
+        final = n.outputs[0]
+        bn = _lone_batch_norm(final, users, params, set(graph.outputs))
         if bn is not None:
-            _, gamma, beta, mean, var = (params.get(v) for v in bn.inputs)
+            gamma, beta, mean, var = (params[v] for v in bn.inputs[1:])
             scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(bn.attrs.get("epsilon", 1e-5)))
             w = w * scale.reshape(1, -1, 1, 1)
             shift = beta.astype(np.float64) - mean.astype(np.float64) * scale
-            folded[bn] = None
-        m = w.shape[1]
-        lanes = VECTOR_BYTES // np.dtype(y.dtype).itemsize
-        block = lanes
-        mp = -(-m // block) * block
-        if mp != m:
-            w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
-        strides = tuple(n.attrs.get("strides") or (1, 1))
-        wp = pack_transpose_weight(w.astype(y.dtype), block, strides)
-        wv = Value(f"{n.inputs[1].name}_t{block}o", wp.shape, y.dtype)
-        params[wv] = wp
-        oh, ow = y.shape[2:]
-        mid = Value(y.name + "_nchwc", (y.shape[0], mp // block, oh, ow, block), y.dtype)
-        attrs = {"strides": strides, "out_hw": (oh, ow), "kernel": tuple(n.inputs[1].shape[2:]),
-                 "padding": tuple(n.attrs.get("padding") or (0, 0, 0, 0))}
-        nodes.append(Node("conv_transpose2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
-        final = bn.outputs[0] if bn is not None else y
-        cur = final if mp == m and shift is None else Value(y.name + "_nchw", (y.shape[0], mp, oh, ow), y.dtype)
-        nodes.append(Node("nchwc_to_nchw", (mid,), (cur,), {}, n.name + "_nchw"))
-        if mp != m:
-            nxt = final if shift is None else Value(y.name + "_cut", y.shape, y.dtype)
-            nodes.append(Node("slice", (cur,), (nxt,), {"starts": (0,), "ends": (m,), "axes": (1,), "steps": (1,)},
-                              n.name + "_cut"))
-            cur = nxt
+            folded.add(bn)
+            final = bn.outputs[0]
+        if _projection(n):
+            cur = _as_matmul(n, w, final if shift is None else None, params, nodes)
+        else:
+            cur = _as_phases(n, w, final if shift is None else None, params, nodes)
         if shift is not None:
-            sv = Value(final.name + "_shift", (m, 1, 1), y.dtype)
-            params[sv] = shift.astype(y.dtype).reshape(m, 1, 1)
+            m = w.shape[1]
+            sv = Value(final.name + "_shift", (m, 1, 1), final.dtype)
+            params[sv] = shift.astype(final.dtype).reshape(m, 1, 1)
             nodes.append(Node("add", (cur, sv), (final,), {}, n.name + "_shift"))
     if len(nodes) == len(graph.nodes) and not folded:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _as_phases(n: Node, w: np.ndarray, final: Value | None, params: dict, nodes: list) -> Value:
+    """conv_transpose2d_nchwc -> nchwc_to_nchw (-> slice of the padded channels); returns the
+    NCHW result (`final` when given)."""
+    y = n.outputs[0]
+    m = w.shape[1]
+    lanes = VECTOR_BYTES // np.dtype(y.dtype).itemsize
+    block = m if m < lanes else lanes     # narrow layers (RGB outputs) keep their channels
+    mp = -(-m // block) * block
+    if mp != m:
+        w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
+    strides = tuple(n.attrs.get("strides") or (1, 1))
+    wp = pack_transpose_weight(w.astype(y.dtype), block, strides)
+    wv = Value(f"{n.inputs[1].name}_t{block}o", wp.shape, y.dtype)
+    params[wv] = wp
+    oh, ow = y.shape[2:]
+    mid = Value(y.name + "_nchwc", (y.shape[0], mp // block, oh, ow, block), y.dtype)
+    attrs = {"strides": strides, "out_hw": (oh, ow), "kernel": tuple(n.inputs[1].shape[2:]),
+             "padding": tuple(n.attrs.get("padding") or (0, 0, 0, 0))}
+    nodes.append(Node("conv_transpose2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
+    out = final if final is not None and mp == m else Value(y.name + "_nchw", (y.shape[0], mp, oh, ow), y.dtype)
+    nodes.append(Node("nchwc_to_nchw", (mid,), (out,), {}, n.name + "_nchw"))
+    if mp == m:
+        return out
+    cut = final if final is not None else Value(y.name + "_cut", y.shape, y.dtype)
+    nodes.append(Node("slice", (out,), (cut,), {"starts": (0,), "ends": (m,), "axes": (1,), "steps": (1,)},
+                      n.name + "_cut"))
+    return cut
+
+
+def _as_matmul(n: Node, w: np.ndarray, final: Value | None, params: dict, nodes: list) -> Value:
+    """A 1x1 input: reshape -> matmul with W as (C, M * KH * KW) -> reshape."""
+    x, y = n.inputs[0], n.outputs[0]
+    batch, c = x.shape[:2]
+    wm = np.ascontiguousarray(w.reshape(c, -1).astype(y.dtype))
+    wv = Value(f"{n.inputs[1].name}_mat", wm.shape, y.dtype)
+    params[wv] = wm
+    rows = Value(x.name + "_rows", (batch, c), x.dtype)
+    prod = Value(y.name + "_mat", (batch, wm.shape[1]), y.dtype)
+    out = final if final is not None else Value(y.name + "_proj", y.shape, y.dtype)
+    nodes.append(Node("reshape", (x,), (rows,), {"shape": (batch, c)}, n.name + "_rows"))
+    nodes.append(Node("matmul", (rows, wv), (prod,), {}, n.name))
+    nodes.append(Node("reshape", (prod,), (out,), {"shape": tuple(y.shape)}, n.name + "_proj"))
+    return out
+
+
+def _projection(n: Node) -> bool:
+    """A 1x1 input without padding: every output position is one tap of the kernel."""
+    x, w = n.inputs
+    y = n.outputs[0]
+    return (tuple(x.shape[2:]) == (1, 1) and not any(n.attrs.get("padding") or ())
+            and tuple(y.shape[2:]) == tuple(w.shape[2:]))
 
 
 def _packable(n: Node, params: dict) -> bool:

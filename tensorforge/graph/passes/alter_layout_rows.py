@@ -1,8 +1,13 @@
-"""softmax over the last axis and layer_norm over the last axis become softmax_rows and
-layer_norm_rows (ops/nn_rows.py): the same values, with the row reductions in two stages whose
-partial results a CPU schedule keeps in SIMD lanes.  (layer_norm is otherwise an opaque op run by
-NumPy between the kernels; layer_norm_rows compiles into one kernel per use.)  float32/float64
-only; layer_norm with stash=True (the extra mean and inv_std outputs) is left alone.
+"""Ops whose CPU schedules vectorize along rows get the forms that allow it, with the same values:
+
+- softmax and layer_norm over the last axis become softmax_rows and layer_norm_rows
+  (ops/nn_rows.py): the row reductions in two stages whose partial results stay in SIMD lanes.
+  (layer_norm is otherwise an opaque op run by NumPy between the kernels; layer_norm_rows
+  compiles into one kernel per use.)  layer_norm with stash=True is left alone.
+- max_pool2d becomes max_pool2d_rows (ops/nn_pool_rows.py): the padded input laid out so that
+  output rows read it with unit stride at any stride.
+
+float32/float64 only.
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ def _rewrite(n: Node) -> Node | None:
         axes = (axes,) if isinstance(axes, int) else tuple(axes)
         if tuple(a % x.ndim for a in axes) == (last,):
             return Node("softmax_rows", n.inputs, n.outputs, {}, n.name)
+    if n.op == "max_pool2d" and x.ndim == 4 and len(n.outputs) == 1:
+        return Node("max_pool2d_rows", n.inputs, n.outputs, dict(n.attrs), n.name)
     if n.op == "layer_norm" and not n.attrs.get("stash", False) and len(n.outputs) == 1:
         if n.attrs.get("axis", -1) % x.ndim == last and _vector_param(n.inputs[1], x) \
                 and (len(n.inputs) < 3 or n.inputs[2] is None or _vector_param(n.inputs[2], x)):

@@ -25,9 +25,9 @@ def _ext(iv) -> int:
 
 
 def panel_width(m: int, n: int, lanes: int) -> int:
-    """Columns per tile (a multiple of the vector width): 2 to 4 vectors, the one that wastes the
-    fewest padded columns (wider first on ties); 4 vectors for single rows (GEMV: more independent
-    accumulators, longer contiguous reads)."""
+    """Columns per tile, 2 to 4 vectors: the width that wastes the fewest columns past n, ties
+    going to 3, 2, then 4 vectors (with 3 x 8 or 2 x 12 accumulator tiles), or for fewer than 4 rows
+    to 4, 3, then 2 vectors (a GEMV: more independent accumulators, longer contiguous reads)."""
     if n <= lanes:
         return lanes
     if m < 4:
@@ -114,8 +114,8 @@ def schedule_gemm(s, main, outs, target, nr: int | None = None) -> None:
 
 @template("matmul.cpu")
 def matmul(s, master_outs, outs, target, cfg=None) -> None:
-    """Register tiles for float32 matmuls with both operands of rank >= 2; others get the
-    generic complex template."""
+    """Register tiles for float32 matmuls with an output of rank >= 2 (its last two axes); others
+    (other dtypes, vector results, float16's cast stage) get the generic complex template."""
     main = _main_stage(s, master_outs)
     if main is None or main is not master_outs[0] or not _blockable(main, target):
         return complex_out(s, master_outs, outs, target, cfg)

@@ -1,12 +1,13 @@
-"""CPU template `depthwise_conv2d.cpu` for the depthwise convolution of ops/nn_depthwise.py.
+"""CPU template `window2d.cpu` for per-channel sliding-window ops over NCHW planes: the
+depthwise convolution of ops/nn_depthwise.py and max_pool2d_rows (ops/nn_pool_rows.py).
 
-Per (image, channel) plane, on the thread pool: the plane's padded, phase-split input (stage
-"pad") is built with vector copies right before use, so it is in cache when read; then per tile
-of yb output rows a local accumulator of yb rows x OW columns, vectorized along the row.  All
-kernel taps and the tile's rows and vectors are unrolled: each tap is one vector load and one
-multiply-add per output vector, and the C compiler reuses a loaded input vector across the taps
-and rows that read it.  The elementwise epilogue (bias, activation) takes the tile from the
-accumulator and stores whole vectors.
+Per (image, channel) plane, on the thread pool: the plane's padded input (stage "pad", blocked
+or phase-split, see ops/nn_depthwise.py) is built right before use, so it is in cache when read;
+then per tile of yb output rows a local accumulator of yb rows x (rows rounded up to whole
+vectors), vectorized along the row.  All window taps and the tile's rows and vectors are
+unrolled: each tap is one vector load and one multiply-add (or max) per output vector, and the C
+compiler reuses a loaded input vector across the taps and rows that read it.  The elementwise
+epilogue (bias, activation) takes the tile from the accumulator and stores whole vectors.
 """
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ def _main_stage(t):
     return t if t.op.reduce_axis else t.op.input_tensors()[0]
 
 
-@template("depthwise_conv2d.cpu")
-def depthwise_conv2d(s, master_outs, outs, target, cfg=None) -> None:
+@template("window2d.cpu")
+def window2d(s, master_outs, outs, target, cfg=None) -> None:
     conv = _main_stage(master_outs[0])
     if any(d == 0 for d in _shape(master_outs[0])):
         return complex_out(s, master_outs, outs, target, cfg)
@@ -94,9 +95,15 @@ def depthwise_conv2d(s, master_outs, outs, target, cfg=None) -> None:
         s[pad].compute_at(ost, nc)
         if _elems(pad) // max(1, _shape(pad)[0] * _shape(pad)[1]) <= LOCAL_PLANE_ELEMS:
             s[pad].set_scope("local")      # on the stack: no allocation per plane
-        *_, pxq = s[pad].op.axis
-        if _ext(pxq) >= lanes:
-            _, inner = s[pad].split(pxq, factor=lanes)
+        *_, last = s[pad].op.axis
+        if pad.op.tag == "pad_blocks":
+            # whole blocks are data or padding: unrolled, the C compiler copies each block as one
+            # vector under one branch (a vector loop with the condition inside becomes gathers)
+            s[pad].unroll(last)
+        elif _ext(last) > lanes:
+            _, inner = s[pad].split(last, factor=lanes)
             s[pad].vectorize(inner)
+        elif _ext(last) > 1:
+            s[pad].vectorize(last)
     if target.num_cores > 1:
         ost.parallel(nc)

@@ -1,0 +1,58 @@
+"""max_pool2d with its padded input laid out as depthwise_conv2d's (ops/nn_depthwise.py), so that
+a CPU schedule vectorizes along output rows with unit-stride loads at any stride.
+
+    max_pool2d_rows(x)[n, c, y, x] = max_{ry, rx} padded[n, c, y*sy + ry*dy, x*sx + rx*dx]
+
+with the padding (and ceil_mode's extra cells) at the dtype's minimum, so it never wins: the
+values of max_pool2d with the same attributes.  The graph pass `alter_layout_rows` rewrites
+float32/float64 max_pool2d into it.  TE: stage "pad" (see `padded_plane`), the main stage
+"max_pool2d_rows" over rows rounded up to whole vectors, and "max_pool2d_rows_cols" keeping the
+real columns.  Pattern complex-out-fusable.
+"""
+from __future__ import annotations
+
+from .. import te
+from .common import const_shape
+from .nn_depthwise import padded_plane, row_width
+from .nn_pool import pool_attrs, pool_reference
+from .nn_window import out_spatial, padded_extent
+from .registry import COMPLEX, OpError, TensorType, op
+
+NAME = "max_pool2d_rows"
+
+
+def _attrs(shape, kernel, strides, padding, dilations, ceil_mode):
+    k, s, p, d = pool_attrs(NAME, 2, tuple(shape), kernel, strides, padding, dilations)
+    return k, s, p, d, out_spatial(NAME, tuple(shape[2:]), k, s, p, d, bool(ceil_mode))
+
+
+@op(NAME, COMPLEX, schedule={"c": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
+class max_pool2d_rows:
+    @staticmethod
+    def infer(x: TensorType, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):
+        if x.dtype not in ("float32", "float64"):
+            raise OpError(f"{NAME}: the input must be float32 or float64, got {x.dtype}")
+        *_, (oh, ow) = _attrs(x.shape, kernel, strides, padding, dilations, ceil_mode)
+        return TensorType((x.shape[0], x.shape[1], oh, ow), x.dtype)
+
+    @staticmethod
+    def compute(x: te.Tensor, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):
+        shape = const_shape(x)
+        (kh, kw), (sy, sx), p, (dy, dx), (oh, ow) = _attrs(shape, kernel, strides, padding, dilations, ceil_mode)
+        rows, cols = padded_extent(shape[2:], (oh, ow), (kh, kw), (sy, sx), (dy, dx))
+        owp = row_width(ow)
+        xpad, column = padded_plane(x, p[0], p[1], rows, cols, sx, owp, (kw - 1) * dx, te.min_value(x.dtype))
+        ry = te.reduce_axis((0, kh), name="ry")
+        rx = te.reduce_axis((0, kw), name="rx")
+        full = te.compute((shape[0], shape[1], oh, owp),
+                          lambda i, ch, y, xo: te.max(xpad[(i, ch, y * sy + ry * dy, *column(xo, rx * dx))],
+                                                      axis=[ry, rx]),
+                          name=NAME, tag=NAME)
+        if owp == ow:
+            return full
+        return te.compute((shape[0], shape[1], oh, ow), lambda *i: full[i], name=f"{NAME}_cols")
+
+    @staticmethod
+    def reference(x, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):
+        k, s, p, d, _ = _attrs(x.shape, kernel, strides, padding, dilations, ceil_mode)
+        return pool_reference("max", x, k, s, p, d, bool(ceil_mode), False, 2.0)
