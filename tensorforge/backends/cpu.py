@@ -6,6 +6,7 @@ to one `build` go into one source file and one compiler call.
 """
 from __future__ import annotations
 
+import functools
 import platform
 from typing import Sequence
 
@@ -31,8 +32,19 @@ def compile_flags(target: Target) -> list[str]:
         raise ValueError(f"the CPU backend serves target kinds {KINDS}, not {target.kind!r}")
     machine = platform.machine().lower()
     cpu_flag = "-march" if machine in ("x86_64", "amd64", "i686", "i386") else "-mcpu"
-    return [f"-O{target.opt_level}", f"{cpu_flag}={target.mcpu}", "-fPIC", "-shared", "-fopenmp",
-            "-ffp-contract=fast", "-std=gnu11", "-Wno-psabi", "-lm"]
+    flags = [f"-O{target.opt_level}", f"{cpu_flag}={target.mcpu}", "-fPIC", "-shared", "-fopenmp",
+             "-ffp-contract=fast", "-std=gnu11", "-Wno-psabi"]
+    if _has_libmvec():
+        flags += ["-DTF_USE_LIBMVEC", "-lmvec"]
+    return flags + ["-lm"]
+
+
+@functools.lru_cache(maxsize=1)
+def _has_libmvec() -> bool:
+    """glibc's vector math library (x86-64) is there: `omp simd` loops over exp/log/erf/tanh/...
+    then call its SIMD variants (codegen/c.py declares them)."""
+    import ctypes.util
+    return platform.machine().lower() in ("x86_64", "amd64") and ctypes.util.find_library("mvec") is not None
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c") -> Module:
