@@ -108,3 +108,18 @@ def test_resnet18_fusion_and_memory_plan():
     plan = plan_memory([(x.inputs, x.outputs) for x in groups], external)
     all_intermediates = sum(v.nbytes for n in g.nodes for v in n.outputs if v not in external)
     assert plan.total_bytes <= all_intermediates / 3
+
+
+def test_simplify_graph_merges_reshapes_and_drops_identities():
+    from tensorforge.graph.pipeline import optimize
+    b = GraphBuilder("shapes")
+    x = b.input("x", (2, 3, 4), "float32")
+    h = b.add1("identity", [x])
+    h = b.add1("reshape", [h], {"shape": (6, 4)})
+    h = b.add1("reshape", [h], {"shape": (4, 6)})
+    g = b.finish([b.add1("t_relu", [h])])
+    opt = optimize(g)
+    assert [n.op for n in opt.nodes] == ["reshape", "t_relu"]
+    assert opt.nodes[0].inputs[0] is g.inputs[0]
+    xin = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")
+    np.testing.assert_array_equal(run_reference(opt, xin)[0], run_reference(g, xin)[0])

@@ -13,19 +13,21 @@ def simplify_graph(graph: Graph) -> Graph:
     kept = []
     producer = {}
     outputs = set(graph.outputs)
+    read = {v for n in graph.nodes for v in n.inputs if v is not None}
+    changed = False
     for n in graph.nodes:
-        if n.op in IDENTITY_OPS and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs:
+        if (n.op in IDENTITY_OPS and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs
+                and not any(v in read or v in outputs for v in n.outputs[1:])):   # e.g. a dropout mask
             mapping[n.outputs[0]] = n.inputs[0]
+            changed = True
             continue
         if n.op == "reshape" and n.inputs[0] in producer and producer[n.inputs[0]].op == "reshape":
             first = producer[n.inputs[0]]
             n = Node("reshape", (first.inputs[0],), n.outputs, n.attrs, n.name)
+            changed = True
         for v in n.outputs:
             producer[v] = n
         kept.append(n)
-    if not mapping and len(kept) == len(graph.nodes):
+    if not changed:
         return graph
-    used = {v for n in kept for v in n.inputs}
-    if any(v in used for n in graph.nodes if n.op in IDENTITY_OPS for v in n.outputs[1:]):
-        return graph  # a dropout mask is read: keep the graph as it is
     return replace_values(graph, mapping, nodes=kept)
