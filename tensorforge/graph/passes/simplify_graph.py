@@ -23,7 +23,10 @@ def simplify_graph(graph: Graph) -> Graph:
             continue
         if n.op == "reshape" and n.inputs[0] in producer and producer[n.inputs[0]].op == "reshape":
             first = producer[n.inputs[0]]
-            n = Node("reshape", (first.inputs[0],), n.outputs, n.attrs, n.name)
+            # the merged node gets the literal output shape: attributes such as 0 ("keep this
+            # dimension") or -1 referred to the first reshape's output, not to its input
+            attrs = dict(n.attrs, shape=tuple(n.outputs[0].shape), allowzero=1)
+            n = Node("reshape", (first.inputs[0],), n.outputs, attrs, n.name)
             changed = True
         for v in n.outputs:
             producer[v] = n
