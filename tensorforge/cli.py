@@ -5,6 +5,7 @@
     tensorforge compile MODEL.onnx -o OUT.tfm   compile an ONNX model into one file
     tensorforge run OUT.tfm --input name=x.npy  run a compiled model, save outputs as .npy
     tensorforge inspect MODEL.onnx              graph after passes, fused groups, memory plan, kernels
+    tensorforge tune MODEL.onnx --trials N --records tune.jsonl   tune each kernel, append records
 """
 from __future__ import annotations
 
@@ -138,9 +139,11 @@ def _compile(opts: argparse.Namespace) -> int:
     graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
     _progress(f"[2/3] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
     t0 = time.perf_counter()
-    model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level)
+    model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level, records=opts.records)
     _progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s; "
               f"{model.info['plan'].summary()}")
+    if opts.records:
+        _progress(f"      tuning records applied to {model.info['tuned_groups']} kernel(s)")
     out = opts.output or os.path.splitext(os.path.basename(opts.model))[0] + ".tfm"
     model.export(out)
     _progress(f"[3/3] wrote {out}")
@@ -196,6 +199,23 @@ def _inspect(opts: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(opts: argparse.Namespace) -> int:
+    from tensorforge.autotune import extract_tasks, tune
+    from tensorforge.frontend import from_onnx
+
+    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    tasks = extract_tasks(graph, target=opts.target)
+    _progress(f"{len(tasks)} tunable task(s):")
+    for t in tasks:
+        _progress(f"  {t}  ({t.config_space.size} configs)")
+    results = tune(tasks, trials=opts.trials, records=opts.records, tuner=opts.tuner, seed=opts.seed)
+    for task, res in results.items():
+        print(f"{task.name}: default {res.default_cost * 1e3:.3f} ms -> best {res.cost * 1e3:.3f} ms "
+              f"({res.trials} configs measured, {res.errors} errors)")
+    _progress(f"records in {opts.records}; apply them with: tensorforge compile {opts.model} --records {opts.records}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from tensorforge import __version__
@@ -216,7 +236,17 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--target", default="c -mcpu=native")
     comp.add_argument("--opt-level", type=int, default=3)
     comp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
+    comp.add_argument("--records", help="apply the best tuning record per kernel from this file")
     comp.set_defaults(fn=_compile)
+    tun = sub.add_parser("tune", help="tune the model's kernels and append records (JSON lines)")
+    tun.add_argument("model")
+    tun.add_argument("--records", required=True, help="record file (appended; a rerun resumes)")
+    tun.add_argument("--trials", type=int, default=64, help="measured configs per task (default 64)")
+    tun.add_argument("--tuner", default="ga", choices=("random", "grid", "ga"))
+    tun.add_argument("--seed", type=int, default=0)
+    tun.add_argument("--target", default="c -mcpu=native")
+    tun.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
+    tun.set_defaults(fn=_tune)
     run = sub.add_parser("run", help="run a compiled model on .npy inputs")
     run.add_argument("model")
     run.add_argument("--input", action="append", help="name=file.npy (repeat per input)")

@@ -64,8 +64,6 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
-    if records is not None:
-        raise NotImplementedError("applying tuning records arrives with the auto-tuner")
     tgt = Target.parse(target)
     timings = {}
     t0 = time.perf_counter()
@@ -73,6 +71,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     groups = fuse(graph, enabled=opt_level >= 1)
     t1 = time.perf_counter()
     timings["graph passes + fusion"] = t1 - t0
+    configs = _tuned_configs(groups, records, tgt) if records is not None else {}
     steps, funcs, labels = [], [], []
     names = {}
     for k, g in enumerate(groups):
@@ -84,7 +83,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             labels.append(f"{k}:{node.op}")
             continue
         fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-        lowered = lower_group(g, tgt, fname)
+        lowered = lower_group(g, tgt, fname, configs.get(id(g)))
         funcs.append(lowered.func)
         names[fname] = len(steps)
         steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
@@ -118,8 +117,42 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
                      values, steps, plan.total_bytes, labels)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings, "funcs": funcs,
-            "target": tgt}
+            "target": tgt, "tuned_groups": len(configs)}
     return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+def _tuned_configs(groups, records, target) -> dict:
+    """{id(group): best ConfigEntity} for the groups whose task has a successful record in
+    `records` (a path or records); the others keep their default schedules."""
+    import logging
+
+    from .autotune.records import best_configs
+    from .autotune.task import Task
+    from .autotune.templates import get_tunable
+    from .ops import registry
+
+    best = best_configs(records, target=target)
+    configs, tunable = {}, 0
+    for g in groups:
+        node = g.master
+        if node is None or g.pattern == "opaque":
+            continue
+        opdef = registry.get(node.op)
+        name = opdef.schedule.get(target.kind)
+        if name is None or get_tunable(name) is None:
+            continue
+        tunable += 1
+        try:
+            task = Task.create(name, [None if v is None else (v.shape, v.dtype) for v in node.inputs],
+                               opdef.attrs_with_defaults(dict(node.attrs)), target, node.op)
+        except TypeError:
+            continue
+        record = best.get(task.key)
+        if record is not None:
+            configs[id(g)] = task.config_space.from_json(record.config)
+    logging.getLogger("tensorforge").info("tuning records applied to %d of %d tunable kernels",
+                                          len(configs), tunable)
+    return configs
 
 
 def _symbol(module, name: str) -> str:

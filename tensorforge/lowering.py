@@ -64,6 +64,8 @@ def _ident(name: str) -> str:
 
 
 def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGroup:
+    """`config`: a tuned ConfigEntity for the master's tunable template, or None for the
+    template's heuristic default."""
     placeholders, env, master_outs, master_ops = group_to_te(group)
     outs = [env[v] for v in group.outputs]
     # a group output that is also an input (an identity) needs a copy stage
@@ -83,7 +85,11 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
     master = master_outs if master_outs else outs
     template_name = (registry.get(group.master.op).schedule.get(target.kind) if group.master else None) \
         or f"{kind}.cpu"
-    get_template(template_name)(s, master, outs, target, config)
+    if config is not None:
+        from .autotune.templates import require_tunable
+        require_tunable(template_name).fn(s, master, outs, target, config)
+    else:
+        get_template(template_name)(s, master, outs, target, None)
     func = te_lower(s, placeholders + outs, name)
     return LoweredGroup(group, func, tuple(group.inputs) + tuple(group.outputs))
 

@@ -39,3 +39,15 @@ def test_inspect(tmp_path, capsys):
 def test_gemm_demo(capsys):
     assert cli.main(["demo", "--gemm", "--size", "64"]) == 0
     assert "verified against numpy.matmul" in capsys.readouterr().out
+
+
+def test_tune_then_compile_with_records(tmp_path, capsys):
+    small_model(tmp_path / "m.onnx")
+    records = tmp_path / "tune.jsonl"
+    assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "3",
+                     "--tuner", "random", "--target", "c"]) == 0
+    assert "default" in capsys.readouterr().out
+    assert records.read_text().count("\n") >= 1
+    assert cli.main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.tfm"),
+                     "--records", str(records), "--target", "c"]) == 0
+    assert "tuning records applied to 1 kernel" in capsys.readouterr().err
