@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import statistics
 import time
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 

@@ -36,7 +36,6 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import numpy as np  # noqa: E402
 
@@ -356,7 +355,7 @@ def main(argv: list[str] | None = None) -> None:
         print(_peak.scaling_warning(peak))
     versions = f"onnxruntime {ort.__version__}, " + (f"torch {torch.__version__}" if torch else
                                                       "torch not installed (its column is skipped)")
-    print(f"{versions}; tensorforge target {TARGET!r}; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}")
+    print(f"{versions}; tensorforge target {TARGET!r}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '-')} GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '-')}")
     print(f"GFLOP/s, batch 1, fp32, median of {opts.repeat} samples; tf/ort > 1: tensorforge is faster")
     print(HEADER, flush=True)
     rng = np.random.default_rng(0)

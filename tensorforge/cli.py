@@ -217,7 +217,6 @@ def _tune(opts: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     from tensorforge import __version__
 
     parser = argparse.ArgumentParser(prog="tensorforge", description="An optimizing compiler for deep learning.")

@@ -154,16 +154,17 @@ from tensorforge.te import expr as E
 from tensorforge.tir import nodes as N
 A = N.Buffer("A", (4,), "float32")
 cpu.build([N.PrimFunc("probe", (A,), N.BufferStore(A, E.const(1.0), (E.const(0),)))])
-print(os.environ.get("OMP_WAIT_POLICY"))
+print(os.environ.get("OMP_WAIT_POLICY"), os.environ.get("GOMP_SPINCOUNT"))
 """
 
 
-@pytest.mark.parametrize("user_value,expect", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_omp_wait_policy_is_passive_unless_the_user_set_it(user_value, expect):
+@pytest.mark.parametrize("user_value,expect", [(None, "None 3000"), ("ACTIVE", "ACTIVE None"),
+                                               ("PASSIVE", "PASSIVE None")])
+def test_idle_workers_spin_briefly_then_sleep_unless_the_user_chose(user_value, expect):
     import os
     import subprocess
     import sys
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
     if user_value:
         env["OMP_WAIT_POLICY"] = user_value
     out = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True,
