@@ -17,7 +17,7 @@ import numpy as np  # noqa: E402
 
 def median_ms(fn, repeat: int) -> float:
     from tensorforge.testing.timing import median_seconds
-    return median_seconds(fn, repeat) * 1e3
+    return median_seconds(fn, repeat, warmup_s=0.1) * 1e3
 
 
 def main() -> None:
