@@ -147,8 +147,8 @@ def _right_operand(main):
 
 def schedule_gemm_tunable(s, main, outs, target, cfg, packed_nr: int | None = None,
                           packable: bool = False) -> None:
-    """The register-tiled GEMM of ops/schedules/cpu_matmul.schedule_gemm, with its choices as
-    knobs (see the module docstring); the defaults reproduce it."""
+    """The register-tiled GEMM of the matmul templates (ops/schedules/cpu_matmul.py), with its
+    choices as knobs (see the module docstring); its default point is those templates' schedule."""
     lanes = max(1, target.simd_lanes(main.dtype))
     m, n, kk = _ext(main.op.axis[-2]), _ext(main.op.axis[-1]), _ext(main.op.reduce_axis[0])
     nr0 = packed_nr or panel_width(m, n, lanes)

@@ -178,49 +178,11 @@ def _divisor_at_most(n: int, limit: int) -> int:
 def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """Register-blocked conv: per (image, channel block, output row, tile of `xb` columns) a local
     (xb x B) accumulator, reduction loops (input channel, kernel row, kernel column) outside the
-    unrolled columns and the vectorized B output channels."""
-    conv = master_outs[0]
-    for op in _inner_data_stages(s, master_outs):
-        if op is not conv.op and not op.reduce_axis:
-            schedule_elementwise_stage(s, op.output(0), target)   # the padding stage
-    n, fo, y, x, fi = s[conv].op.axis
-    ow, block = _ext(x) or 1, _ext(fi) or 1
-    lanes = max(1, target.simd_lanes(conv.dtype))
-    vectors = max(1, block // lanes)
-    xb = _divisor_at_most(ow, max(1, 24 // vectors))   # xb * vectors accumulators in registers
-    epilogue = [t for t in outs if t is not conv]
-    fused_out = epilogue[0] if len(epilogue) == 1 and _nchw_epilogue(s, epilogue[0], conv) else None
-    if fused_out is not None:
-        # the (xb x B) tile is computed in registers inside the epilogue's loops, which add the
-        # bias, apply the activation and write NCHW while the tile is hot
-        on, of, oy, ox = s[fused_out].op.axis
-        ofo, ofi = s[fused_out].split(of, factor=block)
-        oxo, oxi = s[fused_out].split(ox, factor=xb)
-        s[fused_out].reorder(on, ofo, oy, oxo, ofi, oxi)
-        s[conv].compute_at(s[fused_out], oxo)
-        s[conv].set_scope("local")
-        acc, parallel_axes = conv, (on, ofo, oy)
-        out_stage = s[fused_out]
-    else:
-        for t in epilogue:
-            schedule_elementwise_stage(s, t, target)
-        acc = s.cache_write(conv, "local")
-        xo, xi = s[conv].split(x, factor=xb)
-        s[conv].reorder(n, fo, y, xo, xi, fi)
-        s[acc].compute_at(s[conv], xo)
-        fo_, fi_ = s[conv].split(fi, factor=lanes)
-        s[conv].vectorize(fi_)
-        parallel_axes = (n, fo, y)
-        out_stage = s[conv]
-    an, afo, ay, ax, afi = s[acc].op.axis
-    rc, ry, rx = s[acc].op.reduce_axis
-    # one machine vector per accumulator: wider generic vectors make GCC spill (measured: 4x slower)
-    afo_, afi_ = s[acc].split(afi, factor=lanes)
-    s[acc].reorder(rc, ry, rx, ax, afo_, afi_)
-    s[acc].unroll(ax)
-    s[acc].unroll(afo_)
-    s[acc].vectorize(afi_)
-    out_stage.parallel(out_stage.fuse(*parallel_axes))
+    unrolled columns and the vectorized B output channels, computed inside the fused NCHW
+    epilogue when there is one.  One definition serves both uses: this is the default point of
+    the tunable template in autotune/templates.py, which declares the knobs."""
+    from ...autotune.templates import conv2d_nchwc as tunable
+    tunable(s, master_outs, outs, target, None)
 
 
 def _nchw_epilogue(s, out, conv) -> bool:

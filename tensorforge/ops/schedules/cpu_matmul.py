@@ -8,13 +8,14 @@ nr columns as nr / lanes vectors), with the k loop outside the tile.  The tile l
 first (columns outer, rows inner), so one (K x nr) panel of the right operand stays in cache
 while every row tile uses it.  An elementwise epilogue (bias, activation, residual add) is
 applied to the tile as it leaves the registers; the accumulator is then the master stage itself,
-attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.
+attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.  The schedule
+itself is the default point of the tunable GEMM in autotune/templates.py, which declares the knobs.
 """
 from __future__ import annotations
 
 from ...te.expr import IntImm
 from . import template
-from .cpu import complex_out, reads_only_at, schedule_elementwise_stage
+from .cpu import complex_out, reads_only_at
 
 REGISTERS = {16: 32, 8: 16, 4: 16}     # SIMD lanes of float32 -> vector registers (AVX-512, AVX2, SSE)
 
@@ -73,45 +74,6 @@ def _blockable(main, target) -> bool:
             and len(main.op.reduce_axis) == 1 and all(_ext(iv) > 0 for iv in main.op.axis))
 
 
-def schedule_gemm(s, main, outs, target, nr: int | None = None) -> None:
-    """Block `main` (data axes (..., i, j), one reduction axis) into register tiles, fusing the
-    elementwise epilogue when it is the only output other than `main`; otherwise `main` is a whole
-    stage of its own (blocked through a local cache) and the outputs are elementwise loops."""
-    lanes = max(1, target.simd_lanes(main.dtype))
-    m, n = _ext(main.op.axis[-2]), _ext(main.op.axis[-1])
-    nr = nr or panel_width(m, n, lanes)
-    nr = min(nr, -(-n // lanes) * lanes)
-    mr = row_tile(m, nr, lanes)
-    epilogue = [t for t in outs if t is not main]
-    if len(epilogue) == 1 and not s[main].is_output and _elementwise_reader(s, epilogue[0], main):
-        out = epilogue[0]
-        s[main].set_scope("local")
-        acc = main
-    else:
-        out = main
-        acc = s.cache_write(main, "local")
-        for t in epilogue:
-            schedule_elementwise_stage(s, t, target)
-    ost = s[out]
-    *batch, i, j = ost.op.axis
-    io, ii = ost.split(i, factor=mr)
-    jo, ji = ost.split(j, factor=nr)
-    ost.reorder(*batch, jo, io, ii, ji)
-    jio, jii = ost.split(ji, factor=lanes)
-    ost.unroll(jio)
-    ost.vectorize(jii)
-    s[acc].compute_at(ost, io)
-    *_, ai, aj = s[acc].op.axis
-    (ak,) = s[acc].op.reduce_axis
-    ajo, aji = s[acc].split(aj, factor=lanes)
-    s[acc].reorder(ak, ai, ajo, aji)
-    s[acc].unroll(ai)
-    s[acc].unroll(ajo)
-    s[acc].vectorize(aji)
-    if target.num_cores > 1:
-        ost.parallel(ost.fuse(*batch, jo) if batch else jo)
-
-
 @template("matmul.cpu")
 def matmul(s, master_outs, outs, target, cfg=None) -> None:
     """Register tiles for float32 matmuls with an output of rank >= 2 (its last two axes); others
@@ -119,7 +81,7 @@ def matmul(s, master_outs, outs, target, cfg=None) -> None:
     main = _main_stage(s, master_outs)
     if main is None or main is not master_outs[0] or not _blockable(main, target):
         return complex_out(s, master_outs, outs, target, cfg)
-    schedule_gemm(s, main, outs, target)
+    _default_gemm(s, main, outs, target, packable=True)
 
 
 @template("matmul_packed.cpu")
@@ -132,4 +94,12 @@ def matmul_packed(s, master_outs, outs, target, cfg=None) -> None:
     cols = master_outs[0]
     if cols is not main and cols not in outs:
         s[cols].compute_inline()
-    schedule_gemm(s, main, outs, target, nr=main.op.attrs.get("nr"))
+    _default_gemm(s, main, outs, target, packed_nr=main.op.attrs.get("nr"))
+
+
+def _default_gemm(s, main, outs, target, **options) -> None:
+    """The register-tiled GEMM at its heuristic default: the default point of the tunable GEMM
+    in autotune/templates.py (one definition declares the knobs and serves both uses)."""
+    from ...autotune.space import as_config
+    from ...autotune.templates import schedule_gemm_tunable
+    schedule_gemm_tunable(s, main, outs, target, as_config(None), **options)
