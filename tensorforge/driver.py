@@ -73,7 +73,6 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     timings["graph passes + fusion"] = t1 - t0
     configs = _tuned_configs(groups, records, tgt) if records is not None else {}
     steps, funcs, labels = [], [], []
-    names = {}
     for k, g in enumerate(groups):
         if g.pattern == "opaque":
             node = g.nodes[0]
@@ -85,7 +84,6 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
         lowered = lower_group(g, tgt, fname, configs.get(id(g)))
         funcs.append(lowered.func)
-        names[fname] = len(steps)
         steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
         labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
     t2 = time.perf_counter()
@@ -127,26 +125,15 @@ def _tuned_configs(groups, records, target) -> dict:
     import logging
 
     from .autotune.records import best_configs
-    from .autotune.task import Task
-    from .autotune.templates import get_tunable
-    from .ops import registry
+    from .autotune.task import task_of_group
 
     best = best_configs(records, target=target)
     configs, tunable = {}, 0
     for g in groups:
-        node = g.master
-        if node is None or g.pattern == "opaque":
-            continue
-        opdef = registry.get(node.op)
-        name = opdef.schedule.get(target.kind)
-        if name is None or get_tunable(name) is None:
+        task = task_of_group(g, target)
+        if task is None:
             continue
         tunable += 1
-        try:
-            task = Task.create(name, [None if v is None else (v.shape, v.dtype) for v in node.inputs],
-                               opdef.attrs_with_defaults(dict(node.attrs)), target, node.op)
-        except TypeError:
-            continue
         record = best.get(task.key)
         if record is not None:
             configs[id(g)] = task.config_space.from_json(record.config)

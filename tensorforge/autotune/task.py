@@ -217,6 +217,25 @@ def _flops(task: Task) -> int:
     return total
 
 
+def task_of_group(group, target) -> "Task | None":
+    """The task of a fused group's master op, or None when its schedule template is not tunable
+    (or an attribute has no JSON form)."""
+    from ..ops import registry
+
+    node = group.master
+    if node is None or group.pattern == "opaque":
+        return None
+    opdef = registry.get(node.op)
+    name = opdef.schedule.get(target.kind)
+    if name is None or get_tunable(name) is None:
+        return None
+    try:
+        return Task.create(name, [None if v is None else (v.shape, v.dtype) for v in node.inputs],
+                           opdef.attrs_with_defaults(dict(node.attrs)), target, node.op)
+    except TypeError:
+        return None
+
+
 def extract_tasks(graph, target: Any = "c", opt_level: int = 3) -> list[Task]:
     """The distinct tunable tasks of `graph` compiled for `target`, in order of first
     occurrence, each with `occurrences` = how many fused groups use it.  A group is tunable
@@ -224,7 +243,6 @@ def extract_tasks(graph, target: Any = "c", opt_level: int = 3) -> list[Task]:
     from ..graph.fuse import fuse
     from ..graph.ir import Graph
     from ..graph.pipeline import optimize
-    from ..ops import registry
     from ..target import Target
 
     if not isinstance(graph, Graph):
@@ -234,19 +252,9 @@ def extract_tasks(graph, target: Any = "c", opt_level: int = 3) -> list[Task]:
     groups = fuse(optimize(graph, opt_level), enabled=opt_level >= 1)
     counts: dict[Task, int] = {}
     for g in groups:
-        if g.master is None or g.pattern == "opaque":
-            continue
-        node = g.master
-        opdef = registry.get(node.op)
-        name = opdef.schedule.get(tgt.kind)
-        if name is None or get_tunable(name) is None:
-            continue
-        try:
-            task = Task.create(name, [None if v is None else (v.shape, v.dtype) for v in node.inputs],
-                               opdef.attrs_with_defaults(dict(node.attrs)), tgt, node.op)
-        except TypeError:
-            continue      # an attribute without a JSON form: not tunable
-        counts[task] = counts.get(task, 0) + 1
+        task = task_of_group(g, tgt)
+        if task is not None:
+            counts[task] = counts.get(task, 0) + 1
     tasks = []
     for task, n in counts.items():
         if task.config_space.size > 1:
