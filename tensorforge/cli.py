@@ -5,7 +5,10 @@
     tensorforge compile MODEL.onnx -o OUT.tfm   compile an ONNX model into one file
     tensorforge run OUT.tfm --input name=x.npy  run a compiled model, save outputs as .npy
     tensorforge inspect MODEL.onnx              graph after passes, fused groups, memory plan, kernels
-    tensorforge tune MODEL.onnx --trials N --records tune.jsonl   tune each kernel, append records
+    tensorforge tune MODEL.onnx --time-budget 10m --records tune.jsonl [--pool ADDR] [--plot c.png]
+                                                tune the model's kernels, append records
+    tensorforge inspect --records tune.jsonl    summarize a record file
+    tensorforge pool scheduler | worker         a Dask measurement pool (needs tensorforge[distributed])
 """
 from __future__ import annotations
 
@@ -136,7 +139,7 @@ def _compile(opts: argparse.Namespace) -> int:
     from tensorforge.frontend import from_onnx
 
     _progress(f"[1/3] importing {opts.model}")
-    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    graph = _load_graph(opts.model, opts.shape)
     _progress(f"[2/3] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
     t0 = time.perf_counter()
     model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level, records=opts.records)
@@ -176,10 +179,17 @@ def _run(opts: argparse.Namespace) -> int:
 def _inspect(opts: argparse.Namespace) -> int:
     import numpy as np
 
+    if opts.records:
+        _inspect_records(opts.records)
+        if not opts.model:
+            return 0
+    elif not opts.model:
+        raise SystemExit("tensorforge inspect: error: give a MODEL.onnx, --records FILE, or both")
+
     import tensorforge
     from tensorforge.frontend import from_onnx
 
-    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    graph = _load_graph(opts.model, opts.shape)
     model = tensorforge.compile(graph, target=opts.target)
     info = model.info
     print(info["graph"])
@@ -201,19 +211,68 @@ def _inspect(opts: argparse.Namespace) -> int:
 
 def _tune(opts: argparse.Namespace) -> int:
     from tensorforge.autotune import extract_tasks, tune
+    from tensorforge.autotune.tuner import parse_duration
     from tensorforge.frontend import from_onnx
 
-    graph = from_onnx(opts.model, shapes=_parse_shapes(opts.shape))
+    budget = parse_duration(opts.time_budget) if opts.time_budget else None
+    graph = _load_graph(opts.model, opts.shape)
     tasks = extract_tasks(graph, target=opts.target)
     _progress(f"{len(tasks)} tunable task(s):")
     for t in tasks:
         _progress(f"  {t}  ({t.config_space.size} configs)")
-    results = tune(tasks, trials=opts.trials, records=opts.records, tuner=opts.tuner, seed=opts.seed)
+    runner = None
+    if opts.pool:
+        from tensorforge.autotune.pool import DaskRunner
+        runner = DaskRunner(opts.pool, device=opts.device)
+    try:
+        results = tune(tasks, trials=opts.trials, records=opts.records, tuner=opts.tuner, seed=opts.seed,
+                       time_budget=budget, total_trials=opts.total_trials, runner=runner)
+    finally:
+        if runner is not None:
+            runner.close()
+    before = after = 0.0
     for task, res in results.items():
-        print(f"{task.name}: default {res.default_cost * 1e3:.3f} ms -> best {res.cost * 1e3:.3f} ms "
+        print(f"{task.name} x{task.occurrences}: default {res.default_cost * 1e3:.3f} ms -> best {res.cost * 1e3:.3f} ms "
               f"({res.trials} configs measured, {res.errors} errors)")
+        before += task.occurrences * res.default_cost
+        after += task.occurrences * res.cost
+    print(f"tuned kernels, weighted by occurrences: {before * 1e3:.3f} ms -> {after * 1e3:.3f} ms per run")
+    if opts.plot:
+        from tensorforge.autotune.report import plot_curves
+        keys = {t.key for t in tasks}
+        from tensorforge.autotune.records import iter_records
+        plot_curves([r for r in iter_records(opts.records) if r.task.key in keys], opts.plot,
+                    title=f"tuning curves: {os.path.basename(opts.model)}")
+        _progress(f"curves drawn in {opts.plot}")
     _progress(f"records in {opts.records}; apply them with: tensorforge compile {opts.model} --records {opts.records}")
     return 0
+
+
+def _inspect_records(path: str) -> int:
+    from tensorforge.autotune.report import format_summary, summarize
+
+    if not os.path.exists(path):
+        raise SystemExit(f"tensorforge: error: no record file {path}")
+    summaries = summarize(path)
+    print(f"# {path}: {sum(s.trials for s in summaries)} records of {len(summaries)} task(s)")
+    print(format_summary(summaries))
+    return 0
+
+
+def _load_graph(model: str, shapes):
+    """A model file, or the name of a zoo model (resnet18, mobilenet_v1, ...) when no such file exists."""
+    from tensorforge.frontend import from_onnx
+    from tensorforge.testing import models
+
+    if not os.path.exists(model) and model in models.NAMES:
+        proto, _ = models.get(model)
+        return from_onnx(proto, shapes=_parse_shapes(shapes))
+    return from_onnx(model, shapes=_parse_shapes(shapes))
+
+
+def _tuner_names() -> tuple:
+    from tensorforge.autotune.tuner import TUNERS
+    return tuple(TUNERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -238,10 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--records", help="apply the best tuning record per kernel from this file")
     comp.set_defaults(fn=_compile)
     tun = sub.add_parser("tune", help="tune the model's kernels and append records (JSON lines)")
-    tun.add_argument("model")
+    tun.add_argument("model", help="an ONNX file, or a zoo model name (resnet18, mobilenet_v1, ...)")
     tun.add_argument("--records", required=True, help="record file (appended; a rerun resumes)")
-    tun.add_argument("--trials", type=int, default=64, help="measured configs per task (default 64)")
-    tun.add_argument("--tuner", default="ga", choices=("random", "grid", "ga"))
+    tun.add_argument("--trials", type=int, default=None,
+                     help="most measured configs per task (default 64 without a budget, else no cap)")
+    tun.add_argument("--time-budget", help="one wall-time budget for the whole model, e.g. 10m, 90s, 1h; "
+                                           "rounds go where they shrink latency most")
+    tun.add_argument("--total-trials", type=int, help="one budget of measured configs for the whole model")
+    tun.add_argument("--tuner", default="xgb" if "xgb" in _tuner_names() else "ga", choices=_tuner_names(),
+                     help="xgb: simulated annealing over a learned cost model (default); random, grid, ga")
+    tun.add_argument("--pool", help="measure on a Dask pool at this address (see `tensorforge pool`)")
+    tun.add_argument("--device", default="cpu", help="device kind the pool's workers must carry (default cpu)")
+    tun.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     tun.add_argument("--seed", type=int, default=0)
     tun.add_argument("--target", default="c -mcpu=native")
     tun.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
@@ -252,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--output-dir", default=".", help="where to write the outputs (.npy)")
     run.set_defaults(fn=_run)
     insp = sub.add_parser("inspect", help="graph after passes, fused groups, memory plan, kernel timings")
-    insp.add_argument("model")
+    insp.add_argument("model", nargs="?")
+    insp.add_argument("--records", help="summarize a tuning record file instead (or as well)")
     insp.add_argument("--target", default="c -mcpu=native")
     insp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
     insp.add_argument("--source", action="store_true", help="also print the generated C")

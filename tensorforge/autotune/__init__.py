@@ -24,6 +24,7 @@ _EXPORTS = {
     "tune": "tuner", "TuneResult": "tuner", "RandomTuner": "tuner", "GridTuner": "tuner",
     "GATuner": "tuner", "make_tuner": "tuner",
     "CostModel": "cost_model",
+    "summarize": "report", "plot_curves": "report", "parse_duration": "tuner",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -192,119 +192,281 @@ class TuneResult:
         return self.task.flops / self.cost / 1e9 if math.isfinite(self.cost) and self.cost > 0 else 0.0
 
 
-def _printer() -> Callable[[str], None]:
-    """Progress lines on the terminal: through rich when it is installed, else print()."""
-    try:
-        from rich.console import Console
-    except ImportError:
-        return lambda line: print(line, flush=True)
-    console = Console(highlight=False, soft_wrap=True)
-    return lambda line: console.print(line, markup=False)
+def parse_duration(text: str | float | int) -> float:
+    """Seconds from "90", "90s", "10m", "1.5h" (a number alone means seconds)."""
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        raw = str(text).strip().lower()
+        scale = {"s": 1.0, "m": 60.0, "h": 3600.0}.get(raw[-1:], None)
+        try:
+            value = float(raw[:-1] if scale is not None else raw) * (scale or 1.0)
+        except ValueError:
+            raise ValueError(f"cannot read the duration {text!r}; write e.g. 600, 90s, 10m or 1.5h") from None
+    if not value > 0:
+        raise ValueError(f"a duration must be positive, got {text!r}")
+    return value
 
 
-def tune(tasks: Task | Sequence[Task], trials: int = 64, records: str | None = None, tuner: str = "random",
-         seed: int = 0, *, builder: Builder | None = None, runner: Runner | None = None,
-         batch_size: int | None = None, early_stopping: int | None = None,
-         log: Callable[[str], None] | None | bool = True) -> dict[Task, TuneResult]:
-    """Tune each task (up to `trials` measured configs each) and return {task: TuneResult}.
+class _TaskState:
+    """One task's tuning so far: its tuner, every measured config (earlier runs included), and
+    the best-so-far cost after each measured trial (the curve the scheduler reads)."""
+
+    def __init__(self, task: Task, tuner: Tuner, previous: list[Record], cap: int | None):
+        self.task, self.tuner = task, tuner
+        space = task.config_space
+        self.measured: dict[str, tuple[ConfigEntity, MeasureResult]] = {}
+        self.stale = 0
+        for r in previous:
+            try:
+                c = space.from_json(r.config)
+            except ConfigError:
+                self.stale += 1       # recorded with another version of the template
+                continue
+            self.measured[c.key] = (c, MeasureResult(r.costs, r.error, r.message, r.build_s, r.run_s, r.timestamp))
+        self.before = len(self.measured)
+        if self.measured:
+            tuner.update([c for c, _ in self.measured.values()], [m for _, m in self.measured.values()])
+        self.budget = space.size if cap is None else min(cap, space.size)
+        self.default = space.default_config()
+        self.curve: list[float] = []
+        best = math.inf
+        for _, m in self.measured.values():
+            best = min(best, m.cost)
+            self.curve.append(best)
+        self.best_at = len(self.measured)
+        self.stopped: str | None = None      # why the task stopped early, once it has
+        self.seconds = 0.0                   # wall time spent on this task in this run
+        self.correlation: float | None = None  # predicted vs measured ranking of the last batch
+
+    # What the scheduler reads ------------------------------------------------------------
+    @property
+    def trials(self) -> int:
+        return len(self.measured)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped is not None or self.trials >= self.budget
+
+    @property
+    def best(self) -> tuple[float, ConfigEntity | None]:
+        best: tuple[float, ConfigEntity | None] = (math.inf, None)
+        for c, m in self.measured.values():
+            if m.ok and m.cost < best[0]:
+                best = (m.cost, c)
+        return best
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for _, m in self.measured.values() if not m.ok)
+
+    @property
+    def default_cost(self) -> float:
+        return self.measured[self.default.key][1].cost if self.default.key in self.measured else math.inf
+
+    def improvement_rate(self, window: int) -> float | None:
+        """Relative drop of the best cost per trial over the last `window` trials (None until
+        the task has measured more than `window` configs with a finite best)."""
+        if len(self.curve) <= window or not math.isfinite(self.curve[-window - 1]):
+            return None
+        old, new = self.curve[-window - 1], self.curve[-1]
+        return (old - new) / old / window
+
+    # One round ---------------------------------------------------------------------------
+    def step(self, batch: int, builder: Builder, runner: Runner, writer: RecordWriter | None) -> int:
+        """Measure up to `batch` new configs (the default first); returns how many ran."""
+        want = min(batch, self.budget - self.trials)
+        configs = [] if self.default.key in self.measured else [self.default]
+        if len(configs) < want and self.tuner.has_next():
+            configs += [c for c in self.tuner.next_batch(want - len(configs))
+                        if c.key not in self.measured and c != self.default]
+        if not configs:
+            self.stopped = "the space is used up"
+            return 0
+        start = time.perf_counter()
+        before = self.best[0]
+        outcome = runner.run(builder.build([MeasureInput(self.task, c) for c in configs]))
+        best = self.curve[-1] if self.curve else math.inf
+        for c, m in zip(configs, outcome):
+            self.measured[c.key] = (c, m)
+            best = min(best, m.cost)
+            self.curve.append(best)
+            if writer is not None:
+                writer.write(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s,
+                                    m.timestamp))
+        self.correlation = _rank_correlation(self.tuner, configs, outcome)
+        self.tuner.update(configs, outcome)
+        if self.best[0] < before:
+            self.best_at = self.trials
+        self.seconds += time.perf_counter() - start
+        return len(configs)
+
+    def plateaued(self, patience: int | None) -> bool:
+        return patience is not None and self.trials - self.best_at >= patience
+
+    def result(self) -> TuneResult:
+        cost, config = self.best
+        return TuneResult(self.task, config, cost, self.default_cost, self.trials, self.errors)
+
+
+def _rank_correlation(tuner: Tuner, configs: Sequence[ConfigEntity], results: Sequence[MeasureResult]) -> float | None:
+    """Spearman correlation of the tuner's predicted scores (higher = faster) with measured
+    throughput over a batch, when the tuner predicts (the model-based one does)."""
+    predict = getattr(tuner, "predicted_scores", None)
+    if predict is None:
+        return None
+    pairs = [(s, 1.0 / m.cost if m.ok and m.cost > 0 else 0.0)
+             for s, m in zip(predict(configs), results) if s is not None and math.isfinite(s)]
+    if len(pairs) < 3:
+        return None
+    import numpy as np
+
+    a = np.argsort(np.argsort([p for p, _ in pairs])).astype(float)
+    b = np.argsort(np.argsort([q for _, q in pairs])).astype(float)
+    if a.std() == 0 or b.std() == 0:
+        return None
+    return float(np.corrcoef(a, b)[0, 1])
+
+
+def _new_tuner(kind: str, task: Task, seed: int) -> Tuner:
+    import inspect
+
+    if "task" in inspect.signature(make_tuner).parameters:
+        return make_tuner(kind, task.config_space, seed=seed, task=task)   # type: ignore[call-arg]
+    return make_tuner(kind, task.config_space, seed=seed)
+
+
+def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str | None = None, tuner: str = "random",
+         seed: int = 0, *, time_budget: float | str | None = None, total_trials: int | None = None,
+         builder: Builder | None = None, runner: Runner | None = None, batch_size: int | None = None,
+         early_stopping: int | None = None, log: Callable[[str], None] | None | bool = True,
+         live: bool | None = None) -> dict[Task, TuneResult]:
+    """Tune `tasks` and return {task: TuneResult}.
+
+    Without a budget, each task in turn gets up to `trials` measured configs (default 64).
+    With `time_budget` (seconds or "10m") and/or `total_trials` (measured configs in this run,
+    all tasks together), one budget is shared: every task first measures one batch (its
+    default config first), then each round goes to the task where a round is expected to
+    shrink end-to-end latency most -- weight = occurrences x current best time x the task's
+    recent relative improvement per trial (an optimistic rate until a task has history) --
+    and a task stops once it plateaus (`early_stopping` trials without a new best; default 64
+    in budget mode), runs out of configs, or reaches `trials` (a cap per task, if given).
 
     records: a JSON-lines file; results are appended as they come, and configs it already
     holds for a task are not measured again (they count toward `trials`).
-    tuner: "random", "grid" or "ga".  builder / runner: LocalBuilder() / LocalRunner() by
-    default (closed at the end; ones you pass stay open).  batch_size: configs built and run
-    per round (default: two per build process).  early_stopping: stop a task after this many
-    measured configs without a new best.  log: True prints a line per round, a callable
-    receives the lines, False/None is quiet.
+    tuner: "random", "grid", "ga" or "xgb" (model-based).  builder / runner: LocalBuilder() /
+    LocalRunner() by default (closed at the end; ones you pass stay open).  batch_size: configs
+    built and run per round (default: two per build process).  log: True shows progress on the
+    terminal (a live table with `rich` when the terminal is interactive, else a line per
+    round), a callable receives the lines, False/None is quiet; `live` forces the table on/off.
 
     Measurement runs in processes started with "spawn", which imports the main module again:
     a script that calls tune() needs the usual `if __name__ == "__main__":` guard."""
     tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
-    if trials < 1:
+    budget_mode = time_budget is not None or total_trials is not None
+    if trials is None and not budget_mode:
+        trials = 64
+    if trials is not None and trials < 1:
         raise ValueError(f"trials must be >= 1, got {trials}")
-    say = _printer() if log is True else (log or (lambda line: None))
+    if total_trials is not None and total_trials < 1:
+        raise ValueError(f"total_trials must be >= 1, got {total_trials}")
+    seconds = parse_duration(time_budget) if time_budget is not None else None
+    patience = early_stopping if early_stopping is not None or not budget_mode else 64
+    if len({t.key for t in tasks}) != len(tasks):
+        raise ValueError("tune() got the same task twice")
+    from .progress import make_reporter
+
+    report = make_reporter(log, live)
     own_builder, own_runner = builder is None, runner is None
     builder = builder or LocalBuilder()
     runner = runner or LocalRunner()
     batch = batch_size or 2 * getattr(builder, "n_parallel", 4)
     previous = load_records(records) if records is not None else []
     writer = RecordWriter(records) if records is not None else None
-    results: dict[Task, TuneResult] = {}
+    states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials)
+              for t in tasks]
+    clock = _Clock(seconds, total_trials)
+    report.start(states, clock)
     try:
-        for n, task in enumerate(tasks, 1):
-            mine = [r for r in previous if r.task.key == task.key]
-            results[task] = _tune_task(task, trials, mine, make_tuner(tuner, task.config_space, seed),
-                                       builder, runner, writer, batch, early_stopping,
-                                       lambda line, n=n: say(f"[{n}/{len(tasks)}] {line}"))
+        if budget_mode:
+            _run_shared_budget(states, batch, builder, runner, writer, patience, clock, report)
+        else:
+            for state in states:
+                _run_alone(state, batch, builder, runner, writer, patience, clock, report)
     finally:
+        report.stop()
         if writer is not None:
             writer.close()
         if own_builder:
             builder.close()     # type: ignore[union-attr]
         if own_runner:
             runner.close()      # type: ignore[union-attr]
-    return results
+    return {s.task: s.result() for s in states}
 
 
-def _tune_task(task: Task, trials: int, previous: list[Record], tuner: Tuner, builder: Builder, runner: Runner,
-               writer: RecordWriter | None, batch: int, early_stopping: int | None,
-               say: Callable[[str], None]) -> TuneResult:
-    space = task.config_space
-    measured: dict[str, tuple[ConfigEntity, MeasureResult]] = {}
-    stale = 0
-    for r in previous:
-        try:
-            c = space.from_json(r.config)
-        except ConfigError:
-            stale += 1       # recorded with another version of the template
-            continue
-        measured[c.key] = (c, MeasureResult(r.costs, r.error, r.message, r.build_s, r.run_s, r.timestamp))
-    if measured:
-        tuner.update([c for c, _ in measured.values()], [m for _, m in measured.values()])
-    budget = min(trials, space.size)
-    default = space.default_config()
-    say(f"{task.name}: {space.size} configs, {len(measured)} measured before"
-        + (f" ({stale} records of another template version ignored)" if stale else ""))
-    best_at, start = len(measured), time.perf_counter()
-    while len(measured) < budget:
-        want = min(batch, budget - len(measured))
-        configs = [] if default.key in measured else [default]
-        if len(configs) < want and tuner.has_next():
-            configs += [c for c in tuner.next_batch(want - len(configs)) if c.key not in measured and c != default]
-        if not configs:
-            break
-        before = _best(measured)
-        outcome = runner.run(builder.build([MeasureInput(task, c) for c in configs]))
-        for c, m in zip(configs, outcome):
-            measured[c.key] = (c, m)
-            if writer is not None:
-                writer.write(Record(task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp))
-        tuner.update(configs, outcome)
-        if _best(measured)[0] < before[0]:
-            best_at = len(measured)
-        say(_progress(task, measured, budget, time.perf_counter() - start))
-        if early_stopping is not None and len(measured) - best_at >= early_stopping:
-            say(f"{task.name}: no better config in the last {early_stopping} trials; stopping early")
-            break
-    cost, config = _best(measured)
-    default_cost = measured[default.key][1].cost if default.key in measured else math.inf
-    errors = sum(1 for _, m in measured.values() if not m.ok)
-    return TuneResult(task, config, cost, default_cost, len(measured), errors)
+class _Clock:
+    """The shared budget: wall time and/or measured trials of this run."""
+
+    def __init__(self, seconds: float | None, trials: int | None):
+        self.seconds, self.trials = seconds, trials
+        self.start = time.perf_counter()
+        self.used = 0
+
+    @property
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    @property
+    def left(self) -> float | None:
+        return None if self.seconds is None else max(0.0, self.seconds - self.elapsed)
+
+    def trials_left(self) -> int | None:
+        return None if self.trials is None else self.trials - self.used
+
+    def spent(self) -> bool:
+        return (self.seconds is not None and self.elapsed >= self.seconds) or \
+               (self.trials is not None and self.used >= self.trials)
 
 
-def _best(measured: dict) -> tuple[float, ConfigEntity | None]:
-    best = (math.inf, None)
-    for c, m in measured.values():
-        if m.ok and m.cost < best[0]:
-            best = (m.cost, c)
-    return best
+def _round(state: _TaskState, batch: int, builder, runner, writer, patience, clock: _Clock, report) -> None:
+    left = clock.trials_left()
+    n = state.step(batch if left is None else min(batch, left), builder, runner, writer)
+    clock.used += n
+    if state.plateaued(patience) and not state.done:
+        state.stopped = f"no better config in the last {patience} trials"
+    report.round(state)
 
 
-def _progress(task: Task, measured: dict, budget: int, elapsed: float) -> str:
-    cost, _ = _best(measured)
-    errors = sum(1 for _, m in measured.values() if not m.ok)
-    if math.isfinite(cost):
-        best = f"best {task.flops / cost / 1e9:.2f} GFLOP/s ({cost * 1e3:.4f} ms)"
-    else:
-        best = "no correct config yet"
-    return (f"{task.name}: {len(measured)}/{budget} trials, {best}, {errors} error"
-            f"{'s' if errors != 1 else ''}, {elapsed:.1f} s")
+def _run_alone(state: _TaskState, batch, builder, runner, writer, patience, clock, report) -> None:
+    while not state.done and not clock.spent():
+        _round(state, batch, builder, runner, writer, patience, clock, report)
+
+
+def _run_shared_budget(states: list[_TaskState], batch, builder, runner, writer, patience, clock: _Clock,
+                       report) -> None:
+    for state in states:                     # every task's default and a first batch
+        if clock.spent():
+            return
+        if not state.done:
+            _round(state, batch, builder, runner, writer, patience, clock, report)
+    window = 2 * batch
+    while not clock.spent():
+        live = [s for s in states if not s.done]
+        if not live:
+            report.note("every task has stopped (plateaued or used up its space) before the budget ran out")
+            return
+        _round(max(live, key=lambda s: _priority(s, window)), batch, builder, runner, writer, patience, clock, report)
+
+
+_OPTIMISTIC_RATE = 0.01     # relative gain per trial assumed for a task with no history yet
+_FLOOR_RATE = 1e-4          # a task whose curve is flat still gets a round now and then
+
+
+def _priority(state: _TaskState, window: int) -> float:
+    """Expected end-to-end seconds saved per trial spent on this task next."""
+    cost = state.best[0]
+    if not math.isfinite(cost):
+        return math.inf if state.trials < 2 * window else 0.0      # nothing ran correctly yet: try a bit more
+    rate = state.improvement_rate(window)
+    rate = _OPTIMISTIC_RATE if rate is None else max(rate, _FLOOR_RATE)
+    return state.task.occurrences * cost * rate

@@ -1,0 +1,131 @@
+"""One budget shared by the tasks of a model: time or trials, spent where the weighted latency
+falls most, plateaued tasks stopped, and the live progress table drawn without errors."""
+import dataclasses
+import io
+
+import pytest
+
+from tensorforge.autotune import tune
+from tensorforge.autotune.records import load_records
+from tensorforge.autotune.task import Task
+from tensorforge.autotune.tuner import parse_duration
+
+from test_autotune_tuner import FakeBuilder, FakeRunner
+
+HEAVY = dataclasses.replace(Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")]), occurrences=10)
+LIGHT = Task.for_op("matmul", [((16, 48), "float32"), ((48, 64), "float32")])
+
+
+def test_parse_duration():
+    assert parse_duration("10m") == 600 and parse_duration("90s") == 90 and parse_duration("1.5h") == 5400
+    assert parse_duration(30) == 30 and parse_duration("45") == 45
+    for bad in ("ten minutes", "-5m", "0"):
+        with pytest.raises(ValueError):
+            parse_duration(bad)
+
+
+def test_shared_trial_budget_goes_to_the_heavier_task(tmp_path):
+    path = tmp_path / "t.jsonl"
+    runner = FakeRunner()
+    results = tune([LIGHT, HEAVY], total_trials=96, records=str(path), tuner="random", seed=0,
+                   builder=FakeBuilder(), runner=runner, batch_size=8, log=False)
+    assert len(runner.seen) == 96 == len(load_records(path))
+    light, heavy = results[LIGHT], results[HEAVY]
+    assert light.trials >= 8 and heavy.trials >= 8             # each task got its first batch
+    assert heavy.trials > light.trials                         # 10 occurrences vs 1 at a similar cost
+    assert light.trials + heavy.trials == 96
+
+
+def test_priority_weighs_occurrences_cost_and_progress():
+    from tensorforge.autotune.measure import MeasureResult
+    from tensorforge.autotune.tuner import _priority, _TaskState, make_tuner
+
+    def state(task, costs):
+        s = _TaskState(task, make_tuner("random", task.config_space), [], None)
+        s.curve = []
+        best = float("inf")
+        for c in costs:
+            best = min(best, c)
+            s.curve.append(best)
+        s.measured = {str(k): (None, MeasureResult((c,))) for k, c in enumerate(costs)}
+        return s
+
+    flat = [1e-3] * 20
+    falling = [1e-3 * (1 - 0.02 * k) for k in range(20)]
+    assert _priority(state(HEAVY, flat), 8) > _priority(state(LIGHT, flat), 8)        # weight decides
+    assert _priority(state(LIGHT, falling), 8) > _priority(state(LIGHT, flat), 8)     # progress decides
+    assert _priority(state(LIGHT, [1e-3] * 4), 8) > _priority(state(HEAVY, flat), 8)  # new tasks get a chance
+
+
+def test_budget_stops_plateaued_tasks_and_ends_early():
+    lines = []
+    results = tune([LIGHT, HEAVY], total_trials=10_000, tuner="grid", builder=FakeBuilder(), runner=FakeRunner(),
+                   batch_size=8, early_stopping=16, log=lines.append)
+    assert all(r.trials < 200 for r in results.values())
+    assert sum("stopping early" in line for line in lines) == 2
+    assert "every task has stopped" in lines[-1]
+
+
+def test_time_budget_is_respected():
+    import time
+
+    class SlowRunner(FakeRunner):
+        def run(self, builds):
+            time.sleep(0.05)
+            return super().run(builds)
+
+    start = time.perf_counter()
+    results = tune([LIGHT, HEAVY], time_budget=0.6, tuner="random", builder=FakeBuilder(), runner=SlowRunner(),
+                   batch_size=4, log=False)
+    took = time.perf_counter() - start
+    assert took < 0.6 + 1.0                                    # one round past the budget at most (+ slack)
+    assert sum(r.trials for r in results.values()) >= 8
+
+
+def test_live_table_renders():
+    pytest.importorskip("rich")
+    from rich.console import Console
+
+    from tensorforge.autotune import progress
+
+    reporter = progress.LiveReporter()
+    reporter.console = Console(file=io.StringIO(), width=160, force_terminal=True)
+    reporter.live.console = reporter.console
+    results = {}
+
+    def make(log, live):
+        return reporter
+
+    orig = progress.make_reporter
+    progress.make_reporter = make
+    try:
+        results = tune([LIGHT, HEAVY], total_trials=24, builder=FakeBuilder(), runner=FakeRunner(), batch_size=8)
+    finally:
+        progress.make_reporter = orig
+    out = reporter.console.file.getvalue()
+    assert "GFLOP/s" in out and "matmul.cpu" in out and "24 trials this run" in out
+    assert sum(r.trials for r in results.values()) == 24
+
+
+def test_inspect_records_and_plot(tmp_path, capsys):
+    from tensorforge.autotune.report import summarize
+    from tensorforge.cli import main
+
+    path = tmp_path / "t.jsonl"
+    tune([LIGHT, HEAVY], total_trials=40, records=str(path), builder=FakeBuilder(), runner=FakeRunner(),
+         batch_size=8, log=False)
+    summaries = summarize(path)
+    assert [s.task.key for s in summaries] == [LIGHT.key, HEAVY.key]
+    for s in summaries:
+        assert s.default is not None and s.speedup >= 1.0
+        assert len(s.curve) == s.trials and s.curve == sorted(s.curve)      # best-so-far never falls
+    assert main(["inspect", "--records", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "40 records of 2 task(s)" in out and "best config of matmul.cpu" in out
+    pytest.importorskip("matplotlib")
+    from tensorforge.autotune.report import plot_curves
+
+    png = plot_curves(path, tmp_path / "c.png")
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match="no record file"):
+        main(["inspect", "--records", str(tmp_path / "missing.jsonl")])
