@@ -325,6 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     insp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
     insp.add_argument("--source", action="store_true", help="also print the generated C")
     insp.set_defaults(fn=_inspect)
+    try:
+        from tensorforge.autotune.pool import add_pool_commands
+        add_pool_commands(sub)
+    except ImportError:          # pragma: no cover - pool.py imports dask lazily; this is a guard
+        pass
     opts = parser.parse_args(argv)
     return opts.fn(opts)
 

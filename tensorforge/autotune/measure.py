@@ -238,6 +238,7 @@ class LocalBuilder:
 def _runner_main(conn) -> None:
     """The measuring process: answers "prepare" (make a task's inputs and reference outputs)
     and "run" (check and time one built candidate) messages until the pipe closes."""
+    _die_with_parent()
     prepared: dict[str, tuple] = {}
     while True:
         try:
@@ -258,6 +259,21 @@ def _runner_main(conn) -> None:
         except Exception as err:    # noqa: BLE001
             reply = {"error": ErrorKind.RUNTIME, "message": _describe(err) + "\n" + traceback.format_exc(limit=3)}
         conn.send(reply)
+
+
+def _die_with_parent() -> None:
+    """On Linux, ask the kernel to kill this process when its parent dies, so that a candidate
+    stuck in an endless loop does not outlive a tuner or pool worker that was killed."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
 
 
 _FLUSH: np.ndarray | None = None
