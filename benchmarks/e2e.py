@@ -1,8 +1,15 @@
-"""Whole models from the zoo: tensorforge (default schedules) against ONNX Runtime, interleaved
-in one run, batch 1, with 1 thread (and 2 with --threads 1,2).  Prints compile times, median
-latencies and the ratio tensorforge / ONNX Runtime per model, and the geometric mean.
+"""Whole models from the zoo: tensorforge (default schedules) against ONNX Runtime and PyTorch,
+interleaved in one run, batch 1, with 1 thread (and 2 with --threads 1,2).  Prints compile times,
+median latencies and the ratios tensorforge / ONNX Runtime and tensorforge / PyTorch per model,
+and their geometric means.
 
     python benchmarks/e2e.py [--models resnet18,mobilenet] [--repeat 20] [--threads 1,2]
+
+PyTorch runs the same ONNX graph rebuilt with PyTorch ops (benchmarks/torch_peer.py) under
+torch.inference_mode() with torch.set_num_threads(threads); per model and thread count it uses the
+fastest of eager, torch.jit.freeze and torch.jit.optimize_for_inference (for CNNs also each in
+channels_last memory order) that agrees with eager, and names it in the torch column.  Its output
+is checked against ONNX Runtime before timing.  Without PyTorch the column says n/a.
 """
 from __future__ import annotations
 
@@ -20,6 +27,25 @@ def median_ms(fn, repeat: int) -> float:
     return median_seconds(fn, repeat, warmup_s=0.1) * 1e3
 
 
+def import_torch_peer():
+    """benchmarks/torch_peer.py, or None when PyTorch is not installed (its column says n/a).
+
+    PyTorch's bundled libgomp and tensorforge's kernels end up sharing one OpenMP runtime (same
+    soname), which reads its waiting policy once, when it loads; tensorforge's setting goes into
+    the environment first so that tensorforge runs as it does without PyTorch in the process."""
+    from tensorforge.runtime.module import configure_openmp_waiting
+    configure_openmp_waiting()
+    try:
+        import torch_peer  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
+    except ImportError:
+        return None
+    return torch_peer
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def main() -> None:
     import onnxruntime as ort
 
@@ -33,6 +59,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--threads", default="1")
     opts = ap.parse_args()
+    torch_peer = import_torch_peer()
+    torch = torch_peer.torch if torch_peer else None
+    print(f"onnxruntime {ort.__version__}, "
+          + (f"torch {torch.__version__}" if torch else "torch not installed (its column says n/a)"), flush=True)
     rows = []
     for name in opts.models.split(","):
         proto, feeds = models.get(name)
@@ -41,6 +71,7 @@ def main() -> None:
         model = tensorforge.compile(graph, target="c -mcpu=native")
         compile_s = time.perf_counter() - t0
         inputs = [feeds[n] for n in model.input_names]
+        found = torch_peer.variants(proto, feeds) if torch_peer else None
         ref = None
         for threads in [int(t) for t in opts.threads.split(",")]:
             so = ort.SessionOptions()
@@ -51,18 +82,32 @@ def main() -> None:
             got = model(*inputs)
             err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
             set_num_threads(threads)
-            tf_ms, ort_ms = [], []
-            for _ in range(3):  # interleave so that noise hits both
+            peer = None
+            if found is not None:
+                torch.set_num_threads(threads)
+                peer = torch_peer.fastest(found)     # the best mode can differ per thread count
+                for a, b in zip(peer(*found.inputs), ref):
+                    np.testing.assert_allclose(a.numpy(), b, rtol=1e-3, atol=1e-3,
+                                               err_msg=f"{name}: PyTorch ({peer.mode}) differs from ONNX Runtime")
+            tf_ms, ort_ms, torch_ms = [], [], []
+            for _ in range(3):  # interleave so that noise hits all peers
                 tf_ms.append(median_ms(lambda: model(*inputs), max(1, opts.repeat // 3)))
                 ort_ms.append(median_ms(lambda: sess.run(None, feeds), max(1, opts.repeat // 3)))
+                if peer is not None:
+                    torch_ms.append(median_ms(lambda: peer(*found.inputs), max(1, opts.repeat // 3)))
             tf, ortm = statistics.median(tf_ms), statistics.median(ort_ms)
-            rows.append((name, threads, compile_s, tf, ortm, tf / ortm, err))
+            torchm = statistics.median(torch_ms) if torch_ms else None
+            rows.append((name, threads, compile_s, tf, ortm, tf / ortm, err, tf / torchm if torchm else None))
+            torch_text = (f"{'torch (' + peer.mode + ')':48s} {torchm:8.2f} ms  tf/torch {tf / torchm:6.2f}"
+                          if peer is not None else "torch n/a")
             print(f"{name:12s} {threads}T compile {compile_s:6.1f} s  tensorforge {tf:9.2f} ms  "
-                  f"onnxruntime {ortm:8.2f} ms  ratio {tf / ortm:6.2f}  max|diff| {err:.1e}", flush=True)
+                  f"onnxruntime {ortm:8.2f} ms  ratio {tf / ortm:6.2f}  max|diff| {err:.1e}  {torch_text}",
+                  flush=True)
     for threads in sorted({r[1] for r in rows}):
-        ratios = [r[5] for r in rows if r[1] == threads]
-        geo = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
-        print(f"geometric mean ratio tensorforge/onnxruntime, {threads} thread(s): {geo:.2f}")
+        sel = [r for r in rows if r[1] == threads]
+        print(f"geometric mean ratio tensorforge/onnxruntime, {threads} thread(s): {geomean([r[5] for r in sel]):.2f}")
+        if all(r[7] is not None for r in sel):
+            print(f"geometric mean ratio tensorforge/torch, {threads} thread(s): {geomean([r[7] for r in sel]):.2f}")
 
 
 if __name__ == "__main__":

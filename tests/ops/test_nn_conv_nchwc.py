@@ -46,3 +46,25 @@ def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
     assert any(st.get("symbol", "").find("conv2d_nchwc") >= 0 for st in model.spec.steps)
     inputs = [rng.standard_normal(v.shape).astype("float32") for v in g.inputs]
     np.testing.assert_allclose(model(*inputs)[0], run_reference(g, *inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("hw", [
+    7,      # a padded row of 9 columns: unrolled, one copy (or zero) per column
+    70,     # 72 columns, wider than four vectors: split into vectors and a tail
+])
+def test_padded_input_copy_walks_planes_and_rows(hw):
+    """The conv's zero-padded input copy loops over (image, channel) planes and rows, so its
+    indices need no div/mod; a narrow row is unrolled."""
+    rng = np.random.default_rng(2)
+    b = GraphBuilder("conv")
+    x = b.input("x", (1, 3, hw, hw), "float32")
+    w = b.const(rng.standard_normal((16, 3, 3, 3)).astype("float32"), "w")
+    g = b.finish([b.add1("conv2d", [x, w], {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1),
+                                            "groups": 1})])
+    model = tensorforge.compile(g)
+    xs = rng.standard_normal((1, 3, hw, hw)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+    copies = [line.strip() for line in model.source.splitlines() if line.strip().startswith("pad[")]
+    assert copies and not any("/" in c or "%" in c for c in copies)
+    if hw == 7:
+        assert len(copies) == hw + 2

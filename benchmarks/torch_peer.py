@@ -1,0 +1,635 @@
+"""PyTorch as a peer for whole models: an ONNX graph (the model zoo's) rebuilt as a
+`torch.nn.Module` that runs every node with the PyTorch op a user would write, so that
+benchmarks/e2e.py can time PyTorch beside tensorforge and ONNX Runtime on the same weights.
+
+    module = to_torch(onnx_model)             # eager: one Python call per node
+    found = variants(onnx_model, feeds)       # eager, jit.freeze, jit.optimize_for_inference (+NHWC)
+    peer = fastest(found)                     # the quickest of them at the current thread count
+    outputs = peer(*found.inputs)             # a tuple of tensors, in graph output order
+
+Converters are registered per ONNX op type with `@converter("Relu")`.  A converter runs once,
+when the module is built: it reads the node's attributes and constant inputs (shapes, axes) and
+returns the function that computes the node from its input tensors on every call.  Initializers
+become buffers.  The table covers exactly the ops of the zoo (`tensorforge.testing.models`); an
+op outside it, or an attribute value a converter does not implement, raises NotImplementedError
+naming the op, the node and the opset, before anything runs.
+
+Why not onnx2torch: it needs torchvision, which does not import with the installed torch; this
+converter is short, so what the peer runs is plain to see.  Why trace and freeze: the eager module
+pays Python and dispatcher time per node (hundreds of nodes in BERT), which a PyTorch user removes
+with TorchScript; `torch.jit.freeze` also folds batch norm into the preceding convolution and
+turns weights into constants, and `torch.jit.optimize_for_inference` adds oneDNN layouts.  CNNs
+also get each of these in channels_last (NHWC) memory order, as PyTorch's CPU performance guide
+advises.  `variants` keeps the modes that agree with eager and `fastest` times them, so the peer
+is PyTorch at its best on this machine, not at its slowest.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+try:
+    import torch
+    from torch.nn import functional as F
+except ImportError as exc:  # pragma: no cover - e2e.py reports the torch column as n/a
+    raise ImportError("the PyTorch peer needs PyTorch: pip install torch") from exc
+
+# A converter: (node context) -> the function computing the node's outputs from its input tensors.
+Kernel = Callable[[list], object]
+_CONVERTERS: dict[str, Callable[["Node"], Kernel]] = {}
+
+
+def converter(*op_types: str) -> Callable:
+    """Register a converter for ONNX op types (default domain)."""
+
+    def register(fn: Callable) -> Callable:
+        for t in op_types:
+            if t in _CONVERTERS:
+                raise ValueError(f"torch peer: converter for {t} registered twice")
+            _CONVERTERS[t] = fn
+        return fn
+
+    return register
+
+
+def supported_ops() -> list[str]:
+    return sorted(_CONVERTERS)
+
+
+@dataclass
+class Node:
+    """What a converter sees: the node, its attributes, its constant inputs and the opset."""
+    proto: object                       # onnx.NodeProto
+    attrs: dict
+    consts: list                        # per input: np.ndarray when an initializer, else None
+    opset: int
+    owner: "OnnxTorchModule"
+
+    @property
+    def op_type(self) -> str:
+        return self.proto.op_type
+
+    @property
+    def inputs(self) -> list[str]:
+        return list(self.proto.input)
+
+    @property
+    def outputs(self) -> list[str]:
+        return list(self.proto.output)
+
+    def has_input(self, k: int) -> bool:
+        return len(self.proto.input) > k and self.proto.input[k] != ""
+
+    def has_output(self, k: int) -> bool:
+        return len(self.proto.output) > k and self.proto.output[k] != ""
+
+    def const(self, k: int, what: str) -> np.ndarray:
+        """Input k as an array; it must be an initializer (a shape, axes, a weight)."""
+        if not self.has_input(k) or self.consts[k] is None:
+            self.unsupported(f"its {what} (input {k}) is computed at run time; only constants are supported")
+        return self.consts[k]
+
+    def unsupported(self, why: str):
+        raise NotImplementedError(f"torch peer: ONNX op {self.op_type} (node {self.proto.name!r}, "
+                                  f"opset {self.opset}) is not supported: {why}")
+
+    def reject(self, **allowed) -> None:
+        """Raise when an attribute is set to a value the converter does not implement; `allowed`
+        maps attribute name to the accepted values (a tuple)."""
+        for name, values in allowed.items():
+            if name in self.attrs and self.attrs[name] not in values:
+                self.unsupported(f"attribute {name}={self.attrs[name]!r} (supported: {values})")
+
+
+# -- the module ------------------------------------------------------------------------------------
+class OnnxTorchModule(torch.nn.Module):
+    """Runs an ONNX graph node by node with PyTorch ops.  forward(*inputs) takes the graph inputs
+    (not the initializers) in graph order and returns a tuple of the graph outputs."""
+
+    def __init__(self, model, channels_last: bool = False):
+        super().__init__()
+        self.channels_last = channels_last
+        from onnx import helper, numpy_helper
+
+        graph = model.graph
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+        self._check_supported(graph)
+        arrays = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        self.input_names = [i.name for i in graph.input if i.name not in arrays]
+        self.output_names = [o.name for o in graph.output]
+        # initializer name -> buffer attribute (ONNX names may hold characters attributes can't)
+        self._buffers_of: dict[str, str] = {}
+        for k, (name, array) in enumerate(arrays.items()):
+            attr = f"const{k}"
+            self.register_buffer(attr, _layout(torch.from_numpy(np.array(array)), channels_last),
+                                 persistent=False)
+            self._buffers_of[name] = attr
+        self._steps: list[tuple[Kernel, list[str], list[str]]] = []
+        for proto in graph.node:
+            attrs = {a.name: _attr_value(helper, a) for a in proto.attribute}
+            consts = [arrays.get(name) for name in proto.input]
+            node = Node(proto, attrs, consts, self.opset, self)
+            kernel = _CONVERTERS[proto.op_type](node)
+            self._steps.append((kernel, list(proto.input), list(proto.output)))
+
+    def _check_supported(self, graph) -> None:
+        missing = [n for n in graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in _CONVERTERS]
+        if missing:
+            listed = ", ".join(f"{n.op_type if n.domain in ('', 'ai.onnx') else n.domain + '.' + n.op_type} "
+                               f"(node {n.name!r}, opset {self.opset})" for n in missing[:10])
+            raise NotImplementedError(
+                f"torch peer: no PyTorch conversion for ONNX op(s) {listed}"
+                f"{' ...' if len(missing) > 10 else ''}; supported: {', '.join(supported_ops())}")
+
+    def forward(self, *inputs):
+        if len(inputs) != len(self.input_names):
+            raise TypeError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
+                            f"got {len(inputs)}")
+        env = {name: getattr(self, attr) for name, attr in self._buffers_of.items()}
+        env.update(zip(self.input_names, (_layout(x, self.channels_last) for x in inputs)))
+        for kernel, ins, outs in self._steps:
+            result = kernel([env[n] if n else None for n in ins])
+            if not isinstance(result, (tuple, list)):
+                result = (result,)
+            for name, value in zip(outs, result):
+                if name:
+                    env[name] = value
+        return tuple(env[n] for n in self.output_names)
+
+
+def _attr_value(helper, attr):
+    value = helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return tuple(v.decode() if isinstance(v, bytes) else v for v in value)
+    return value
+
+
+def _layout(t: torch.Tensor, channels_last: bool) -> torch.Tensor:
+    """4-d tensors in NHWC memory order when asked (the values and shapes stay NCHW); oneDNN's
+    convolutions prefer it, which is why PyTorch's CPU tuning guide recommends it for CNNs."""
+    return t.contiguous(memory_format=torch.channels_last) if channels_last and t.dim() == 4 else t
+
+
+def to_torch(model, channels_last: bool = False) -> OnnxTorchModule:
+    """The ONNX ModelProto as an eager torch.nn.Module in eval mode; with `channels_last`, 4-d
+    weights are stored and 4-d inputs converted (on every call) to NHWC memory order."""
+    return OnnxTorchModule(model, channels_last).eval()
+
+
+# -- elementwise -----------------------------------------------------------------------------------
+_UNARY = {"Relu": torch.relu, "Tanh": torch.tanh, "Erf": torch.erf}
+_BINARY = {"Add": torch.add, "Mul": torch.mul}
+
+
+@converter(*_UNARY)
+def _unary(node: Node) -> Kernel:
+    fn = _UNARY[node.op_type]
+    return lambda xs: fn(xs[0])
+
+
+@converter(*_BINARY)
+def _binary(node: Node) -> Kernel:
+    fn = _BINARY[node.op_type]          # NumPy broadcasting, as ONNX's multidirectional one
+    return lambda xs: fn(xs[0], xs[1])
+
+
+# -- matrix products -------------------------------------------------------------------------------
+@converter("MatMul")
+def _matmul(node: Node) -> Kernel:
+    return lambda xs: torch.matmul(xs[0], xs[1])          # NumPy matmul semantics, as ONNX
+
+
+@converter("Gemm")
+def _gemm(node: Node) -> Kernel:
+    """Y = alpha * A' B' + beta * C.  The exporter's case (transB=1, alpha=beta=1, C of length N)
+    is torch.nn.functional.linear, which is what a torch.nn.Linear runs."""
+    alpha, beta = float(node.attrs.get("alpha", 1.0)), float(node.attrs.get("beta", 1.0))
+    trans_a, trans_b = int(node.attrs.get("transA", 0)), int(node.attrs.get("transB", 0))
+    has_c = node.has_input(2)
+
+    def product(a, b):
+        a = a.t() if trans_a else a
+        return F.linear(a, b) if trans_b else torch.matmul(a, b)
+
+    if trans_b and alpha == 1.0 and (not has_c or beta == 1.0):
+        if not has_c:
+            return lambda xs: F.linear(xs[0].t() if trans_a else xs[0], xs[1])
+        c = node.consts[2]
+        if c is not None and c.ndim == 1:
+            return lambda xs: F.linear(xs[0].t() if trans_a else xs[0], xs[1], xs[2])
+
+    def general(xs):
+        y = product(xs[0], xs[1])
+        y = y * alpha if alpha != 1.0 else y
+        if has_c:
+            y = y + (xs[2] * beta if beta != 1.0 else xs[2])
+        return y
+
+    return general
+
+
+# -- convolution and pooling -----------------------------------------------------------------------
+def _spatial_pads(node: Node, kernel: Sequence[int], strides: Sequence[int], dilations: Sequence[int],
+                  in_shape: Sequence[int]) -> list[tuple[int, int]]:
+    """(begin, end) padding per spatial axis, with ONNX's auto_pad resolved for this input shape."""
+    auto_pad = node.attrs.get("auto_pad", "NOTSET")
+    n = len(kernel)
+    if auto_pad == "NOTSET":
+        pads = list(node.attrs.get("pads", (0,) * (2 * n)))
+        return [(int(pads[i]), int(pads[i + n])) for i in range(n)]
+    if auto_pad == "VALID":
+        return [(0, 0)] * n
+    out = []
+    for size, k, s, d in zip(in_shape, kernel, strides, dilations):
+        total = max(0, (-(-size // s) - 1) * s + (k - 1) * d + 1 - size)
+        small, big = total // 2, total - total // 2
+        out.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+    return out
+
+
+def _static_pads(node: Node, kernel, strides, dilations) -> list[tuple[int, int]] | None:
+    """The padding when it does not depend on the input shape (auto_pad NOTSET or VALID)."""
+    if node.attrs.get("auto_pad", "NOTSET") in ("NOTSET", "VALID"):
+        return _spatial_pads(node, kernel, strides, dilations, ())
+    return None
+
+
+def _f_pad(pads: list[tuple[int, int]]) -> list[int]:
+    """ONNX per-axis (begin, end) pairs as torch.nn.functional.pad's list (last axis first)."""
+    flat: list[int] = []
+    for begin, end in reversed(pads):
+        flat += [begin, end]
+    return flat
+
+
+def _window(node: Node, w_shape_or_kernel: Sequence[int]):
+    kernel = [int(k) for k in node.attrs.get("kernel_shape", w_shape_or_kernel)]
+    n = len(kernel)
+    strides = [int(s) for s in node.attrs.get("strides", (1,) * n)]
+    dilations = [int(d) for d in node.attrs.get("dilations", (1,) * n)]
+    return kernel, strides, dilations
+
+
+_AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+_MAX_POOL = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+
+
+@converter("Conv")
+def _conv(node: Node) -> Kernel:
+    w = node.consts[1]
+    kernel, strides, dilations = _window(node, w.shape[2:] if w is not None else ())
+    if not kernel:
+        node.unsupported("the kernel shape is neither an attribute nor a constant weight")
+    conv = _CONV.get(len(kernel)) or node.unsupported(f"{len(kernel)}-d convolution")
+    node.reject(auto_pad=_AUTO_PADS)
+    group = int(node.attrs.get("group", 1))
+    static = _static_pads(node, kernel, strides, dilations)
+
+    def run(xs):
+        x = xs[0]
+        pads = static or _spatial_pads(node, kernel, strides, dilations, x.shape[2:])
+        if all(b == e for b, e in pads):
+            padding = [b for b, _ in pads]
+        else:                                   # torch pads symmetrically; pad the rest by hand
+            x, padding = F.pad(x, _f_pad(pads)), 0
+        return conv(x, xs[1], xs[2] if len(xs) > 2 else None, strides, padding, dilations, group)
+
+    return run
+
+
+@converter("ConvTranspose")
+def _conv_transpose(node: Node) -> Kernel:
+    """ONNX pads crop the full transposed convolution, as torch's `padding` does when the two
+    sides agree; unequal sides are cropped by slicing."""
+    w = node.const(1, "weight")
+    kernel, strides, dilations = _window(node, w.shape[2:])
+    conv_t = _CONV_T.get(len(kernel)) or node.unsupported(f"{len(kernel)}-d transposed convolution")
+    node.reject(auto_pad=("NOTSET", "VALID"))
+    if "output_shape" in node.attrs:
+        node.unsupported("attribute output_shape (give pads and output_padding instead)")
+    n = len(kernel)
+    pads = list(node.attrs.get("pads", (0,) * (2 * n))) if node.attrs.get("auto_pad", "NOTSET") == "NOTSET" \
+        else [0] * (2 * n)
+    begin, end = pads[:n], pads[n:]
+    out_pad = [int(p) for p in node.attrs.get("output_padding", (0,) * n)]
+    group = int(node.attrs.get("group", 1))
+    if begin == end:
+        return lambda xs: conv_t(xs[0], xs[1], xs[2] if len(xs) > 2 else None, strides, begin, out_pad,
+                                 group, dilations)
+
+    def cropped(xs):
+        y = conv_t(xs[0], xs[1], xs[2] if len(xs) > 2 else None, strides, 0, out_pad, group, dilations)
+        index = [slice(None), slice(None)] + [slice(b, y.shape[2 + i] - e) for i, (b, e) in enumerate(zip(begin, end))]
+        return y[tuple(index)]
+
+    return cropped
+
+
+@converter("MaxPool")
+def _max_pool(node: Node) -> Kernel:
+    kernel, strides, dilations = _window(node, ())
+    pool = _MAX_POOL.get(len(kernel)) or node.unsupported(f"{len(kernel)}-d pooling")
+    node.reject(ceil_mode=(0,), auto_pad=_AUTO_PADS)
+    if node.has_output(1):
+        node.unsupported("the Indices output")
+
+    static = _static_pads(node, kernel, strides, dilations)
+
+    def run(xs):
+        x = xs[0]
+        pads = static or _spatial_pads(node, kernel, strides, dilations, x.shape[2:])
+        if all(b == e and 2 * b <= k for (b, e), k in zip(pads, kernel)):
+            padding = [b for b, _ in pads]
+        else:                                   # padded cells never win: pad with -inf by hand
+            x, padding = F.pad(x, _f_pad(pads), value=float("-inf")), 0
+        return pool(x, kernel, strides, padding, dilations)
+
+    return run
+
+
+@converter("GlobalAveragePool")
+def _global_average_pool(node: Node) -> Kernel:
+    return lambda xs: torch.mean(xs[0], dim=list(range(2, xs[0].dim())), keepdim=True)
+
+
+# -- normalization ---------------------------------------------------------------------------------
+@converter("BatchNormalization")
+def _batch_norm(node: Node) -> Kernel:
+    """Inference batch norm with the running statistics (torch.jit.freeze folds it into a
+    preceding convolution)."""
+    node.reject(training_mode=(0,), spatial=(1,))
+    if any(node.has_output(k) for k in (1, 2)):
+        node.unsupported("the running-statistics outputs (training mode)")
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    return lambda xs: F.batch_norm(xs[0], xs[3], xs[4], xs[1], xs[2], False, 0.0, eps)
+
+
+@converter("LayerNormalization")
+def _layer_norm(node: Node) -> Kernel:
+    axis, eps = int(node.attrs.get("axis", -1)), float(node.attrs.get("epsilon", 1e-5))
+    if node.has_output(1) or node.has_output(2):
+        node.unsupported("the Mean and InvStdDev outputs")
+
+    def run(xs):
+        x, scale = xs[0], xs[1]
+        bias = xs[2] if len(xs) > 2 else None
+        shape = x.shape[axis % x.dim():]
+        if scale.shape == shape and (bias is None or bias.shape == shape):
+            return F.layer_norm(x, shape, scale, bias, eps)
+        y = F.layer_norm(x, shape, None, None, eps) * scale      # scale/bias merely broadcastable
+        return y + bias if bias is not None else y
+
+    return run
+
+
+@converter("Softmax")
+def _softmax(node: Node) -> Kernel:
+    if node.opset >= 13:
+        axis = int(node.attrs.get("axis", -1))
+        return lambda xs: F.softmax(xs[0], dim=axis)
+    axis = int(node.attrs.get("axis", 1))
+
+    def coerced(xs):                    # before opset 13: softmax over the axes from `axis` on
+        x = xs[0]
+        return F.softmax(x.reshape(int(np.prod(x.shape[:axis % x.dim()])), -1), dim=1).reshape(x.shape)
+
+    return coerced
+
+
+# -- recurrent -------------------------------------------------------------------------------------
+_LSTM_DEFAULT_ACTIVATIONS = ("sigmoid", "tanh", "tanh")
+# ONNX stacks the gates i, o, f, c; torch.nn.LSTM stacks i, f, g (= c), o.
+_ONNX_TO_TORCH_GATES = (0, 2, 3, 1)
+
+
+@converter("LSTM")
+def _lstm(node: Node) -> Kernel:
+    """ONNX LSTM -> torch.nn.LSTM with the weights re-stacked into torch's gate order.
+    Y [seq, dirs, batch, hidden] is torch's output [seq, batch, dirs * hidden] unfolded."""
+    node.reject(direction=("forward", "bidirectional"), layout=(0,), input_forget=(0,))
+    if "clip" in node.attrs:
+        node.unsupported("attribute clip")
+    activations = tuple(a.lower() for a in node.attrs.get("activations", ()))
+    if activations and activations not in (_LSTM_DEFAULT_ACTIVATIONS, _LSTM_DEFAULT_ACTIVATIONS * 2):
+        node.unsupported(f"activations {node.attrs['activations']} (only Sigmoid, Tanh, Tanh)")
+    for k, what in ((4, "sequence_lens"), (7, "peepholes (P)")):
+        if node.has_input(k):
+            node.unsupported(f"input {what}")
+    w, r = node.const(1, "W"), node.const(2, "R")
+    b = node.const(3, "B") if node.has_input(3) else None
+    dirs, hidden = w.shape[0], int(node.attrs.get("hidden_size", r.shape[-1]))
+    lstm = torch.nn.LSTM(w.shape[2], hidden, bidirectional=dirs == 2)
+
+    def gates(m: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.concatenate([np.split(m, 4)[g] for g in _ONNX_TO_TORCH_GATES]).copy())
+
+    with torch.no_grad():
+        for d in range(dirs):
+            suffix = "_l0" + ("_reverse" if d == 1 else "")
+            getattr(lstm, "weight_ih" + suffix).copy_(gates(w[d]))
+            getattr(lstm, "weight_hh" + suffix).copy_(gates(r[d]))
+            bias = b[d] if b is not None else np.zeros(8 * hidden, np.float32)
+            getattr(lstm, "bias_ih" + suffix).copy_(gates(bias[:4 * hidden]))
+            getattr(lstm, "bias_hh" + suffix).copy_(gates(bias[4 * hidden:]))
+    lstm.requires_grad_(False)
+    node.owner.add_module(f"lstm{len(list(node.owner.children()))}", lstm)
+
+    def run(xs):
+        x = xs[0]
+        h0 = xs[5] if len(xs) > 5 else None
+        c0 = xs[6] if len(xs) > 6 else None
+        if h0 is None and c0 is None:
+            y, (h, c) = lstm(x)
+        else:
+            zeros = x.new_zeros(dirs, x.shape[1], hidden)
+            y, (h, c) = lstm(x, (h0 if h0 is not None else zeros, c0 if c0 is not None else zeros))
+        y = y.reshape(x.shape[0], x.shape[1], dirs, hidden).transpose(1, 2)
+        return y, h, c
+
+    return run
+
+
+# -- indexing and shapes ---------------------------------------------------------------------------
+@converter("Gather")
+def _gather(node: Node) -> Kernel:
+    axis = int(node.attrs.get("axis", 0))
+
+    def run(xs):
+        data, idx = xs[0], xs[1]
+        ax = axis % data.dim()
+        idx = torch.where(idx < 0, idx + data.shape[ax], idx)          # ONNX allows negative indices
+        picked = torch.index_select(data, ax, idx.reshape(-1))
+        return picked.reshape(data.shape[:ax] + idx.shape + data.shape[ax + 1:])
+
+    return run
+
+
+@converter("Reshape")
+def _reshape(node: Node) -> Kernel:
+    target = [int(d) for d in node.const(1, "shape")]
+    allow_zero = int(node.attrs.get("allowzero", 0))
+
+    def run(xs):
+        x = xs[0]                       # 0 copies the input's dimension unless allowzero is set
+        return x.reshape([x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)])
+
+    return run
+
+
+@converter("Flatten")
+def _flatten(node: Node) -> Kernel:
+    axis = int(node.attrs.get("axis", 1))
+
+    def run(xs):
+        x = xs[0]
+        a = axis % x.dim() if axis < 0 else axis
+        if a == 0:
+            return x.reshape(1, -1)
+        if a == x.dim():
+            return x.reshape(-1, 1)
+        return torch.flatten(torch.flatten(x, a), 0, a - 1)    # always 2-d: (d0..d[a-1], rest)
+
+    return run
+
+
+@converter("Transpose")
+def _transpose(node: Node) -> Kernel:
+    perm = node.attrs.get("perm")
+    return lambda xs: xs[0].permute(list(perm) if perm is not None else list(range(xs[0].dim() - 1, -1, -1)))
+
+
+@converter("Squeeze")
+def _squeeze(node: Node) -> Kernel:
+    if node.opset >= 13:
+        axes = [int(a) for a in node.const(1, "axes")] if node.has_input(1) else None
+    else:
+        axes = list(node.attrs["axes"]) if "axes" in node.attrs else None
+    if axes is None:
+        return lambda xs: torch.squeeze(xs[0])
+    return lambda xs: torch.squeeze(xs[0], tuple(axes))
+
+
+# -- making it fast --------------------------------------------------------------------------------
+# How the module runs: eager, or traced with the example inputs and then frozen (weights and
+# shapes become constants; batch norm folds into convolutions) or optimized for inference (freeze
+# plus oneDNN layouts for convolutions).  Each also in NHWC memory order ("+channels_last") when
+# the model has 4-d tensors.
+MODES = ("eager", "jit.freeze", "jit.optimize_for_inference")
+CHANNELS_LAST = "+channels_last"
+
+
+def modes_for(model) -> list[str]:
+    """MODES, plus their channels_last twins when an input or initializer of `model` is 4-d."""
+    graph = model.graph
+    four_d = any(len(t.dims) == 4 for t in graph.initializer) or \
+        any(len(i.type.tensor_type.shape.dim) == 4 for i in graph.input)
+    return list(MODES) + ([m + CHANNELS_LAST for m in MODES] if four_d else [])
+
+
+@dataclass
+class Peer:
+    """A runnable variant of the model and its mode, e.g. "jit.freeze+channels_last"; calls run
+    under torch.inference_mode()."""
+    fn: Callable
+    mode: str
+    timings_ms: dict = field(default_factory=dict)     # mode -> median ms when `fastest` chose
+
+    def __call__(self, *inputs):
+        with torch.inference_mode():
+            return self.fn(*inputs)
+
+
+def variant(model, inputs: Sequence, mode: str) -> Callable:
+    """The ONNX model in PyTorch, run the way `mode` says (one of `modes_for(model)`)."""
+    base = mode.removesuffix(CHANNELS_LAST)
+    if base not in MODES:
+        raise ValueError(f"unknown torch peer mode {mode!r}; choose from {', '.join(modes_for(model))}")
+    module = to_torch(model, channels_last=mode.endswith(CHANNELS_LAST))
+    if base == "eager":
+        return module
+    with torch.no_grad(), warnings.catch_warnings():
+        # Tracing under no_grad, not inference_mode: inference tensors must not become constants.
+        # The trace is specialized to these input shapes on purpose (the benchmark's), so its
+        # warnings about shape-dependent Python values, and TorchScript's deprecation notice
+        # (torch.compile is the successor; TorchScript is still what ships in torch), are noise here.
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        traced = torch.jit.trace(module, tuple(inputs), check_trace=False).eval()
+        frozen = torch.jit.freeze(traced)
+        return frozen if base == "jit.freeze" else torch.jit.optimize_for_inference(frozen)
+
+
+@dataclass
+class Variants:
+    """The modes that built and agree with the eager module, the inputs (graph order) they were
+    built for, and why the other modes were left out."""
+    fns: dict
+    inputs: list
+    rejected: dict
+
+
+def variants(model, feeds: dict, modes: Sequence[str] | None = None, rtol: float = 1e-4,
+             atol: float = 1e-4) -> Variants:
+    """Build each mode (default: `modes_for(model)`) for the inputs `feeds` (name -> array) and
+    check it against the eager module.  A mode that fails to build or run, or disagrees, is left
+    out with the reason (TorchScript passes are not guaranteed to preserve every graph)."""
+    reference = to_torch(model)
+    inputs = [torch.from_numpy(np.asarray(feeds[n])) for n in reference.input_names]
+    with torch.inference_mode():
+        expected = reference(*inputs)
+    fns, rejected = {}, {}
+    for mode in modes or modes_for(model):
+        try:
+            fn = variant(model, inputs, mode)
+            with torch.inference_mode():
+                got = fn(*inputs)
+                got = fn(*inputs)       # the second run takes TorchScript's optimized plan
+        except Exception as exc:        # noqa: BLE001 - any failure only removes this mode
+            rejected[mode] = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+            continue
+        got = got if isinstance(got, tuple) else (got,)
+        bad = [k for k, (a, b) in enumerate(zip(got, expected)) if not torch.allclose(a, b, rtol=rtol, atol=atol)]
+        if len(got) != len(expected) or bad:
+            rejected[mode] = f"outputs {bad} differ from eager beyond rtol={rtol}, atol={atol}"
+            continue
+        fns[mode] = fn
+    return Variants(fns, inputs, rejected)
+
+
+def _median_ms(fn: Callable, inputs: Sequence, repeat: int, warmup_s: float) -> float:
+    with torch.inference_mode():
+        for _ in range(3):              # the TorchScript profiling executor optimizes after 2 runs
+            fn(*inputs)
+        end = time.perf_counter() + warmup_s
+        while time.perf_counter() < end:
+            fn(*inputs)
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            fn(*inputs)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def fastest(found: Variants, rounds: int = 3, repeat: int = 5, warmup_s: float = 0.02) -> Peer:
+    """The quickest of the working variants at the current torch.get_num_threads() (the choice
+    can differ between thread counts, so call this once per setting).  The variants take turns
+    for `rounds` rounds, so that a burst of load on the machine does not decide alone."""
+    if not found.fns:
+        raise RuntimeError(f"torch peer: no mode works: {found.rejected}")
+    samples: dict[str, list[float]] = {mode: [] for mode in found.fns}
+    for _ in range(rounds):
+        for mode, fn in found.fns.items():
+            samples[mode].append(_median_ms(fn, found.inputs, repeat, warmup_s))
+    timings = {mode: statistics.median(ms) for mode, ms in samples.items()}
+    best = min(timings, key=timings.get)
+    return Peer(found.fns[best], best, timings)
