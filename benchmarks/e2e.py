@@ -4,6 +4,11 @@ median latencies and the ratios tensorforge / ONNX Runtime and tensorforge / PyT
 and their geometric means.
 
     python benchmarks/e2e.py [--models resnet18,mobilenet] [--repeat 20] [--threads 1,2]
+    python benchmarks/e2e.py --tuned [DIR]     # also: each model compiled with DIR/MODEL.jsonl
+
+With --tuned, each model is also compiled with the tuning records in DIR (default
+benchmarks/records/, made by `tensorforge tune MODEL --time-budget ... --records DIR/MODEL.jsonl`)
+and timed in the same interleaved blocks; `tuned` is its latency and `tuned/ort` its ratio.
 
 PyTorch runs the same ONNX graph rebuilt with PyTorch ops (benchmarks/torch_peer.py) under
 torch.inference_mode() with torch.set_num_threads(threads); per model and thread count it uses the
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import time
 
@@ -58,6 +64,8 @@ def main() -> None:
     ap.add_argument("--models", default=",".join(models.NAMES))
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--threads", default="1")
+    ap.add_argument("--tuned", nargs="?", const=os.path.join(os.path.dirname(os.path.abspath(__file__)), "records"),
+                    help="also time each model compiled with DIR/MODEL.jsonl (default DIR: benchmarks/records)")
     opts = ap.parse_args()
     torch_peer = import_torch_peer()
     torch = torch_peer.torch if torch_peer else None
@@ -71,6 +79,14 @@ def main() -> None:
         model = tensorforge.compile(graph, target="c -mcpu=native")
         compile_s = time.perf_counter() - t0
         inputs = [feeds[n] for n in model.input_names]
+        tuned = None
+        if opts.tuned:
+            path = os.path.join(opts.tuned, f"{name}.jsonl")
+            if os.path.exists(path):
+                tuned = tensorforge.compile(graph, target="c -mcpu=native", records=path)
+                print(f"{name}: records {path} applied to {tuned.info['tuned_groups']} kernel(s)", flush=True)
+            else:
+                print(f"{name}: no records at {path}; tuned column skipped", flush=True)
         found = torch_peer.variants(proto, feeds) if torch_peer else None
         ref = None
         for threads in [int(t) for t in opts.threads.split(",")]:
@@ -89,25 +105,39 @@ def main() -> None:
                 for a, b in zip(peer(*found.inputs), ref):
                     np.testing.assert_allclose(a.numpy(), b, rtol=1e-3, atol=1e-3,
                                                err_msg=f"{name}: PyTorch ({peer.mode}) differs from ONNX Runtime")
-            tf_ms, ort_ms, torch_ms = [], [], []
+            if tuned is not None:
+                tuned_err = max(float(np.max(np.abs(a - b))) for a, b in zip(tuned(*inputs), ref))
+                assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(tuned(*inputs), ref)), \
+                    f"{name}: the tuned model differs from ONNX Runtime (max|diff| {tuned_err:.1e})"
+            tf_ms, ort_ms, torch_ms, tuned_ms = [], [], [], []
             for _ in range(3):  # interleave so that noise hits all peers
                 tf_ms.append(median_ms(lambda: model(*inputs), max(1, opts.repeat // 3)))
+                if tuned is not None:
+                    tuned_ms.append(median_ms(lambda: tuned(*inputs), max(1, opts.repeat // 3)))
                 ort_ms.append(median_ms(lambda: sess.run(None, feeds), max(1, opts.repeat // 3)))
                 if peer is not None:
                     torch_ms.append(median_ms(lambda: peer(*found.inputs), max(1, opts.repeat // 3)))
             tf, ortm = statistics.median(tf_ms), statistics.median(ort_ms)
             torchm = statistics.median(torch_ms) if torch_ms else None
-            rows.append((name, threads, compile_s, tf, ortm, tf / ortm, err, tf / torchm if torchm else None))
+            tunedm = statistics.median(tuned_ms) if tuned_ms else None
+            rows.append((name, threads, compile_s, tf, ortm, tf / ortm, err, tf / torchm if torchm else None,
+                         tunedm / ortm if tunedm else None))
             torch_text = (f"{'torch (' + peer.mode + ')':48s} {torchm:8.2f} ms  tf/torch {tf / torchm:6.2f}"
                           if peer is not None else "torch n/a")
+            tuned_text = f"  tuned {tunedm:8.2f} ms  tuned/ort {tunedm / ortm:5.2f}" if tunedm else ""
             print(f"{name:12s} {threads}T compile {compile_s:6.1f} s  tensorforge {tf:9.2f} ms  "
-                  f"onnxruntime {ortm:8.2f} ms  ratio {tf / ortm:6.2f}  max|diff| {err:.1e}  {torch_text}",
+                  f"onnxruntime {ortm:8.2f} ms  ratio {tf / ortm:6.2f}  max|diff| {err:.1e}  {torch_text}{tuned_text}",
                   flush=True)
     for threads in sorted({r[1] for r in rows}):
         sel = [r for r in rows if r[1] == threads]
         print(f"geometric mean ratio tensorforge/onnxruntime, {threads} thread(s): {geomean([r[5] for r in sel]):.2f}")
         if all(r[7] is not None for r in sel):
             print(f"geometric mean ratio tensorforge/torch, {threads} thread(s): {geomean([r[7] for r in sel]):.2f}")
+        if any(r[8] is not None for r in sel):
+            tuned_sel = [r for r in sel if r[8] is not None]
+            print(f"geometric mean ratio tuned tensorforge/onnxruntime, {threads} thread(s), "
+                  f"{len(tuned_sel)} model(s): {geomean([r[8] for r in tuned_sel]):.2f} "
+                  f"(default on the same models: {geomean([r[5] for r in tuned_sel]):.2f})")
 
 
 if __name__ == "__main__":

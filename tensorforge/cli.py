@@ -220,16 +220,19 @@ def _tune(opts: argparse.Namespace) -> int:
     _progress(f"{len(tasks)} tunable task(s):")
     for t in tasks:
         _progress(f"  {t}  ({t.config_space.size} configs)")
-    runner = None
+    from tensorforge.autotune import LocalRunner
+
+    measure = {"num_threads": opts.threads, "min_repeat_ms": opts.min_repeat_ms}
     if opts.pool:
         from tensorforge.autotune.pool import DaskRunner
-        runner = DaskRunner(opts.pool, device=opts.device)
+        runner = DaskRunner(opts.pool, device=opts.device, **measure)
+    else:
+        runner = LocalRunner(**measure)
     try:
         results = tune(tasks, trials=opts.trials, records=opts.records, tuner=opts.tuner, seed=opts.seed,
                        time_budget=budget, total_trials=opts.total_trials, runner=runner)
     finally:
-        if runner is not None:
-            runner.close()
+        runner.close()
     before = after = 0.0
     for task, res in results.items():
         print(f"{task.name} x{task.occurrences}: default {res.default_cost * 1e3:.3f} ms -> best {res.cost * 1e3:.3f} ms "
@@ -308,6 +311,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="xgb: simulated annealing over a learned cost model (default); random, grid, ga")
     tun.add_argument("--pool", help="measure on a Dask pool at this address (see `tensorforge pool`)")
     tun.add_argument("--device", default="cpu", help="device kind the pool's workers must carry (default cpu)")
+    tun.add_argument("--threads", type=int, default=None,
+                     help="threads the kernels are measured with: tune for the thread count you deploy with "
+                          "(default: TENSORFORGE_NUM_THREADS or all cores)")
+    tun.add_argument("--min-repeat-ms", type=float, default=5.0,
+                     help="each timing lasts at least this long (default 5 ms; steadier on a busy machine)")
     tun.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     tun.add_argument("--seed", type=int, default=0)
     tun.add_argument("--target", default="c -mcpu=native")

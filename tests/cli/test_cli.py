@@ -51,3 +51,15 @@ def test_tune_then_compile_with_records(tmp_path, capsys):
     assert cli.main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.tfm"),
                      "--records", str(records), "--target", "c"]) == 0
     assert "tuning records applied to 1 kernel" in capsys.readouterr().err
+
+
+def test_tune_with_a_shared_budget_plot_and_record_summary(tmp_path, capsys):
+    small_model(tmp_path / "m.onnx")
+    records, png = tmp_path / "tune.jsonl", tmp_path / "curves.png"
+    assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--total-trials", "4",
+                     "--tuner", "random", "--threads", "1", "--plot", str(png), "--target", "c"]) == 0
+    out = capsys.readouterr().out
+    assert "tuned kernels, weighted by occurrences" in out
+    assert records.read_text().count("\n") == 4 and png.read_bytes()[:4] == b"\x89PNG"
+    assert cli.main(["inspect", "--records", str(records)]) == 0
+    assert "4 records of 1 task(s)" in capsys.readouterr().out
