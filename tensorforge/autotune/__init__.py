@@ -6,7 +6,10 @@
 
 Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (tunable templates),
 task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
-records.py (record files), tuner.py (tuners, tune), cost_model.py (the CostModel protocol).
+records.py (record files), tuner.py (tuners, tune), features.py (loop-program features),
+cost_model.py (CostModel, XGBoostCostModel), search.py (simulated annealing, ModelBasedTuner:
+tuner="xgb"), pool.py (DaskRunner: measuring on a Dask distributed pool), progress.py
+(live progress), report.py (record summaries and curves).
 Names are imported on first use, so `import tensorforge` stays light.
 """
 from __future__ import annotations
@@ -23,7 +26,10 @@ _EXPORTS = {
     "best_configs": "records", "measured_keys": "records",
     "tune": "tuner", "TuneResult": "tuner", "RandomTuner": "tuner", "GridTuner": "tuner",
     "GATuner": "tuner", "make_tuner": "tuner",
-    "CostModel": "cost_model",
+    "CostModel": "cost_model", "XGBoostCostModel": "cost_model",
+    "extract_features": "features", "FeatureExtractor": "features", "feature_names": "features",
+    "ModelBasedTuner": "search", "simulated_annealing": "search",
+    "DaskRunner": "pool", "add_pool_commands": "pool",
     "summarize": "report", "plot_curves": "report", "parse_duration": "tuner",
 }
 

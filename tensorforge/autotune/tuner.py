@@ -2,14 +2,17 @@
 
 A tuner proposes configs of one task's space and learns from their results; it implements
 the `Tuner` protocol (`next_batch(n)`, `update(configs, results)`, `has_next()`).  Here:
-random search, grid search (index order) and a genetic algorithm; the model-based tuner
-(simulated annealing over a learned cost model, cost_model.py) comes next.
+random search, grid search (index order), a genetic algorithm, and the model-based tuner
+("xgb": simulated annealing over a learned cost model, search.py).
 
 `tune(tasks, trials, records, tuner)` runs, per task: measure the template's default config
 first (so the result is never worse than the default), then batches that the tuner proposes,
 until `trials` configs of the task have been measured (records already in the file count:
 a killed run, restarted with the same command, continues where it stopped and measures no
-config twice).  Every result is appended to the record file as it arrives.
+config twice).  Every result is appended to the record file as it arrives.  With a time or
+trial budget for all tasks together, a scheduler hands out the rounds (see `tune`).  A tuner
+with a `transfer(records)` method (the model-based one) first learns from the records of
+other tasks of the same template: the file's and those measured earlier in the run.
 """
 from __future__ import annotations
 
@@ -162,15 +165,27 @@ class GATuner(_TunerBase):
         return children
 
 
-TUNERS: dict[str, Callable[..., Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner}
+def _model_based(space: ConfigSpace, seed: int = 0, task: Task | None = None) -> Tuner:
+    """Simulated annealing over a learned cost model (search.py), imported on first use: it
+    needs xgboost."""
+    from .search import ModelBasedTuner
+    return ModelBasedTuner(space, seed, task=task)
 
 
-def make_tuner(kind: str, space: ConfigSpace, seed: int = 0) -> Tuner:
-    try:
-        return TUNERS[kind](space, seed=seed)
-    except KeyError:
-        raise ValueError(f"unknown tuner {kind!r}; available: {', '.join(TUNERS)} "
-                         "(the model-based tuner is not there yet)") from None
+_model_based.takes_task = True      # type: ignore[attr-defined]
+
+TUNERS: dict[str, Callable[..., Tuner]] = {"random": RandomTuner, "grid": GridTuner, "ga": GATuner,
+                                           "xgb": _model_based}
+
+
+def make_tuner(kind: str, space: ConfigSpace, seed: int = 0, task: Task | None = None) -> Tuner:
+    """The tuner `kind` over `space`; `task` goes to the tuners that read the loop program."""
+    factory = TUNERS.get(kind)
+    if factory is None:
+        raise ValueError(f"unknown tuner {kind!r}; available: {', '.join(TUNERS)}")
+    if task is not None and getattr(factory, "takes_task", False):
+        return factory(space, seed=seed, task=task)
+    return factory(space, seed=seed)
 
 
 # The tuning loop ---------------------------------------------------------------------------
@@ -212,8 +227,12 @@ class _TaskState:
     """One task's tuning so far: its tuner, every measured config (earlier runs included), and
     the best-so-far cost after each measured trial (the curve the scheduler reads)."""
 
-    def __init__(self, task: Task, tuner: Tuner, previous: list[Record], cap: int | None):
+    def __init__(self, task: Task, tuner: Tuner, previous: list[Record], cap: int | None,
+                 session: list[Record] | None = None, earlier: list[Record] | None = None):
         self.task, self.tuner = task, tuner
+        self.session = [] if session is None else session    # every record of this run, all tasks
+        self.earlier = earlier or []                          # every record of the file, all tasks
+        self.transferred = False
         space = task.config_space
         self.measured: dict[str, tuple[ConfigEntity, MeasureResult]] = {}
         self.stale = 0
@@ -291,9 +310,10 @@ class _TaskState:
             self.measured[c.key] = (c, m)
             best = min(best, m.cost)
             self.curve.append(best)
+            record = Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp)
+            self.session.append(record)
             if writer is not None:
-                writer.write(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s,
-                                    m.timestamp))
+                writer.write(record)
         self.correlation = _rank_correlation(self.tuner, configs, outcome)
         self.tuner.update(configs, outcome)
         if self.best[0] < before:
@@ -383,8 +403,9 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     batch = batch_size or 2 * getattr(builder, "n_parallel", 4)
     previous = load_records(records) if records is not None else []
     writer = RecordWriter(records) if records is not None else None
-    states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials)
-              for t in tasks]
+    session: list[Record] = []
+    states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials,
+                         session, previous) for t in tasks]
     clock = _Clock(seconds, total_trials)
     report.start(states, clock)
     try:
@@ -429,6 +450,15 @@ class _Clock:
 
 
 def _round(state: _TaskState, batch: int, builder, runner, writer, patience, clock: _Clock, report) -> None:
+    if not state.transferred:
+        state.transferred = True
+        learn = getattr(state.tuner, "transfer", None)       # the model-based tuner learns from other tasks
+        if learn is not None:
+            others = [r for r in state.earlier + state.session
+                      if r.task.template == state.task.template and r.task.key != state.task.key]
+            if others and learn(others):
+                report.note(f"{state.task.name}: the cost model starts from {len(others)} records of "
+                            f"{len({r.task.key for r in others})} other task(s) of {state.task.template}")
     left = clock.trials_left()
     n = state.step(batch if left is None else min(batch, left), builder, runner, writer)
     clock.used += n

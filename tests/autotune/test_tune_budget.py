@@ -129,3 +129,14 @@ def test_inspect_records_and_plot(tmp_path, capsys):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit, match="no record file"):
         main(["inspect", "--records", str(tmp_path / "missing.jsonl")])
+
+
+def test_model_based_tuner_learns_from_other_tasks_of_the_template(tmp_path):
+    pytest.importorskip("xgboost")
+    path = tmp_path / "t.jsonl"
+    tune(LIGHT, trials=24, records=str(path), tuner="random", builder=FakeBuilder(), runner=FakeRunner(),
+         batch_size=8, log=False)
+    lines = []
+    tune([LIGHT, HEAVY], trials=8, records=str(path), tuner="xgb", builder=FakeBuilder(), runner=FakeRunner(),
+         batch_size=8, log=lines.append)
+    assert any("starts from 24 records of 1 other task(s) of matmul.cpu" in line for line in lines)
