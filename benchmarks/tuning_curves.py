@@ -10,7 +10,8 @@ is kept in the layer's measurement file `OUT/LAYER.measured.jsonl`; every tuner 
 measured configs from there instead of timing them again.  So all tuners are compared on the
 same costs (noise cannot favour one of them) and a 200-trial run costs nothing once its
 configs are known.  The reference is random search with `--random-trials` (1000) trials, seed
-0: the target is 95% of the best throughput it finds.  Each tuner run writes its trials, in
+0: the target is 95% of the best throughput it finds.  Every search starts from scratch, as in
+the paper: the template's heuristic default is not measured first (it is shown for comparison).  Each tuner run writes its trials, in
 order, to `OUT/LAYER.TUNER.SEED.jsonl`; a killed run resumes from those files.
 
 Prints a table (per layer and tuner: median over seeds of the trials needed to reach the
@@ -136,7 +137,7 @@ def main() -> int:
     p.add_argument("--build-jobs", type=int, default=2)
     opts = p.parse_args()
 
-    from tensorforge.autotune import LocalBuilder, LocalRunner, tune
+    from tensorforge.autotune import LocalBuilder, LocalRunner, MeasureInput, tune
     from tensorforge.autotune.records import RecordWriter
 
     names = [n.strip() for n in opts.layers.split(",") if n.strip()]
@@ -146,7 +147,7 @@ def main() -> int:
     tuners = [t.strip() for t in opts.tuners.split(",") if t.strip()]
     os.makedirs(opts.out, exist_ok=True)
     tasks = layer_tasks(names)
-    rows, curves = [], {}
+    rows, curves, defaults = [], {}, {}
     with LocalBuilder(n_parallel=opts.build_jobs) as lb, \
             LocalRunner(number=2, repeat=5, min_repeat_ms=5, num_threads=opts.threads, timeout=20) as lr:
         for name, task in tasks.items():
@@ -159,19 +160,22 @@ def main() -> int:
                 t0 = time.perf_counter()
                 ref_path = os.path.join(opts.out, f"{name}.reference-random.jsonl")
                 tune(task, trials=min(opts.random_trials, size), records=ref_path, tuner="random", seed=0,
-                     builder=builder, runner=runner, log=False)
+                     builder=builder, runner=runner, log=False, measure_default=False)
                 ref = max(curve(ref_path, task))
                 target = 0.95 * ref
+                default = runner.run(builder.build([MeasureInput(task, task.config_space.default_config())]))[0]
+                default_gflops = task.flops / default.cost / 1e9 if default.ok else 0.0
+                defaults[name] = default_gflops
                 print(f"   reference: random search, {min(opts.random_trials, size)} trials: best {ref:.1f} GFLOP/s "
-                      f"(target {target:.1f}); {runner.measured_now} configs timed in {time.perf_counter() - t0:.0f} s",
-                      flush=True)
+                      f"(target {target:.1f}); the template's default: {default_gflops:.1f} GFLOP/s; "
+                      f"{runner.measured_now} configs timed in {time.perf_counter() - t0:.0f} s", flush=True)
                 for tuner in tuners:
                     reach, final, walls = [], [], []
                     for seed in range(opts.seeds):
                         path = os.path.join(opts.out, f"{name}.{tuner}.{seed}.jsonl")
                         t1 = time.perf_counter()
                         tune(task, trials=min(opts.trials, size), records=path, tuner=tuner, seed=seed,
-                             builder=builder, runner=runner, log=False)
+                             builder=builder, runner=runner, log=False, measure_default=False)
                         walls.append(time.perf_counter() - t1)
                         c = curve(path, task)[:opts.trials]
                         curves[(name, tuner, seed)] = c
@@ -184,21 +188,22 @@ def main() -> int:
                           f"{'' if len(got) == len(reach) else '  (some seeds never reached the target)'}", flush=True)
     print()
     print(f"| layer | tuner | trials to 95% of best-of-{opts.random_trials}-random (per seed) | "
-          f"best after {opts.trials} (median) | of reference |")
-    print("|---|---|---|---|---|")
-    for name, tuner, reach, final, ref, _ in rows:
+          f"best after {opts.trials} (median) | of reference | default | tuner wall s (median) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, tuner, reach, final, ref, wall in rows:
         text = ", ".join("-" if r is None else str(r) for r in reach)
-        print(f"| {name} | {tuner} | {text} | {final:.1f} GFLOP/s | {final / ref:.1%} |")
+        print(f"| {name} | {tuner} | {text} | {final:.1f} GFLOP/s | {final / ref:.1%} | "
+              f"{defaults.get(name, 0):.1f} | {wall:.0f} |")
     png = os.path.join(opts.out, "tuning_curves.png")
     try:
-        draw(curves, tasks, rows, names, tuners, opts.seeds, png)
+        draw(curves, tasks, rows, names, tuners, opts.seeds, png, defaults)
         print(f"\ncurves: {png}")
     except ImportError as err:
         print(f"\n(no picture: {err})")
     return 0
 
 
-def draw(curves, tasks, rows, names, tuners, seeds, png) -> None:
+def draw(curves, tasks, rows, names, tuners, seeds, png, defaults) -> None:
     from tensorforge.autotune.report import _pyplot
 
     plt = _pyplot()
@@ -217,6 +222,8 @@ def draw(curves, tasks, rows, names, tuners, seeds, png) -> None:
             ax.plot(xs, mean, label=tuner)
             ax.fill_between(xs, lo, hi, alpha=0.15)
         ax.axhline(0.95 * refs[name], color="gray", ls="--", lw=0.8, label="95% of reference")
+        if defaults.get(name):
+            ax.axhline(defaults[name], color="black", ls=":", lw=0.8, label="template default")
         ax.set_title(f"{name}", fontsize=9)
         ax.set_xlabel("measured trials")
         ax.grid(alpha=0.3)

@@ -230,6 +230,7 @@ class _TaskState:
     def __init__(self, task: Task, tuner: Tuner, previous: list[Record], cap: int | None,
                  session: list[Record] | None = None, earlier: list[Record] | None = None):
         self.task, self.tuner = task, tuner
+        self.measure_default = True
         self.session = [] if session is None else session    # every record of this run, all tasks
         self.earlier = earlier or []                          # every record of the file, all tasks
         self.transferred = False
@@ -295,10 +296,10 @@ class _TaskState:
     def step(self, batch: int, builder: Builder, runner: Runner, writer: RecordWriter | None) -> int:
         """Measure up to `batch` new configs (the default first); returns how many ran."""
         want = min(batch, self.budget - self.trials)
-        configs = [] if self.default.key in self.measured else [self.default]
+        configs = [] if self.default.key in self.measured or not self.measure_default else [self.default]
         if len(configs) < want and self.tuner.has_next():
             configs += [c for c in self.tuner.next_batch(want - len(configs))
-                        if c.key not in self.measured and c != self.default]
+                        if c.key not in self.measured and (c != self.default or not self.measure_default)]
         if not configs:
             self.stopped = "the space is used up"
             return 0
@@ -360,7 +361,7 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
          seed: int = 0, *, time_budget: float | str | None = None, total_trials: int | None = None,
          builder: Builder | None = None, runner: Runner | None = None, batch_size: int | None = None,
          early_stopping: int | None = None, log: Callable[[str], None] | None | bool = True,
-         live: bool | None = None) -> dict[Task, TuneResult]:
+         live: bool | None = None, measure_default: bool = True) -> dict[Task, TuneResult]:
     """Tune `tasks` and return {task: TuneResult}.
 
     Without a budget, each task in turn gets up to `trials` measured configs (default 64).
@@ -379,6 +380,8 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     built and run per round (default: two per build process).  log: True shows progress on the
     terminal (a live table with `rich` when the terminal is interactive, else a line per
     round), a callable receives the lines, False/None is quiet; `live` forces the table on/off.
+    measure_default: False leaves the template's default config to the tuner like any other
+    (a search from scratch, as when comparing tuners).
 
     Measurement runs in processes started with "spawn", which imports the main module again:
     a script that calls tune() needs the usual `if __name__ == "__main__":` guard."""
@@ -406,6 +409,8 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     session: list[Record] = []
     states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials,
                          session, previous) for t in tasks]
+    for s in states:
+        s.measure_default = measure_default
     clock = _Clock(seconds, total_trials)
     report.start(states, clock)
     try:

@@ -140,3 +140,11 @@ def test_model_based_tuner_learns_from_other_tasks_of_the_template(tmp_path):
     tune([LIGHT, HEAVY], trials=8, records=str(path), tuner="xgb", builder=FakeBuilder(), runner=FakeRunner(),
          batch_size=8, log=lines.append)
     assert any("starts from 24 records of 1 other task(s) of matmul.cpu" in line for line in lines)
+
+
+def test_search_from_scratch_leaves_the_default_to_the_tuner(tmp_path):
+    path = tmp_path / "t.jsonl"
+    result = tune(LIGHT, trials=8, records=str(path), tuner="random", seed=3, builder=FakeBuilder(),
+                  runner=FakeRunner(), batch_size=4, log=False, measure_default=False)[LIGHT]
+    default = LIGHT.config_space.default_config().to_json()
+    assert all(r.config != default for r in load_records(path)) and result.trials == 8
