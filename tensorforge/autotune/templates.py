@@ -25,7 +25,9 @@ Knobs of conv2d_nchwc.cpu (register-blocked conv in NCHW[x]c):
   tile_x        output columns per register tile (xb);
   tile_fi       the B output channels of a block as (vectors, lanes per vector);
   order_outer   channel block loop outside or inside the output row loop;
-  order_inner   order of the reduction loops (rc, ry, rx) and the column tile;
+  order_inner   order of the reduction loops (rc, ry, rx) and the column tile (with blocked
+                input data rc is the input channel block, and the channel within the block
+                runs right inside it);
   unroll_acc    unroll of the column and vector loops of the accumulator;
   unroll_kw     unroll the kernel column loop.
 """
@@ -35,8 +37,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from ..ops.schedules.cpu import (PARALLEL_MIN_ELEMS, _divisor_at_most, _inner_data_stages, _nchw_epilogue,
-                                 _size, complex_out, schedule_elementwise_stage)
+from ..ops.schedules.cpu import (PARALLEL_MIN_ELEMS, _blocked_epilogue, _divisor_at_most, _inner_data_stages,
+                                 _nchw_epilogue, _size, complex_out, schedule_elementwise_stage)
 from ..ops.schedules.cpu_matmul import (_blockable, _elementwise_reader, _main_stage, panel_width,
                                         row_tile)
 from ..te.expr import IntImm
@@ -246,24 +248,33 @@ _PAD_UNROLL_VECTORS = 4
 
 
 def _schedule_pad(s, t, target) -> None:
-    """The zero-padded copy of the conv's input, (N, C, H', W'): a loop per image and channel
-    (on the thread pool), one per row, the row's elements inside, so no index needs a div/mod
-    per element.
+    """The zero-padded copy of the conv's input, (N, C, H', W') or blocked (N, C/b, H', W', b):
+    a loop per image and channel (block) (on the thread pool), one per row, the row's elements
+    inside, so no index needs a div/mod per element.
 
     The copy's load sits under a test of the column, which the loop vectorizer leaves to the C
     compiler, and the C compiler makes it a masked gather per vector.  A row no wider than a
     few vectors is therefore unrolled: the column tests fold to constants and each element is
     a plain copy or a zero.  A wider row is split into vectors, where the gathers cost less per
     element than a scalar copy.  (Scheduled as one flat loop like other elementwise stages,
-    this copy took 15-20% of a 56x56, 64-channel 3x3 conv.)"""
+    this copy took 15-20% of a 56x56, 64-channel 3x3 conv.)  In the blocked layout the test
+    depends on the row and column only, not on the channel within the block: the block is the
+    vector loop, and each vector is one guarded contiguous copy or zeros."""
     st = s[t]
-    if len(st.op.axis) != 4:
+    if len(st.op.axis) not in (4, 5):
         schedule_elementwise_stage(s, t, target)
         return
-    n, c, h, w = st.op.axis
+    n, c, h, w, *block = st.op.axis
     lanes = max(1, target.simd_lanes(t.dtype))
     width = _ext(w)
-    if 0 < width <= _PAD_UNROLL_VECTORS * lanes:
+    if block:
+        (ci,) = block
+        if _ext(ci) > lanes and _ext(ci) % lanes == 0:
+            _, cii = st.split(ci, factor=lanes)
+            st.vectorize(cii)
+        else:
+            st.vectorize(ci)
+    elif 0 < width <= _PAD_UNROLL_VECTORS * lanes:
         st.unroll(w)
     elif width >= 2 * lanes:
         _, wi = st.split(w, factor=lanes)
@@ -279,8 +290,10 @@ def _schedule_pad(s, t, target) -> None:
 @tunable("conv2d_nchwc.cpu")
 def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """The register-blocked conv of ops/schedules/cpu.py (an (xb x B) accumulator per image,
-    channel block, output row and column tile, computed inside a fused NCHW epilogue when
-    there is one) with its choices as knobs."""
+    channel block, output row and column tile, computed inside a fused epilogue, NCHW or
+    blocked, when there is one) with its choices as knobs.  With blocked input data the
+    reduction has a fourth axis, the input channel within its block (rci), which runs right
+    inside the block loop (rc) wherever order_inner puts that."""
     cfg = as_config(cfg)
     conv = master_outs[0]
     for op in _inner_data_stages(s, master_outs):
@@ -304,6 +317,8 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
 
     epilogue = [t for t in outs if t is not conv]
     fused_out = epilogue[0] if len(epilogue) == 1 and _nchw_epilogue(s, epilogue[0], conv) else None
+    blocked_out = epilogue[0] if len(epilogue) == 1 and fused_out is None and _blocked_epilogue(s, epilogue[0], conv) \
+        else None
     if fused_out is not None:
         # the (xb x B) tile is computed in registers inside the epilogue's loops, which add the
         # bias, apply the activation and write NCHW while the tile is hot
@@ -320,21 +335,33 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         acc, parallel_axes = conv, (on, a, b)
         out_stage = s[fused_out]
     else:
-        for t in epilogue:
-            schedule_elementwise_stage(s, t, target)
-        acc = s.cache_write(conv, "local")
-        xo, xi = cfg["tile_x"].apply(s, s[conv], x)
-        a, b = [fo, y][cfg["order_outer"].perm[0]], [fo, y][cfg["order_outer"].perm[1]]
-        s[conv].reorder(n, a, b, xo, xi, fi)
-        s[acc].compute_at(s[conv], xo)
-        fo_, fi_ = s[conv].split(fi, factor=lanes)
-        s[conv].vectorize(fi_)
-        parallel_axes = (n, a, b)
-        out_stage = s[conv]
+        if blocked_out is not None:
+            # the same loops over the blocked epilogue (bias, activation, residual add in
+            # NCHW[x]c): the tile goes from registers through the epilogue to memory once
+            out, acc = blocked_out, conv
+            s[conv].set_scope("local")
+        else:
+            for t in epilogue:
+                schedule_elementwise_stage(s, t, target)
+            out, acc = conv, s.cache_write(conv, "local")
+        on, ofo, oy, ox, ofi = s[out].op.axis
+        xo, xi = cfg["tile_x"].apply(s, s[out], ox)
+        a, b = [ofo, oy][cfg["order_outer"].perm[0]], [ofo, oy][cfg["order_outer"].perm[1]]
+        s[out].reorder(on, a, b, xo, xi, ofi)
+        s[acc].compute_at(s[out], xo)
+        fo_, fi_ = s[out].split(ofi, factor=lanes)
+        s[out].vectorize(fi_)
+        parallel_axes = (on, a, b)
+        out_stage = s[out]
     an, afo, ay, ax, afi = s[acc].op.axis
-    rc, ry, rx = s[acc].op.reduce_axis
+    rc, ry, rx, *rci = s[acc].op.reduce_axis
     afo_, afi_ = cfg["tile_fi"].apply(s, s[acc], afi)
     inner = cfg["order_inner"].apply(s, s[acc], [rc, ry, rx, ax])
+    if rci:
+        # the channel within the input block right inside its block: (rc, rci, ry, rx) reads
+        # the OIHW[B]o weights in memory order (inside the column tile, a 7x7, 512-channel
+        # 3x3 conv streamed its weights with 1 KiB strides and ran 25% slower)
+        inner.insert(inner.index(rc) + 1, rci[0])
     s[acc].reorder(*inner, afo_, afi_)
     cfg["unroll_acc"].apply(s, s[acc], [ax, afo_])
     if cfg["unroll_kw"].val:

@@ -119,7 +119,9 @@ class VectorExtensions:
             return f"{name}({self.vvalue(e.a)}, {self.vvalue(e.b)})"
         if isinstance(e, E.Select):
             if dt.lanes(e.condition.dtype) == 1:
-                return f"({self.expr(e.condition, LOR)} ? {self.vvalue(e.true_value)} : {self.vvalue(e.false_value)})"
+                # the arms cast to one type (an unaligned load has its own); only one arm runs
+                return (f"({self.expr(e.condition, LOR)} ? ({T})({self.vvalue(e.true_value)}) : "
+                        f"({T})({self.vvalue(e.false_value)}))")
             m = self.vmask_as(e.condition, dt.itemsize(elem))
             return f"{self._blend(elem, lanes)}({m}, {self.vvalue(e.true_value)}, {self.vvalue(e.false_value)})"
         if isinstance(e, E.Cast):

@@ -10,6 +10,7 @@ from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
 from .passes.alter_layout_depthwise import alter_layout_depthwise
 from .passes.alter_layout_matmul import alter_layout_matmul
+from .passes.alter_layout_propagate import alter_layout_propagate
 from .passes.alter_layout_rows import alter_layout_rows
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
@@ -23,6 +24,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("simplify_graph", simplify_graph, 1),
     ("fold_batch_norm", fold_batch_norm, 1),
     ("alter_layout", alter_layout, 2),
+    ("alter_layout_propagate", alter_layout_propagate, 2),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_depthwise", alter_layout_depthwise, 2),

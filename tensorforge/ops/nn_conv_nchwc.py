@@ -1,12 +1,22 @@
-"""conv2d in the blocked output layout NCHW[x]c, with weights packed as OIHW[x]o.
+"""conv2d in the blocked output layout NCHW[x]c, with weights packed as OIHW[x]o, and the two
+layout transforms between NCHW and NCHW[x]c.
 
-`conv2d_nchwc(data, packed_weight)` reads NCHW data and weights laid out as
-(F / B, C, KH, KW, B) and writes (N, F / B, OH, OW, B): the B output channels of a block are
-contiguous, so the CPU template accumulates a (OW-tile x B) register block with one vector
-per output column (the GEMM micro-kernel shape).  `nchwc_to_nchw` turns the result back.
-The graph pass `alter_layout` introduces both, packing constant weights at compile time.
+`conv2d_nchwc(data, packed_weight)` reads data laid out as `data_layout` says, NCHW (N, C, H, W)
+or NCHW[b]c (N, C / b, H, W, b), and weights laid out as (F / B, C, KH, KW, B); it writes
+(N, F / B, OH, OW, B): the B output channels of a block are contiguous, so the CPU template
+accumulates a (OW-tile x B) register block with one vector per output column (the GEMM
+micro-kernel shape).  With blocked data the reduction over input channels is split into the
+block (rco) and the channel within it (rci): data[n, rco, y, x, rci] walks contiguous memory as
+rci runs, and each step of rci is one broadcast of an input value against the B-wide weight
+vector.
+
+`nchwc_to_nchw` and `nchw_to_nchwc` are injective copies, fused into a neighbouring kernel.
+The graph passes `alter_layout` (packing constant weights at compile time) and
+`alter_layout_propagate` (keeping values blocked between convolutions) introduce all three.
 """
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -27,56 +37,115 @@ def unpack_weight(wp: np.ndarray) -> np.ndarray:
     return wp.transpose(0, 4, 1, 2, 3).reshape(fb * b, c, kh, kw)
 
 
-def _out_hw(data, wp, strides, padding, dilations):
-    h, w = data[2], data[3]
-    kh, kw = wp[2], wp[3]
+def to_nchwc(x: np.ndarray, block: int) -> np.ndarray:
+    """(N, C, H, W) -> (N, C / block, H, W, block)."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def to_nchw(x: np.ndarray) -> np.ndarray:
+    """(N, C / b, H, W, b) -> (N, C, H, W)."""
+    n, cb, h, w, b = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * b, h, w))
+
+
+def layout_block(layout: str, op: str = "conv2d_nchwc") -> int:
+    """The channel block of a layout name: "NCHW" -> 0, "NCHW16c" -> 16."""
+    if layout == "NCHW":
+        return 0
+    m = re.fullmatch(r"NCHW([1-9][0-9]*)c", str(layout))
+    if m is None:
+        raise OpError(f"{op}: data_layout must be 'NCHW' or 'NCHW<b>c' (e.g. 'NCHW16c'), got {layout!r}")
+    return int(m.group(1))
+
+
+def blocked_layout(block: int) -> str:
+    return f"NCHW{block}c"
+
+
+def _out_hw(hw, kernel, strides, padding, dilations):
+    h, w = hw
+    kh, kw = kernel
     oh = (h + padding[0] + padding[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
     ow = (w + padding[1] + padding[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
     return oh, ow
 
 
+def _data_nchw_shape(shape: tuple, layout: str) -> tuple:
+    """The NCHW shape of data given in `layout` (OpError when rank or block disagree)."""
+    block = layout_block(layout)
+    if not block:
+        if len(shape) != 4:
+            raise OpError(f"conv2d_nchwc: NCHW data must have rank 4, got shape {tuple(shape)}")
+        return tuple(shape)
+    if len(shape) != 5 or shape[4] != block:
+        raise OpError(f"conv2d_nchwc: {layout} data must have shape (N, C/{block}, H, W, {block}), "
+                      f"got {tuple(shape)}")
+    return (shape[0], shape[1] * block, shape[2], shape[3])
+
+
+# data_layout has no entry in attr_defaults, so an NCHW-input conv keeps the tuning task (and
+# records) it had before blocked inputs existed
 @op("conv2d_nchwc", COMPLEX, schedule={"c": "conv2d_nchwc.cpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class conv2d_nchwc:
     @staticmethod
-    def infer(data: TensorType, wp: TensorType, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1)):
-        if len(data.shape) != 4 or len(wp.shape) != 5 or data.shape[1] != wp.shape[1]:
-            raise OpError(f"conv2d_nchwc: data {tuple(data.shape)} and packed weight {tuple(wp.shape)} disagree")
-        oh, ow = _out_hw(data.shape, wp.shape, strides, padding, dilations)
+    def infer(data: TensorType, wp: TensorType, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
+              data_layout="NCHW"):
+        n, c, h, w = _data_nchw_shape(tuple(data.shape), data_layout)
+        if len(wp.shape) != 5 or c != wp.shape[1]:
+            raise OpError(f"conv2d_nchwc: data {tuple(data.shape)} ({data_layout}) and packed weight "
+                          f"{tuple(wp.shape)} disagree")
+        oh, ow = _out_hw((h, w), wp.shape[2:4], strides, padding, dilations)
         if oh <= 0 or ow <= 0:
             raise OpError("conv2d_nchwc: the window is larger than the padded input")
-        return TensorType((data.shape[0], wp.shape[0], oh, ow, wp.shape[4]), data.dtype)
+        return TensorType((n, wp.shape[0], oh, ow, wp.shape[4]), data.dtype)
 
     @staticmethod
-    def compute(data: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1)):
-        n, c, h, w = (int(d.value) for d in data.shape)
+    def compute(data: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
+                data_layout="NCHW"):
+        shape = tuple(int(d.value) for d in data.shape)
+        n, c, h, w = _data_nchw_shape(shape, data_layout)
         fb, _, kh, kw, b = (int(d.value) for d in wp.shape)
-        oh, ow = _out_hw((n, c, h, w), (fb, c, kh, kw, b), strides, padding, dilations)
+        oh, ow = _out_hw((h, w), (kh, kw), strides, padding, dilations)
         ext = padded_extent((h, w), (oh, ow), (kh, kw), strides, dilations)
-        padded = pad_stage(data, (padding[0], padding[1]), ext)
-        rc = te.reduce_axis((0, c), name="rc")
         ry = te.reduce_axis((0, kh), name="ry")
         rx = te.reduce_axis((0, kw), name="rx")
         sy, sx = strides
         dy, dx = dilations
+        bi = layout_block(data_layout)
+        if not bi:
+            padded = pad_stage(data, (padding[0], padding[1]), ext)
+            rc = te.reduce_axis((0, c), name="rc")
+            return te.compute(
+                (n, fb, oh, ow, b),
+                lambda i, fo, y, x, fi: te.sum(padded[i, rc, y * sy + ry * dy, x * sx + rx * dx]
+                                               * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
+                name="conv2d_nchwc", tag="conv2d_nchwc")
+        # the channel block rides along as a third "spatial" axis that needs no padding
+        padded = pad_stage(data, (padding[0], padding[1], 0), (*ext, bi))
+        rco = te.reduce_axis((0, c // bi), name="rco")
+        rci = te.reduce_axis((0, bi), name="rci")
         return te.compute(
             (n, fb, oh, ow, b),
-            lambda i, fo, y, x, fi: te.sum(padded[i, rc, y * sy + ry * dy, x * sx + rx * dx]
-                                           * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
+            lambda i, fo, y, x, fi: te.sum(padded[i, rco, y * sy + ry * dy, x * sx + rx * dx, rci]
+                                           * wp[fo, rco * bi + rci, ry, rx, fi], axis=[rco, ry, rx, rci]),
             name="conv2d_nchwc", tag="conv2d_nchwc")
 
     @staticmethod
-    def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1)):
-        out = conv_reference(data, unpack_weight(wp), strides, padding, dilations, 1)
-        n, f, oh, ow = out.shape
-        b = wp.shape[4]
-        return np.ascontiguousarray(out.reshape(n, f // b, b, oh, ow).transpose(0, 1, 3, 4, 2))
+    def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1), data_layout="NCHW"):
+        _data_nchw_shape(data.shape, data_layout)
+        x = to_nchw(data) if layout_block(data_layout) else data
+        out = conv_reference(x, unpack_weight(wp), strides, padding, dilations, 1)
+        return to_nchwc(out, wp.shape[4])
 
 
 @op("nchwc_to_nchw", INJECTIVE)
 class nchwc_to_nchw:
     @staticmethod
     def infer(x: TensorType):
+        if len(x.shape) != 5:
+            raise OpError(f"nchwc_to_nchw: the input must be (N, C/b, H, W, b), got shape {tuple(x.shape)}")
         n, fb, h, w, b = x.shape
         return TensorType((n, fb * b, h, w), x.dtype)
 
@@ -87,5 +156,26 @@ class nchwc_to_nchw:
 
     @staticmethod
     def reference(x):
-        n, fb, h, w, b = x.shape
-        return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, fb * b, h, w))
+        return to_nchw(x)
+
+
+@op("nchw_to_nchwc", INJECTIVE)
+class nchw_to_nchwc:
+    @staticmethod
+    def infer(x: TensorType, block: int = 16):
+        block = int(block)
+        if len(x.shape) != 4 or block < 1 or x.shape[1] % block:
+            raise OpError(f"nchw_to_nchwc: the input must be (N, C, H, W) with C divisible by the block "
+                          f"{block}, got shape {tuple(x.shape)}")
+        n, c, h, w = x.shape
+        return TensorType((n, c // block, h, w, block), x.dtype)
+
+    @staticmethod
+    def compute(x: te.Tensor, block: int = 16):
+        n, c, h, w = (int(d.value) for d in x.shape)
+        b = int(block)
+        return te.compute((n, c // b, h, w, b), lambda i, fo, y, z, fi: x[i, fo * b + fi, y, z], name="nchwc")
+
+    @staticmethod
+    def reference(x, block: int = 16):
+        return to_nchwc(x, int(block))

@@ -23,7 +23,9 @@ def test_extract_tasks_counts_distinct_workloads():
     assert [(t.template, t.occurrences) for t in tasks] == [
         ("conv2d_nchwc.cpu", 1), ("conv2d_nchwc.cpu", 2), ("matmul_packed.cpu", 1)]
     first, shared, dense = tasks
-    assert first.inputs[0] == ((1, 8, 10, 10), "float32") and shared.inputs[0] == ((1, 32, 10, 10), "float32")
+    # the first conv reads the NCHW input; the others read the blocked output of the one before
+    assert first.inputs[0] == ((1, 8, 10, 10), "float32") and shared.inputs[0] == ((1, 1, 10, 10, 32), "float32")
+    assert "data_layout" not in dict(first.attrs) and dict(shared.attrs)["data_layout"] == "NCHW32c"
     assert dict(shared.attrs)["padding"] == (1, 1, 1, 1) and dense.op == "matmul_packed"
     assert all(t.config_space.size > 1 for t in tasks)
     assert shared.flops == 2 * (1 * 32 * 10 * 10) * (32 * 3 * 3)
@@ -45,7 +47,9 @@ def run_candidate(task, config):
     (Task.for_op("matmul_packed", [((6, 32), "float32"), ((2, 32, 32), "float32")], {"units": 50}), 3),
     (Task.for_op("conv2d_nchwc", [((1, 8, 6, 6), "float32"), ((1, 8, 3, 3, 32), "float32")],
                  {"padding": (1, 1, 1, 1), "strides": (1, 1)}), 4),
-], ids=["matmul", "packed", "conv"])
+    (Task.for_op("conv2d_nchwc", [((1, 2, 7, 6, 8), "float32"), ((2, 16, 3, 3, 16), "float32")],
+                 {"padding": (1, 0, 1, 2), "strides": (2, 1), "data_layout": "NCHW8c"}), 4),
+], ids=["matmul", "packed", "conv", "conv_blocked_input"])
 def test_every_config_computes_the_same(task, n):
     space = task.config_space
     rng = random.Random(0)

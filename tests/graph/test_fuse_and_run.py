@@ -100,10 +100,12 @@ def test_resnet18_fusion_and_memory_plan():
     groups = fuse(g)
     kinds = [tuple(n.op for n in grp.nodes) for grp in groups]
     assert len(groups) == 23
-    conv = ("conv2d_nchwc", "nchwc_to_nchw")                      # blocked-layout conv (alter_layout)
+    conv = ("conv2d_nchwc",)              # blocked-layout conv, values stay NCHW[x]c between kernels
     assert kinds.count(conv + ("add", "relu")) == 9               # conv + folded BN + relu
     assert kinds.count(conv + ("add", "add", "relu")) == 8        # ... + residual add
     assert kinds.count(conv + ("add",)) == 3                      # downsample convs + folded BN
+    assert kinds.count(("max_pool2d_nchwc",)) == 1
+    assert kinds.count(("global_avg_pool_nchwc", "nchwc_to_nchw", "flatten")) == 1   # the one layout change
     external = set(g.inputs) | set(g.params) | set(g.outputs)
     plan = plan_memory([(x.inputs, x.outputs) for x in groups], external)
     all_intermediates = sum(v.nbytes for n in g.nodes for v in n.outputs if v not in external)

@@ -7,7 +7,7 @@ import pytest
 import tensorforge
 from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.reference import run_reference
-from tensorforge.ops.nn_conv_nchwc import pack_weight, unpack_weight
+from tensorforge.ops.nn_conv_nchwc import pack_weight, to_nchw, to_nchwc, unpack_weight
 from tensorforge.ops.testing import check_op
 
 
@@ -68,3 +68,68 @@ def test_padded_input_copy_walks_planes_and_rows(hw):
     assert copies and not any("/" in c or "%" in c for c in copies)
     if hw == 7:
         assert len(copies) == hw + 2
+
+
+# -- blocked input (data_layout NCHW<b>c) and the layout transforms --------------------------------
+def test_layout_transforms_against_reference_and_each_other():
+    x = np.random.default_rng(3).standard_normal((2, 24, 5, 3)).astype("float32")
+    (blocked,) = check_op("nchw_to_nchwc", [x], {"block": 8})
+    assert blocked.shape == (2, 3, 5, 3, 8) and np.array_equal(blocked[:, 1, :, :, 2], x[:, 10])
+    (back,) = check_op("nchwc_to_nchw", [blocked])
+    assert np.array_equal(back, x) and np.array_equal(to_nchw(to_nchwc(x, 4)), x)
+
+
+@pytest.mark.parametrize("c,bi,f,bo,k,stride,pad", [
+    (32, 16, 32, 16, 3, (1, 1), (1, 1, 1, 1)),
+    (16, 8, 48, 16, 3, (2, 1), (1, 0, 1, 2)),     # input block != output block, uneven padding
+    (64, 32, 32, 32, 1, (2, 2), (0, 0, 0, 0)),    # 1x1 stride 2: no padding stage at all
+])
+def test_blocked_input_against_reference(c, bi, f, bo, k, stride, pad):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, c, 9, 11)).astype("float32")
+    wp = pack_weight(rng.standard_normal((f, c, k, k)).astype("float32"), bo)
+    attrs = {"strides": stride, "padding": pad, "data_layout": f"NCHW{bi}c"}
+    (y,) = check_op("conv2d_nchwc", [to_nchwc(x, bi), wp], attrs, rtol=1e-4, atol=1e-4)
+    (want,) = check_op("conv2d_nchwc", [x, wp], {"strides": stride, "padding": pad}, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+
+
+def test_blocked_input_errors_name_the_layout():
+    from tensorforge.ops.registry import OpError, TensorType, get
+    conv = get("conv2d_nchwc")
+    with pytest.raises(OpError, match="NCHW16c"):
+        conv.infer_types([TensorType((1, 2, 5, 5, 8), "float32"), TensorType((1, 16, 3, 3, 16), "float32")],
+                         {"data_layout": "NCHW16c"})
+    with pytest.raises(OpError, match="data_layout"):
+        conv.infer_types([TensorType((1, 16, 5, 5), "float32"), TensorType((1, 16, 3, 3, 16), "float32")],
+                         {"data_layout": "NHWC"})
+
+
+@pytest.mark.parametrize("c,hw,k,stride,residual", [
+    (32, 14, 3, 1, True),       # conv + bias + residual + relu on blocked data, one kernel
+    (64, 9, 1, 2, False),       # 1x1 stride 2 (a ResNet downsample), odd width
+])
+def test_compiled_blocked_conv_chain(c, hw, k, stride, residual):
+    """conv -> bias -> relu -> conv (+ residual) -> relu: the second conv reads the first one's
+    blocked output, and its epilogue runs in the blocked layout."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("chain")
+    x = b.input("x", (1, c, hw, hw), "float32")
+
+    def conv(h, cout, kk, s, name):
+        w = b.const(rng.standard_normal((cout, h.shape[1], kk, kk)).astype("float32") * 0.1, name)
+        h = b.add1("conv2d", [h, w], {"strides": (s, s), "padding": (kk // 2,) * 4, "dilations": (1, 1),
+                                      "groups": 1})
+        return b.add1("add", [h, b.const(rng.standard_normal((cout, 1, 1)).astype("float32"), name + "_b")])
+
+    h = b.add1("relu", [conv(x, c, 3, 1, "w1")])
+    y = conv(h, c, k, stride, "w2")
+    if residual:
+        y = b.add1("add", [y, h])
+    g = b.finish([b.add1("relu", [y])])
+    model = tensorforge.compile(g)
+    ops = [n.op for n in model.info["graph"].nodes]
+    assert ops.count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in ops
+    assert any(n.attrs.get("data_layout", "NCHW") != "NCHW" for n in model.info["graph"].nodes)
+    xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

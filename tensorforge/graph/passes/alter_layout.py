@@ -4,7 +4,9 @@
   output units contiguously, so they vectorize, instead of a scalar dot product per unit.
 - conv2d(x, W) with a constant W, one group and a channel count that splits into SIMD blocks
   becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B
-  output channels per vector (see ops/nn_conv_nchwc.py).
+  output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
+  output channels and the vector width (`_block`); the pass after this one,
+  alter_layout_propagate, keeps the blocked result where its readers can take it.
 """
 from __future__ import annotations
 

@@ -178,8 +178,8 @@ def _divisor_at_most(n: int, limit: int) -> int:
 def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """Register-blocked conv: per (image, channel block, output row, tile of `xb` columns) a local
     (xb x B) accumulator, reduction loops (input channel, kernel row, kernel column) outside the
-    unrolled columns and the vectorized B output channels, computed inside the fused NCHW
-    epilogue when there is one.  One definition serves both uses: this is the default point of
+    unrolled columns and the vectorized B output channels, computed inside the fused epilogue
+    (NCHW or blocked) when there is one.  One definition serves both uses: this is the default point of
     the tunable template in autotune/templates.py, which declares the knobs."""
     from ...autotune.templates import conv2d_nchwc as tunable
     tunable(s, master_outs, outs, target, None)
@@ -193,3 +193,10 @@ def _nchw_epilogue(s, out, conv) -> bool:
     n, f, y, x = (iv.var for iv in s[out].op.axis)
     b = shape[4]
     return reads_only_at(s, out, conv, (n, f // b, y, x, f % b))
+
+
+def _blocked_epilogue(s, out, conv) -> bool:
+    """`out` has the blocked conv's shape (N, F/B, OH, OW, B) and reads it only at its own index."""
+    if _ext_shape(out) != _ext_shape(conv) or len(s[out].op.axis) != 5:
+        return False
+    return reads_only_at(s, out, conv, tuple(iv.var for iv in s[out].op.axis))

@@ -57,10 +57,14 @@ class _Vectorizer:
             return E.Not(self.expr(e.a))
         if isinstance(e, E.Select):
             c, t, f = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
-            if (_is_vec(c) or _is_vec(t) or _is_vec(f)) and (_has_load(t) or _has_load(f)):
+            if _is_vec(c) and (_has_load(t) or _has_load(f)):
                 raise _CannotVectorize("load under a lane-dependent select")
             if not (_is_vec(c) or _is_vec(t) or _is_vec(f)):
                 return E.Select(c, t, f)
+            if not _is_vec(c):
+                # one condition for all lanes: only the chosen arm runs, so a guarded vector
+                # load (a padded copy of a channel block) stays safe
+                return E.Select(c, self.bcast(t), self.bcast(f))
             return E.Select(self.bcast(c), self.bcast(t), self.bcast(f))
         if isinstance(e, N.BufferLoad):
             indices = tuple(self.expr(i) for i in e.indices)

@@ -1,0 +1,301 @@
+"""Keep values in the blocked layout NCHW[b]c between convolutions, so layout transforms remain
+only where the layout really changes.
+
+`alter_layout` leaves every packed convolution as conv2d_nchwc -> nchwc_to_nchw: blocked
+inside the kernel, NCHW between kernels.  This pass walks the graph in order and keeps, for
+each NCHW value, the blocked twin it has (if any).  A node whose input has a blocked twin runs in
+the blocked layout when it can:
+
+- conv2d_nchwc reads the twin (attribute data_layout="NCHW<b>c"): its reduction over input
+  channels then walks contiguous memory;
+- elementwise ops (found by looking at their TE compute: one stage that reads every input at
+  the output's index, up to broadcasting) run on the twins when every other operand with all
+  the channels is blocked the same way, and the rest have one element, are constants (re-laid
+  out here, at compile time: a per-channel bias (C, 1, 1) becomes (1, C/b, 1, 1, b)), or are
+  NCHW values of the output's shape (they get an nchw_to_nchwc);
+- max_pool2d / avg_pool2d, global_avg_pool / global_max_pool and depthwise conv2d (groups ==
+  channels, constant float32 weights) become their NCHW[b]c ops (ops/nn_pool_nchwc.py,
+  ops/nn_depthwise_nchwc.py), which keep the block;
+- batch_norm over channels with constant statistics becomes a blocked multiply and add by
+  per-channel constants.
+
+Any other reader of a blocked value, and every graph output, gets the NCHW value back through one
+nchwc_to_nchw (made once per value, where first needed; it keeps the value's name and identity).
+The block is the one `alter_layout` chose from the channel count and the SIMD width; ops that
+keep the channel count keep it.  Finally `cancel_layout_transforms` removes
+nchw_to_nchwc(nchwc_to_nchw(x)) with equal blocks (and the reverse pair), whatever made them.
+
+Invariant: each node reads every input in the layout its op expects, and the graph computes the
+same values as before (only the summation order of blocked-input convolutions differs).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...ops import registry
+from ...ops.nn_conv_nchwc import blocked_layout, layout_block, pack_weight
+from ...ops.registry import INJECTIVE
+from ..ir import Graph, Node, Value
+from .eliminate_dead_code import eliminate_dead_code
+from .rewrite import replace_values
+
+TRANSFORMS = ("nchwc_to_nchw", "nchw_to_nchwc")
+WINDOW_POOLS = {"max_pool2d": "max_pool2d_nchwc", "avg_pool2d": "avg_pool2d_nchwc"}
+GLOBAL_POOLS = {"global_avg_pool": "global_avg_pool_nchwc", "global_max_pool": "global_max_pool_nchwc"}
+POOL_ATTRS = ("kernel", "strides", "padding", "dilations", "ceil_mode", "count_include_pad")
+
+
+def alter_layout_propagate(graph: Graph) -> Graph:
+    if not any(n.op == "nchwc_to_nchw" for n in graph.nodes):
+        return graph
+    return cancel_layout_transforms(_Propagation(graph).run())
+
+
+def count_layout_transforms(graph: Graph) -> int:
+    """The number of nchwc_to_nchw and nchw_to_nchwc nodes in `graph`."""
+    return sum(n.op in TRANSFORMS for n in graph.nodes)
+
+
+def cancel_layout_transforms(graph: Graph) -> Graph:
+    """nchw_to_nchwc(nchwc_to_nchw(x)) with x's block, and nchwc_to_nchw(nchw_to_nchwc(x)),
+    read x instead (the pair is an identity); the transforms nothing reads any more go."""
+    producer = {v: n for n in graph.nodes for v in n.outputs}
+    outputs = set(graph.outputs)
+    mapping = {}
+    for n in graph.nodes:
+        if n.op not in TRANSFORMS or n.outputs[0] in outputs:
+            continue
+        src = producer.get(n.inputs[0])
+        if src is None or src.op not in TRANSFORMS or src.op == n.op:
+            continue
+        x = src.inputs[0]
+        if n.op == "nchw_to_nchwc" and x.shape[4] != int(n.attrs.get("block", 16)):
+            continue
+        mapping[n.outputs[0]] = x
+    if not mapping:
+        return graph
+    return eliminate_dead_code(replace_values(graph, mapping))
+
+
+class _Propagation:
+    """One walk over the graph in order, building the new node list (see the module docstring)."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph
+        self.params = dict(graph.params)
+        self.nodes: list[Node] = []
+        self.blocked: dict[Value, Value] = {}      # NCHW value -> its NCHW[b]c twin
+        self.plain: set = set(graph.inputs) | set(graph.params)   # NCHW values already defined
+        self.relaid: dict = {}                      # (constant, block) -> re-laid constant
+
+    def run(self) -> Graph:
+        for n in self.graph.nodes:
+            if n.op == "nchwc_to_nchw":
+                self.blocked[n.outputs[0]] = n.inputs[0]      # emitted later, if something needs it
+            elif not self._blocked_form(n):
+                self._emit(Node(n.op, tuple(self._plain(v) for v in n.inputs), n.outputs, n.attrs, n.name))
+        for v in self.graph.outputs:
+            self._plain(v)
+        return eliminate_dead_code(self.graph.with_nodes(self.nodes, params=self.params))
+
+    # -- values in either layout ---------------------------------------------------------------
+    def _emit(self, node: Node) -> None:
+        """Append `node`; its outputs are defined in the layout its op writes."""
+        self.nodes.append(node)
+        self.plain.update(node.outputs)
+
+    def _plain(self, v: Value | None) -> Value | None:
+        """`v` in NCHW, converting its blocked twin back the first time it is needed."""
+        if v is None or v in self.plain or v not in self.blocked:
+            return v
+        self.nodes.append(Node("nchwc_to_nchw", (self.blocked[v],), (v,), {}, v.name + "_nchw"))
+        self.plain.add(v)
+        return v
+
+    def _twin(self, v: Value | None, block: int | None = None) -> Value | None:
+        """The blocked twin of `v` (with `block`, when given), or None."""
+        t = self.blocked.get(v)
+        return t if t is not None and (block is None or t.shape[4] == block) else None
+
+    def _to_blocked(self, v: Value, block: int) -> Value:
+        """`v` (an NCHW value without a twin of this block) converted by an nchw_to_nchwc."""
+        n, c, h, w = v.shape
+        t = Value(v.name + f"_nchw{block}c", (n, c // block, h, w, block), v.dtype)
+        self.nodes.append(Node("nchw_to_nchwc", (self._plain(v),), (t,), {"block": block}, t.name))
+        self.blocked.setdefault(v, t)
+        return t
+
+    def _new_twin(self, v: Value, block: int) -> Value:
+        n, c, h, w = v.shape
+        t = Value(v.name + "_nchwc", (n, c // block, h, w, block), v.dtype)
+        self.blocked[v] = t
+        return t
+
+    def _relaid(self, p: Value, out_shape: tuple, block: int) -> Value | None:
+        """The constant `p` (broadcast against NCHW `out_shape`) re-laid out for NCHW[b]c, or None."""
+        key = (p, block)
+        if key in self.relaid:
+            return self.relaid[key]
+        arr = self.params[p]
+        if arr.ndim > 4:
+            return None
+        a4 = arr.reshape((1,) * (4 - arr.ndim) + arr.shape)
+        n, c, h, w = a4.shape
+        if c == out_shape[1]:
+            blocked = a4.reshape(n, c // block, block, h, w).transpose(0, 1, 3, 4, 2)
+        elif c == 1:
+            blocked = a4.reshape(n, 1, h, w, 1)
+        else:
+            return None
+        blocked = np.ascontiguousarray(blocked)
+        v = Value(p.name + f"_nchw{block}c", blocked.shape, p.dtype)
+        self.params[v] = blocked
+        self.relaid[key] = v
+        return v
+
+    # -- the blocked forms of ops --------------------------------------------------------------
+    def _blocked_form(self, n: Node) -> bool:
+        """Emit `n` in the blocked layout when its inputs allow; False when it stays NCHW."""
+        if n.op == "conv2d_nchwc":
+            return self._conv(n)
+        if n.op in WINDOW_POOLS or n.op in GLOBAL_POOLS:
+            return self._pool(n)
+        if n.op == "conv2d":
+            return self._depthwise(n)
+        if n.op == "batch_norm":
+            return self._batch_norm(n)
+        return self._elementwise(n)
+
+    def _conv(self, n: Node) -> bool:
+        x = n.inputs[0]
+        t = self._twin(x)
+        if t is None or layout_block(n.attrs.get("data_layout", "NCHW")):
+            return False
+        attrs = dict(n.attrs, data_layout=blocked_layout(t.shape[4]))
+        self._emit(Node(n.op, (t, *n.inputs[1:]), n.outputs, attrs, n.name))
+        return True
+
+    def _pool(self, n: Node) -> bool:
+        x, y = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or len(n.outputs) != 1 or y.ndim != 4 or not y.dtype.startswith("float"):
+            return False
+        op = WINDOW_POOLS.get(n.op) or GLOBAL_POOLS[n.op]
+        attrs = {k: v for k, v in n.attrs.items() if k in POOL_ATTRS}
+        self._emit(Node(op, (t,), (self._new_twin(y, t.shape[4]),), attrs, n.name))
+        return True
+
+    def _depthwise(self, n: Node) -> bool:
+        if len(n.inputs) != 2 or n.inputs[1] not in self.params:
+            return False
+        x, w = n.inputs
+        t = self._twin(x)
+        attrs = n.attrs
+        if t is None or x.dtype != "float32" or w.dtype != "float32" or w.ndim != 4:
+            return False
+        c = x.shape[1]
+        if attrs.get("groups", 1) != c or w.shape[:2] != (c, 1) or any(p < 0 for p in attrs.get("padding") or (0,)):
+            return False
+        block = t.shape[4]
+        wp = pack_weight(self.params[w], block)
+        wv = Value(w.name + f"_dw{block}c", wp.shape, w.dtype)
+        self.params[wv] = wp
+        kept = {k: attrs[k] for k in ("strides", "padding", "dilations") if attrs.get(k) is not None}
+        self._emit(Node("depthwise_conv2d_nchwc", (t, wv), (self._new_twin(n.outputs[0], block),), kept, n.name))
+        return True
+
+    def _batch_norm(self, n: Node) -> bool:
+        """y = x * s + (beta - mean * s), s = gamma / sqrt(var + eps), per channel, blocked."""
+        x, *stats = n.inputs
+        t = self._twin(x)
+        if t is None or len(n.outputs) != 1 or n.attrs.get("axis", 1) != 1 or len(stats) != 4 \
+                or not all(v in self.params for v in stats):
+            return False
+        gamma, beta, mean, var = (self.params[v].astype(np.float64) for v in stats)
+        scale = gamma / np.sqrt(var + float(n.attrs.get("epsilon", 1e-5)))
+        shift = beta - mean * scale
+        block, y = t.shape[4], n.outputs[0]
+        consts = []
+        for name, arr in (("scale", scale), ("shift", shift)):
+            blocked = np.ascontiguousarray(arr.astype(x.dtype).reshape(-1, 1, 1, block))
+            v = Value(f"{n.name or y.name}_{name}_nchw{block}c", blocked.shape, x.dtype)
+            self.params[v] = blocked
+            consts.append(v)
+        scaled = Value(y.name + "_scaled_nchwc", t.shape, x.dtype)
+        self._emit(Node("mul", (t, consts[0]), (scaled,), {}, n.name + "_scale"))
+        self._emit(Node("add", (scaled, consts[1]), (self._new_twin(y, block),), {}, n.name))
+        return True
+
+    def _elementwise(self, n: Node) -> bool:
+        if len(n.outputs) != 1 or n.outputs[0].ndim != 4 or not n.inputs:
+            return False
+        y = n.outputs[0]
+        # an operand with a twin has all of y's channels (its other axes broadcast in 5-D
+        # exactly as in 4-D: N, H and W stay axes of their own)
+        twins = [self._twin(v) for v in n.inputs if v is not None and v.ndim == 4 and v.shape[1] == y.shape[1]]
+        twins = [t for t in twins if t is not None]
+        if not twins or not _is_elementwise(n):
+            return False
+        block = twins[0].shape[4]
+        inputs = []
+        for v in n.inputs:
+            if v.ndim == 4 and v.shape[1] == y.shape[1] and self._twin(v, block) is not None:
+                inputs.append(self._twin(v, block))
+            elif v.size == 1 and v.ndim <= 5:           # broadcasts against any layout
+                inputs.append(self._plain(v))
+            elif v in self.params:
+                inputs.append(self._relaid(v, y.shape, block))
+                if inputs[-1] is None:
+                    return False
+            elif v.shape == y.shape and self._twin(v) is None:
+                inputs.append(None)                     # converted below, once the op goes blocked
+            else:
+                return False
+        inputs = [self._to_blocked(v, block) if t is None else t for v, t in zip(n.inputs, inputs)]
+        self._emit(Node(n.op, tuple(inputs), (self._new_twin(y, block),), n.attrs, n.name))
+        return True
+
+
+def _is_elementwise(n: Node) -> bool:
+    """Whether `n`'s op reads every input only at the output's index (up to broadcasting), in a
+    single stage: then it computes the same values in any layout that all operands share."""
+    from ... import te
+    from ...arith import simplify, structural_equal
+    from ...te.expr import IntImm, TensorLoad
+    from ...te.tensor import ComputeOp, PlaceholderOp
+    from ...tir.functor import post_order_visit
+
+    opdef = registry.get(n.op)
+    if opdef.pattern != INJECTIVE or opdef.is_opaque_kernel or any(v is None for v in n.inputs):
+        return False
+    y = n.outputs[0]
+    placeholders = [te.placeholder(v.shape, v.dtype, name=f"in{k}") for k, v in enumerate(n.inputs)]
+    try:
+        outs = opdef.build_compute(placeholders, n.attrs)
+    except Exception:      # an op that cannot build here is simply not treated as elementwise
+        return False
+    if len(outs) != 1 or not isinstance(outs[0].op, ComputeOp) or outs[0].op.reduce_axis \
+            or tuple(int(d.value) for d in outs[0].shape) != y.shape:
+        return False
+    op = outs[0].op
+    if any(not isinstance(t.op, PlaceholderOp) for t in op.input_tensors()):
+        return False
+    axes = [iv.var for iv in op.axis]
+    ok = []
+
+    def at(index, want) -> bool:
+        if isinstance(want, int):
+            index = simplify(index)
+            return isinstance(index, IntImm) and index.value == want
+        return index is want or structural_equal(simplify(index), want)
+
+    def check(node) -> None:
+        if isinstance(node, TensorLoad):
+            shape = tuple(int(d.value) for d in node.tensor.shape)
+            offset = len(y.shape) - len(shape)
+            want = [0 if d == 1 and y.shape[offset + k] != 1 else axes[offset + k] for k, d in enumerate(shape)]
+            ok.append(len(node.indices) == len(want) and all(at(i, w) for i, w in zip(node.indices, want)))
+
+    for body in op.body:
+        post_order_visit(body, check)
+    return bool(ok) and all(ok)

@@ -1,0 +1,173 @@
+"""alter_layout_propagate: values stay in NCHW[x]c between convolutions; layout transforms remain
+only where the layout changes (counted in the zoo models), consecutive transforms cancel, and
+graphs with ops that cannot run blocked get exactly the transforms they need and still compute
+the reference's values."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.fuse import fuse
+from tensorforge.graph.passes.alter_layout import alter_layout
+from tensorforge.graph.passes.alter_layout_propagate import (alter_layout_propagate, cancel_layout_transforms,
+                                                            count_layout_transforms)
+from tensorforge.graph.pipeline import optimize
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops.nn_conv_nchwc import pack_weight
+
+CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups": 1}
+
+
+def _ops(graph) -> list:
+    return [n.op for n in graph.nodes]
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    from tensorforge.frontend import from_onnx
+    from tensorforge.testing import models
+    return {name: optimize(from_onnx(models.get(name)[0])) for name in ("resnet18", "mobilenet_v1", "dqn")}
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v1", "dqn"])
+def test_zoo_models_change_layout_once(zoo, name):
+    """The stem conv reads the NCHW image directly and everything up to the classifier stays
+    blocked: one nchwc_to_nchw, before flatten (fused into the last pooling or conv kernel)."""
+    g = zoo[name]
+    assert count_layout_transforms(g) == 1
+    (t,) = [n for n in g.nodes if n.op == "nchwc_to_nchw"]
+    (reader,) = [n for n in g.nodes if t.outputs[0] in n.inputs]
+    assert reader.op == "flatten"
+    (group,) = [grp for grp in fuse(g) if t in grp.nodes]
+    assert group.master is not None          # fused into the kernel before it, not a kernel of its own
+    convs = [n for n in g.nodes if n.op == "conv2d_nchwc"]
+    assert [n.attrs.get("data_layout", "NCHW") for n in convs].count("NCHW") == 1     # only the stem
+
+
+def test_resnet18_runs_every_op_blocked(zoo):
+    ops = _ops(zoo["resnet18"])
+    assert ops.count("conv2d_nchwc") == 20 and "max_pool2d_nchwc" in ops and "global_avg_pool_nchwc" in ops
+    assert not {"max_pool2d", "max_pool2d_rows", "global_avg_pool", "nchw_to_nchwc"} & set(ops)
+
+
+def test_mobilenet_depthwise_runs_blocked(zoo):
+    ops = _ops(zoo["mobilenet_v1"])
+    assert ops.count("depthwise_conv2d_nchwc") == 13 and "depthwise_conv2d" not in ops
+
+
+def _chain(between: str | None = None, mix: bool = False, out_mid: bool = False):
+    """conv -> bias -> relu -> [between] (-> add with the relu output) -> conv -> relu."""
+    rng = np.random.default_rng(7)
+    b = GraphBuilder("mixed")
+    x = b.input("x", (1, 16, 8, 8), "float32")
+    w1 = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w1")
+    w2 = b.const(rng.standard_normal((32, 32, 3, 3)).astype("float32") * 0.2, "w2")
+    bias = b.const(rng.standard_normal((32, 1, 1)).astype("float32"), "bias")
+    h = b.add1("relu", [b.add1("add", [b.add1("conv2d", [x, w1], CONV), bias])])
+    mid = h
+    if between == "transpose":          # injective, but not elementwise: needs NCHW
+        mid = b.add1("transpose", [h], {"perm": (0, 1, 3, 2)})
+    elif between == "softmax":          # a reduction over the channels: needs NCHW
+        mid = b.add1("softmax", [h], {"axes": (1,)})
+    if mix:
+        mid = b.add1("add", [mid, h])   # blocked + NCHW operand: the NCHW one is converted
+    y = b.add1("relu", [b.add1("conv2d", [mid, w2], CONV)])
+    outputs = [y, mid] if out_mid else [y]
+    return b.finish(outputs), rng.standard_normal((1, 16, 8, 8)).astype("float32")
+
+
+def _check(graph, x):
+    model = tensorforge.compile(graph, target="c")
+    for got, want in zip(model(x), run_reference(graph, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    return model.info["graph"]
+
+
+def test_conv_chain_needs_one_transform_at_the_output():
+    g = _check(*_chain())
+    assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)
+    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    assert second.attrs["data_layout"] == "NCHW32c"
+
+
+@pytest.mark.parametrize("between", ["transpose", "softmax"])
+def test_op_that_needs_nchw_gets_a_transform_and_the_next_conv_reads_nchw(between):
+    g = _check(*_chain(between))
+    ops = _ops(g)
+    # one back to NCHW before the op, one at the graph output; the next conv reads NCHW directly
+    assert ops.count("nchwc_to_nchw") == 2 and "nchw_to_nchwc" not in ops
+    first = next(n for n in g.nodes if n.op == "nchwc_to_nchw")
+    assert [n.op for n in g.nodes if first.outputs[0] in n.inputs] == [between]
+    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    assert second.attrs.get("data_layout", "NCHW") == "NCHW"
+
+
+def test_nchw_operand_of_a_blocked_add_is_converted_once():
+    g = _check(*_chain("transpose", mix=True))
+    ops = _ops(g)
+    assert ops.count("nchwc_to_nchw") == 2 and ops.count("nchw_to_nchwc") == 1
+    (to_blocked,) = [n for n in g.nodes if n.op == "nchw_to_nchwc"]
+    assert [n.op for n in g.nodes if to_blocked.outputs[0] in n.inputs] == ["add"]
+    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    assert second.attrs["data_layout"] == "NCHW32c"
+
+
+def test_a_blocked_value_that_is_also_a_graph_output():
+    graph, x = _chain(mix=True, out_mid=True)
+    g = _check(graph, x)
+    assert _ops(g).count("nchwc_to_nchw") == 2          # one per graph output
+    assert g.outputs == graph.outputs                    # the outputs keep their identity
+
+
+def test_batch_norm_becomes_a_blocked_affine():
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("bn")
+    x = b.input("x", (1, 16, 6, 6), "float32")
+    h = b.add1("conv2d", [x, b.const(rng.standard_normal((32, 16, 1, 1)).astype("float32"), "w")],
+               dict(CONV, padding=(0, 0, 0, 0)))
+    h = b.add1("relu", [h])        # the relu keeps fold_batch_norm from folding it into the conv
+    stats = [b.const(v.astype("float32"), n) for v, n in (
+        (rng.uniform(0.5, 1.5, 32), "gamma"), (rng.normal(0, 0.1, 32), "beta"),
+        (rng.normal(0, 0.1, 32), "mean"), (rng.uniform(0.5, 1.5, 32), "var"))]
+    graph = b.finish([b.add1("batch_norm", [h, *stats], {"epsilon": 1e-5})])
+    g = _check(graph, rng.standard_normal((1, 16, 6, 6)).astype("float32"))
+    assert _ops(g) == ["conv2d_nchwc", "relu", "mul", "add", "nchwc_to_nchw"]
+
+
+def _packed_pair(block2: int):
+    """conv2d_nchwc -> nchwc_to_nchw -> nchw_to_nchwc(block2) -> conv2d_nchwc (blocked input)."""
+    rng = np.random.default_rng(9)
+    b = GraphBuilder("pair")
+    x = b.input("x", (1, 8, 5, 5), "float32")
+    w1 = b.const(pack_weight(rng.standard_normal((32, 8, 3, 3)).astype("float32"), 16), "w1")
+    w2 = b.const(pack_weight(rng.standard_normal((16, 32, 1, 1)).astype("float32"), 16), "w2")
+    h = b.add1("conv2d_nchwc", [x, w1], {"padding": (1, 1, 1, 1)})
+    h = b.add1("nchw_to_nchwc", [b.add1("nchwc_to_nchw", [h])], {"block": block2})
+    y = b.add1("conv2d_nchwc", [h, w2], {"data_layout": f"NCHW{block2}c"})
+    return b.finish([b.add1("nchwc_to_nchw", [y])]), rng.standard_normal((1, 8, 5, 5)).astype("float32")
+
+
+def test_consecutive_transforms_cancel():
+    graph, x = _packed_pair(16)
+    g = cancel_layout_transforms(graph)
+    assert _ops(g) == ["conv2d_nchwc", "conv2d_nchwc", "nchwc_to_nchw"]
+    assert g.nodes[1].inputs[0] is g.nodes[0].outputs[0]
+    np.testing.assert_allclose(run_reference(g, x)[0], run_reference(graph, x)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_transforms_with_different_blocks_do_not_cancel():
+    graph, _ = _packed_pair(8)
+    assert _ops(cancel_layout_transforms(graph)) == _ops(graph)
+
+
+def test_reverse_pair_cancels_and_the_pass_is_idempotent():
+    b = GraphBuilder("reverse")
+    x = b.input("x", (1, 32, 4, 4), "float32")
+    y = b.add1("relu", [b.add1("nchwc_to_nchw", [b.add1("nchw_to_nchwc", [x], {"block": 16})])])
+    g = cancel_layout_transforms(b.finish([y]))
+    assert _ops(g) == ["relu"] and g.nodes[0].inputs[0] is x
+    graph, _ = _chain()
+    once = alter_layout_propagate(alter_layout(graph))
+    assert _ops(alter_layout_propagate(once)) == _ops(once)
