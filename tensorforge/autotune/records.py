@@ -10,7 +10,7 @@ that is killed leaves every earlier line intact and at most one partial last lin
 skips a line that does not parse (with a warning naming the file and line), and a writer that
 reopens such a file starts on a new line so the partial one stays isolated.  A run resumes
 from a file by skipping the (task, config) pairs in `measured_keys`; `best_configs` picks, per
-task, the record with the lowest mean time.
+task, the record with the lowest time (its fastest repeat: see measure.MeasureResult.cost).
 """
 from __future__ import annotations
 
@@ -49,8 +49,8 @@ class Record:
 
     @property
     def cost(self) -> float:
-        """Mean seconds per run (infinity for an error)."""
-        return sum(self.costs) / len(self.costs) if self.ok else math.inf
+        """Seconds per run: the fastest repeat (infinity for an error)."""
+        return min(self.costs) if self.ok else math.inf
 
     @property
     def key(self) -> tuple[str, str]:
@@ -143,7 +143,7 @@ def _records(source: str | os.PathLike | Iterable[Record]) -> Iterable[Record]:
 
 
 def best_configs(source: str | os.PathLike | Iterable[Record], target: str | None = None) -> dict[str, Record]:
-    """{task key: the record with the lowest mean time} over the successful records of a file
+    """{task key: the record with the lowest time} over the successful records of a file
     (or an iterable of records), optionally only those of `target`."""
     from ..target import Target
 
