@@ -243,8 +243,11 @@ def matmul_packed(s, master_outs, outs, target, cfg=None) -> None:
 
 _INNER_ORDERS = ((0, 1, 2, 3), (1, 2, 0, 3), (1, 0, 2, 3), (0, 1, 3, 2))   # over (rc, ry, rx, x)
 
-# A padded row up to this many vectors wide is unrolled (see _schedule_pad).
-_PAD_UNROLL_VECTORS = 4
+# A padded row up to this many vectors wide is unrolled (see _schedule_pad).  With 64-bit
+# indices (codegen/c_like.py) the C compiler makes a wider row's guarded vectors masked
+# contiguous loads, not gathers: unrolling rows of two to four vectors no longer paid, and their
+# dozens of statements per loop cost GCC's vectorizer a second of analysis on ResNet-18.
+_PAD_UNROLL_VECTORS = 1
 
 
 def _schedule_pad(s, t, target) -> None:

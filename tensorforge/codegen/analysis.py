@@ -82,6 +82,40 @@ def is_multiple_of(e: E.Expr, k: int) -> bool:
     return False
 
 
+def widenable(e: E.Expr, lane_vars: Container, loads_ok: bool) -> bool:
+    """Whether the scalar integer or boolean expression `e` may be computed in a wider integer
+    type than the IR's (see "Integer width" in c_like.py): the `lane_vars` occur in it only
+    through sums, differences, products with a factor free of them, widening integer casts,
+    comparisons and logical operators (`e` is affine in them), and, unless `loads_ok`, it reads
+    no buffer."""
+    return _widenable(e, lane_vars, loads_ok)[1]
+
+
+def _widenable(e: E.Expr, lane_vars: Container, loads_ok: bool) -> tuple[bool, bool]:
+    """(whether `e` mentions `lane_vars`, whether it is widenable)."""
+    if isinstance(e, E.Var):
+        return e in lane_vars, True
+    if isinstance(e, (E.IntImm, E.FloatImm, E.StringImm)):
+        return False, True
+    if isinstance(e, (E.Add, E.Sub, E.Mul, E.CmpOp, E.Not)):
+        operands = (e.a,) if isinstance(e, E.Not) else (e.a, e.b)
+        parts = [_widenable(x, lane_vars, loads_ok) for x in operands]
+        product_of_two = isinstance(e, E.Mul) and all(m for m, _ in parts)
+        return any(m for m, _ in parts), all(ok for _, ok in parts) and not product_of_two
+    if isinstance(e, E.Cast) and dt.is_integer(e.dtype) and dt.is_integer(e.value.dtype) \
+            and dt.bits(e.dtype) >= dt.bits(e.value.dtype):
+        return _widenable(e.value, lane_vars, loads_ok)
+    mentions, loads = [False], [False]
+
+    def scan(node):
+        if isinstance(node, E.Var) and node in lane_vars:
+            mentions[0] = True
+        elif isinstance(node, N.BufferLoad):
+            loads[0] = True
+    post_order_visit(e, scan)
+    return mentions[0], not mentions[0] and (loads_ok or not loads[0])
+
+
 def plain_division_ok(a: E.Expr, b: E.Expr, nonneg_vars: Container) -> bool:
     """Whether integer floor division/modulo `a // b`, `a % b` may print as C's `/`, `%`: both
     operands are >= 0 (then truncation is floor) and the divisor is index arithmetic, not loaded

@@ -32,6 +32,7 @@ C_DIALECT = Dialect(
                   "uint32": "uint32_t", "uint64": "uint64_t", "float16": "tf_float16",
                   "float32": "float", "float64": "double"},
     includes=("math.h", "stdbool.h", "stddef.h", "stdint.h", "stdlib.h"),
+    index_type="int64_t",
 )
 
 # ("pragma_<name>", value) loop annotations that have a C spelling; others become comments.
@@ -225,7 +226,7 @@ class CPrinter(VectorExtensions, CLikePrinter):
         allowed inside an OpenMP region), else run the body and free."""
         self.helpers.setdefault("tf_alloc", _ALLOC_HELPER)
         self.uses_status = True
-        dims = ", ".join(self.expr(x) for x in s.buffer.shape) or "1"
+        dims = ", ".join(self.index_expr(x) for x in s.buffer.shape) or "1"
         self.emit(f"{ctype}* {self.dialect.restrict} {name} = ({ctype}*)tf_alloc(sizeof({ctype}), "
                   f"{max(1, len(s.buffer.shape))}, (const int64_t[]){{{dims}}});")
         with self.block(f"if ({name} == NULL)"):

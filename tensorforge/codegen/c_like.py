@@ -11,7 +11,11 @@ Invariants the printer keeps:
   share a name, or one variable bound twice, never clash;
 * integer results narrower than `int` are cast back to their type after each operation, so C's
   integer promotion never changes the wrap-around the IR means;
-* `Select` prints as the lazy C ternary (guards against out-of-bounds loads rely on it).
+* `Select` prints as the lazy C ternary (guards against out-of-bounds loads rely on it);
+* int32 loop variables are declared in the dialect's wider `index_type` (C: int64_t) when it has
+  one; arithmetic on them runs at that width except where it meets loaded data or is not
+  affine in a loop the compiler vectorizes, where they are read as `(int32_t)i` (see
+  "Integer width" below).
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from typing import Iterator
 from ..te import dtype as dt
 from ..te import expr as E
 from ..tir import nodes as N
-from .analysis import is_nonneg, plain_division_ok, stored_params
+from .analysis import is_nonneg, plain_division_ok, stored_params, widenable
 from .c_text import (ADD, ATOM, COND, EQ, LAND, LOR, MUL, REL, UNARY, c_identifier, comment,
                      float_literal, int_literal, math_call)
 from .legalize import legalize
@@ -45,11 +49,19 @@ class Dialect:
     thread_index: dict = field(default_factory=dict)   # "threadIdx.x" -> expression text
     barrier: str = ""
     includes: tuple = ()
+    index_type: str = ""               # wider type for int32 loop variables ("" keeps int32)
 
 
 _BINARY = {E.Add: ("+", ADD), E.Sub: ("-", ADD), E.Mul: ("*", MUL), E.Div: ("/", MUL),
            E.LT: ("<", REL), E.LE: ("<=", REL), E.GT: (">", REL), E.GE: (">=", REL),
            E.EQ: ("==", EQ), E.NE: ("!=", EQ), E.And: ("&&", LAND), E.Or: ("||", LOR)}
+
+
+def _mark(known: set, var: E.Var, on: bool) -> None:
+    if on:
+        known.add(var)
+    else:
+        known.discard(var)
 
 
 class CLikePrinter:
@@ -69,6 +81,9 @@ class CLikePrinter:
         self.buffers: dict = {}        # data Var -> (C identifier, Buffer)
         self.buffers_by_name: dict = {}
         self.nonneg: set = set()       # Vars known to be >= 0
+        self.wide: set = set()         # int32 Vars declared in dialect.index_type
+        self.wide_mode = None          # the subtree being printed runs wide: True/False/undecided
+        self.loops: list = []          # enclosing For statements, outermost first
         self.func_name = ""
 
     def begin_function(self, func: N.PrimFunc, symbol: str) -> tuple[N.PrimFunc, list[str]]:
@@ -115,15 +130,14 @@ class CLikePrinter:
         return name
 
     @contextlib.contextmanager
-    def bind(self, var: E.Var, nonneg: bool = False) -> Iterator[str]:
-        """Give `var` a fresh C name for the duration of the block."""
+    def bind(self, var: E.Var, nonneg: bool = False, wide: bool = False) -> Iterator[str]:
+        """Give `var` a fresh C name for the duration of the block (`wide`: it is declared in
+        the dialect's index type)."""
         name = self.fresh(var.name)
-        saved, was_nonneg = self.names.get(var), var in self.nonneg
+        saved, was_nonneg, was_wide = self.names.get(var), var in self.nonneg, var in self.wide
         self.names[var] = name
-        if nonneg:
-            self.nonneg.add(var)
-        else:
-            self.nonneg.discard(var)
+        _mark(self.nonneg, var, nonneg)
+        _mark(self.wide, var, wide)
         try:
             yield name
         finally:
@@ -131,10 +145,8 @@ class CLikePrinter:
                 self.names.pop(var, None)
             else:
                 self.names[var] = saved
-            if was_nonneg:
-                self.nonneg.add(var)
-            else:
-                self.nonneg.discard(var)
+            _mark(self.nonneg, var, was_nonneg)
+            _mark(self.wide, var, was_wide)
 
     def bind_buffer(self, buf: N.Buffer) -> str:
         name = self.fresh(buf.data.name or buf.name)
@@ -185,7 +197,15 @@ class CLikePrinter:
     def expr_prec(self, e: E.Expr) -> tuple[str, int]:
         """(text, precedence of its outermost operator)."""
         if dt.lanes(e.dtype) > 1:
-            return self.vector_expr(e), ATOM
+            with self.integer_width(None):    # its scalar parts decide for themselves
+                return self.vector_expr(e), ATOM
+        if self.wide_mode is None and self.wide and (dt.is_integer(e.dtype) or dt.is_bool(e.dtype)) \
+                and not isinstance(e, (N.BufferLoad, E.IntImm)):
+            with self.integer_width(widenable(e, self.lane_vars(), loads_ok=False)):
+                return self._dispatch(e)
+        return self._dispatch(e)
+
+    def _dispatch(self, e: E.Expr) -> tuple[str, int]:
         method = getattr(self, "print_" + type(e).__name__, None)
         if method is not None:
             return method(e)
@@ -199,7 +219,48 @@ class CLikePrinter:
         if name is None:
             raise CodegenError(f"{self.func_name}: variable {e.name!r} is used but not bound "
                                "(a shape variable missing from PrimFunc.shape_vars?)")
+        if self.wide_mode is False and e in self.wide:
+            return f"({self.scalar_type(e.dtype)}){name}", UNARY
         return name, ATOM
+
+    # Integer width -----------------------------------------------------------------------------
+    # On a 64-bit machine, int32 loop variables make the C compiler sign-extend every index
+    # before it forms an address; worse, it then cannot prove that `base + lane` is contiguous
+    # across a vector (a guarded load `c ? A[x + i] : 0` in a vectorized loop becomes a masked
+    # gather, not a masked contiguous load), and it fails to fold conditions on the variables
+    # of loops it unrolls.  So int32 loop variables are declared 64-bit and the integer
+    # arithmetic on them is printed at that width, which gives the same values as long as it
+    # does not overflow int32: the assumption `arith/` makes about index arithmetic already
+    # (the IR's int32 indices address fewer than 2**31 elements).  Two kinds of integer expression read the
+    # variables as `(int32_t)i` instead, which is the IR's int32 arithmetic exactly:
+    # * a value that mixes them with loaded data (that data may be anything);
+    # * one that is not affine in a loop the compiler vectorizes (the innermost, and any
+    #   `vectorized` loop around it): a division, modulo, min/max, select or loaded value of
+    #   the lane variable is computed lane by lane, and 32-bit lanes are twice as many per
+    #   vector (a gather with 32-bit indices, vgatherdps, loads 16 floats; with 64-bit, 8).
+    # The choice is made once for each maximal integer (or boolean) subtree and for each
+    # buffer index, where loaded data may take part (`A[B[i] + j]`).
+    def index_expr(self, e: E.Expr, min_prec: int = 0) -> str:
+        """The C text of the scalar index or loop bound `e` (address arithmetic)."""
+        wide = not self.wide or widenable(e, self.lane_vars(), loads_ok=True)
+        with self.integer_width(wide):
+            return self.expr(e, min_prec)
+
+    @contextlib.contextmanager
+    def integer_width(self, wide: bool | None) -> Iterator[None]:
+        """Print the wide variables in the block at their declared width (True), as int32
+        (False), or let each integer subtree decide (None)."""
+        saved, self.wide_mode = self.wide_mode, wide
+        try:
+            yield
+        finally:
+            self.wide_mode = saved
+
+    def lane_vars(self) -> tuple:
+        """The loop variables the C compiler may vectorize over at this point: the innermost
+        loop's and those of enclosing vectorized loops."""
+        inner = tuple(s.loop_var for s in self.loops[-1:])
+        return inner + tuple(s.loop_var for s in self.loops[:-1] if s.kind == N.VECTORIZED)
 
     def print_IntImm(self, e: E.IntImm):
         return self.int_literal(e.value, e.dtype)
@@ -269,7 +330,7 @@ class CLikePrinter:
 
     def print_BufferLoad(self, e: N.BufferLoad):
         index = self.single_index(e.buffer, e.indices, "load")
-        return f"{self.buffer_ref(e.buffer)}[{self.expr(index)}]", ATOM
+        return f"{self.buffer_ref(e.buffer)}[{self.index_expr(index)}]", ATOM
 
     def print_Call(self, e: E.Call):
         if e.op not in E.INTRINSICS:
@@ -348,7 +409,7 @@ class CLikePrinter:
         if dt.lanes(index.dtype) > 1 or dt.lanes(s.value.dtype) > 1:
             self.vector_store(s, index)
             return
-        self.emit(f"{self.buffer_ref(s.buffer)}[{self.expr(index)}] = {self.expr(s.value, COND)};")
+        self.emit(f"{self.buffer_ref(s.buffer)}[{self.index_expr(index)}] = {self.expr(s.value, COND)};")
 
     def visit_IfThenElse(self, s: N.IfThenElse) -> None:
         if dt.lanes(s.condition.dtype) > 1:
@@ -388,15 +449,21 @@ class CLikePrinter:
 
     def visit_For(self, s: N.For) -> None:
         nonneg = is_nonneg(s.min, self.nonneg)
-        begin = self.expr(s.min)
-        end = self.expr(s.extent) if E.is_const_int(s.min, 0) else self.expr(s.min + s.extent, REL + 1)
+        begin = self.index_expr(s.min)
+        end = self.index_expr(s.extent) if E.is_const_int(s.min, 0) else self.index_expr(
+            s.min + s.extent, REL + 1)
         pragmas = self.loop_pragmas(s)
-        with self.bind(s.loop_var, nonneg) as i:
+        wide = bool(self.dialect.index_type) and s.loop_var.dtype == "int32"
+        ctype = self.dialect.index_type if wide else self.scalar_type(s.loop_var.dtype)
+        with self.bind(s.loop_var, nonneg, wide) as i:
             for p in pragmas:
                 self.emit(p)
-            with self.block(f"for ({self.scalar_type(s.loop_var.dtype)} {i} = {begin}; "
-                            f"{i} < {end}; ++{i})"):
-                self.loop_body(s)
+            self.loops.append(s)
+            try:
+                with self.block(f"for ({ctype} {i} = {begin}; {i} < {end}; ++{i})"):
+                    self.loop_body(s)
+            finally:
+                self.loops.pop()
 
     def loop_body(self, s: N.For) -> None:
         self.stmt(s.body)

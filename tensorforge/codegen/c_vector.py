@@ -263,7 +263,7 @@ class VectorExtensions:
                                  f"static inline {T} NAME(const {s}* p, int64_t base, int64_t stride) {{\n"
                                  f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
                                  f"{lane.format('p[base + l * stride]')};{pad}\n  return r;\n}}")
-            return f"{name}({ptr}, {self.expr(index.base)}, {self.expr(index.stride)})"
+            return f"{name}({ptr}, {self.index_expr(index.base)}, {self.index_expr(index.stride)})"
         I = self.vec_type(dt.element_of(index.dtype), lanes)
         name = self._vhelper(f"gather_{elem}x{lanes}_by_{index.dtype}",
                              f"static inline {T} NAME(const {s}* p, {I} idx) {{\n"
@@ -272,7 +272,7 @@ class VectorExtensions:
         return f"{name}({ptr}, {self.vvalue(index)})"
 
     def _address(self, ptr: str, base: E.Expr) -> str:
-        return ptr if E.is_const_int(base, 0) else f"{ptr} + {self.expr(base)}"
+        return ptr if E.is_const_int(base, 0) else f"{ptr} + {self.index_expr(base)}"
 
     def vector_aligned(self, buf: N.Buffer, base: E.Expr, elem: str, lanes: int) -> bool:
         """Whether a contiguous access at `base` is provably aligned to the vector's size: only
@@ -306,7 +306,8 @@ class VectorExtensions:
             name = self._vhelper(f"scatter_strided_{elem}x{lanes}",
                                  f"static inline void NAME({sc}* p, int64_t base, int64_t stride, {V} v) "
                                  f"{{ for (int l = 0; l < {lanes}; ++l) p[base + l * stride] = {lane}; }}")
-            self.emit(f"{name}({ptr}, {self.expr(index.base)}, {self.expr(index.stride)}, {value});")
+            base, stride = self.index_expr(index.base), self.index_expr(index.stride)
+            self.emit(f"{name}({ptr}, {base}, {stride}, {value});")
         else:
             I = self.vec_type(dt.element_of(index.dtype), lanes)
             name = self._vhelper(f"scatter_{elem}x{lanes}_by_{index.dtype}",

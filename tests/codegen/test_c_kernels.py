@@ -183,6 +183,16 @@ FUNCS.append(N.PrimFunc("aligned_local", (VL_A, VL_B), loop(j, 4, N.Allocate(vt,
     store(vt, ramp(0, 16), load(VL_A, ramp(j * 16, 16)) + bcast(1.0, 16)),
     store(VL_B, ramp(j * 16, 16), load(vt, ramp(0, 16)) * load(vt, ramp(0, 16))))))))
 
+# Zero padding of rows in a vectorized loop (64-bit addresses, a guard affine in x), an int32
+# value of the loop variables with negative floor divisions, a gather along the rows.
+PR_X, PR_P = N.Buffer("X", (5 * 29,), F32), N.Buffer("P", (5 * 33,), F32)
+PR_Q, PR_T = N.Buffer("Q", (5 * 33,), I32), N.Buffer("T", (5 * 33,), F32)
+inside = E.And(E.LE(c(2), k), E.LT(k, c(31)))
+FUNCS.append(N.PrimFunc("pad_rows", (PR_X, PR_P, PR_Q, PR_T), loop(r, 5, loop(k, 33, N.seq(
+    store(PR_P, r * 33 + k, E.Select(inside, load(PR_X, r * 29 + k - 2), c(0.0))),
+    store(PR_Q, r * 33 + k, (r * k - 40) // 3),
+    store(PR_T, r * 33 + k, load(PR_X, (r * 33 + k) % 29 * 5 + (r * 33 + k) // 29))), N.VECTORIZED))))
+
 
 @pytest.fixture(scope="module")
 def mod():
@@ -309,6 +319,17 @@ def test_bool_buffers(mod):
     np.testing.assert_array_equal(run(mod, "bool_scalar", x, m, out_dtype=bool), (x > 0) & ~m)
     np.testing.assert_array_equal(run(mod, "bool_vector", x, m, out_dtype=bool), (x > 0) != m)
     np.testing.assert_array_equal(run(mod, "bool_select", x, m, out_dtype=F32), np.where(m, x, -x))
+
+
+def test_padded_rows_in_a_vectorized_loop(mod):
+    x = rand(5 * 29, F32)
+    p, q, t = np.zeros(5 * 33, F32), np.zeros(5 * 33, I32), np.zeros(5 * 33, F32)
+    mod["pad_rows"](x, p, q, t)
+    np.testing.assert_array_equal(p.reshape(5, 33), np.pad(x.reshape(5, 29), ((0, 0), (2, 2))))
+    rows, cols = np.meshgrid(np.arange(5), np.arange(33), indexing="ij")
+    np.testing.assert_array_equal(q.reshape(5, 33), (rows * cols - 40) // 3)
+    flat = np.arange(5 * 33)
+    np.testing.assert_array_equal(t, x[flat % 29 * 5 + flat // 29])
 
 
 def test_let_and_guarded_select(mod):

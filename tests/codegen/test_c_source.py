@@ -38,7 +38,7 @@ def test_elementwise_function_text():
     f = N.PrimFunc("add_one", (A, B), loop(i, n, store(B, load(A, i) + 1.0, i)), (n,))
     assert function_text(source(f), "add_one") == (
         "int32_t add_one(const float* restrict A, float* restrict B, int32_t n) {\n"
-        "  for (int32_t i = 0; i < n; ++i) {\n"
+        "  for (int64_t i = 0; i < n; ++i) {\n"
         "    B[i] = A[i] + 1.0f;\n"
         "  }\n"
         "  return 0;\n"
@@ -53,12 +53,44 @@ def test_floor_division_plain_only_when_operands_nonnegative():
                  store(A, (i - 8) // 4, i),              # may be negative: floor helper
                  store(A, n // 2 + (i * 3 + n) % 5, i))  # shape vars are >= 0
     text = source(N.PrimFunc("fd", (A,), loop(i, n, body), (n,)))
-    assert "A[i] = i / 4 + i % 4;" in text
-    assert "A[i] = tf_floordiv_int32(i - 8, 4);" in text
-    assert "A[i] = n / 2 + (i * 3 + n) % 5;" in text
+    assert "A[i] = (int32_t)i / 4 + (int32_t)i % 4;" in text
+    assert "A[i] = tf_floordiv_int32((int32_t)i - 8, 4);" in text
+    assert "A[i] = n / 2 + ((int32_t)i * 3 + n) % 5;" in text
     j = E.Var("j")
     neg = source(N.PrimFunc("neg", (A,), loop(j, 4, store(A, j // 2, j), start=-4), (n,)))
-    assert "tf_floordiv_int32(j, 2)" in neg
+    assert "tf_floordiv_int32((int32_t)j, 2)" in neg
+
+
+def test_loop_variables_are_64_bit_except_with_data():
+    # A row copy into a zero-padded row, the lanes guarded by a condition affine in x: indices
+    # and condition are 64-bit (the C compiler then emits a masked contiguous load, not a
+    # gather).  An int32 value that mixes the loop variables with loaded data keeps the IR's
+    # int32 arithmetic exactly: the variables are read as int32 there.
+    X, P = N.Buffer("X", (4 * 30,), F32), N.Buffer("P", (4 * 32,), F32)
+    Q, D = N.Buffer("Q", (4 * 32,), "int32"), N.Buffer("D", (4 * 32,), "int32")
+    r, x = E.Var("r"), E.Var("x")
+    inside = E.And(E.LE(E.const(1), x), E.LT(x, E.const(31)))
+    body = N.seq(store(P, E.Select(inside, load(X, r * 30 + x - 1), E.const(0.0)), r * 32 + x),
+                 store(Q, r * x - 5, r * 32 + x),
+                 store(Q, load(D, r * 32 + x) * 3 + x, r * 32 + x))
+    text = source(N.PrimFunc("pad", (X, P, Q, D), loop(r, 4, loop(x, 32, body, N.VECTORIZED))))
+    assert "for (int64_t r = 0; r < 4; ++r)" in text and "for (int64_t x = 0; x < 32; ++x)" in text
+    assert "P[r * 32 + x] = 1 <= x && x < 31 ? X[r * 30 + x - 1] : 0.0f;" in text
+    assert "Q[r * 32 + x] = r * x - 5;" in text
+    assert "Q[r * 32 + x] = D[r * 32 + x] * 3 + (int32_t)x;" in text
+
+
+def test_index_not_affine_in_the_inner_loop_stays_32_bit():
+    # Its lanes are computed one by one (a gather): 32-bit lanes are twice as many per vector.
+    A, B = N.Buffer("A", (64,), F32), N.Buffer("B", (64,), F32)
+    o, i = E.Var("o"), E.Var("i")
+    body = store(B, load(A, (o * 16 + i) % 64 // 4 + (o * 16 + i) // 64 * 16), o * 16 + i)
+    text = source(N.PrimFunc("t", (A, B), loop(o, 4, loop(i, 16, body, N.VECTORIZED))))
+    assert "B[o * 16 + i] = A[((int32_t)o * 16 + (int32_t)i) % 64 / 4 + " in text
+    # ... while a division of an outer loop's variable alone is loop-invariant: 64-bit.
+    outer = store(B, load(A, o // 2 * 16 + i), o * 16 + i)
+    text = source(N.PrimFunc("u", (A, B), loop(o, 4, loop(i, 16, outer, N.VECTORIZED))))
+    assert "B[o * 16 + i] = A[o / 2 * 16 + i];" in text
 
 
 def test_only_outermost_parallel_loop_gets_the_pragma():
@@ -67,7 +99,7 @@ def test_only_outermost_parallel_loop_gets_the_pragma():
     f = N.PrimFunc("p", (A,), loop(i, 8, loop(j, 8, store(A, 1.0, i * 8 + j), N.PARALLEL), N.PARALLEL))
     text = source(f)
     assert text.count("#pragma omp parallel for num_threads(tf_num_threads) schedule(static)") == 1
-    assert text.index("#pragma omp parallel") < text.index("for (int32_t i")
+    assert text.index("#pragma omp parallel") < text.index("for (int64_t i")
 
 
 def test_no_openmp_construct_inside_a_simd_loop():
@@ -75,7 +107,7 @@ def test_no_openmp_construct_inside_a_simd_loop():
     i, j = E.Var("i"), E.Var("j")
     f = N.PrimFunc("p", (A,), loop(i, 8, loop(j, 8, store(A, 1.0, i * 8 + j), N.PARALLEL), N.VECTORIZED))
     text = source(f)
-    assert text.count("#pragma omp") == 1 and "#pragma omp simd\n  for (int32_t i" in text
+    assert text.count("#pragma omp") == 1 and "#pragma omp simd\n  for (int64_t i" in text
 
 
 def test_thread_binding_is_rejected():
@@ -113,7 +145,7 @@ def test_variables_with_the_same_name_get_distinct_c_names():
     A = N.Buffer("A", (16,), F32)
     outer, inner = E.Var("i"), E.Var("i")
     text = source(N.PrimFunc("k", (A,), loop(outer, 4, loop(inner, 4, store(A, 1.0, outer * 4 + inner)))))
-    assert "for (int32_t i = 0;" in text and "for (int32_t i_1 = 0;" in text
+    assert "for (int64_t i = 0;" in text and "for (int64_t i_1 = 0;" in text
     assert "A[i * 4 + i_1] = 1.0f;" in text
     weird = N.Buffer("float", (16,), F32)   # a C keyword as a buffer name
     assert "float* restrict v_float" in source(N.PrimFunc("w", (weird,), loop(outer, 16, store(weird, 1.0, outer))))
@@ -146,7 +178,7 @@ def test_vectorized_loop_kind_and_pragma_annotations():
     A, B = N.Buffer("A", (64,), F32), N.Buffer("B", (1,), F32)
     i = E.Var("i")
     simd = source(N.PrimFunc("k", (A,), loop(i, 64, store(A, 2.0, i), N.VECTORIZED)))
-    assert "#pragma omp simd\n  for (int32_t i" in simd
+    assert "#pragma omp simd\n  for (int64_t i" in simd
     reduction = source(N.PrimFunc("r", (A, B), loop(i, 64, store(B, load(B, 0) + load(A, i), 0), N.VECTORIZED)))
     assert "omp simd" not in reduction and "left scalar" in reduction
     annotated = source(N.PrimFunc("a", (A,), loop(i, 64, store(A, 2.0, i), annotations=(
