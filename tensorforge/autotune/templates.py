@@ -92,8 +92,16 @@ def tunable_workload(name: str, reference: Callable) -> Callable:
     return wrap
 
 
+def _load_schedule_modules() -> None:
+    """Import ops/schedules/ (once): templates that live there register as they are imported."""
+    from ..ops.schedules import _load
+    _load()
+
+
 def get_tunable(name: str) -> TunableTemplate | None:
     """The tunable template registered as `name`, or None."""
+    if name not in _TUNABLE:
+        _load_schedule_modules()
     return _TUNABLE.get(name)
 
 
@@ -101,6 +109,8 @@ def require_tunable(name: str, module: str | None = None) -> TunableTemplate:
     """The template `name`, importing `module` first when given (a fresh measuring process)."""
     if name not in _TUNABLE and module:
         importlib.import_module(module)
+    if name not in _TUNABLE:
+        _load_schedule_modules()
     t = _TUNABLE.get(name)
     if t is None:
         raise KeyError(f"no tunable template {name!r}; registered: {', '.join(sorted(_TUNABLE))}")
@@ -108,6 +118,7 @@ def require_tunable(name: str, module: str | None = None) -> TunableTemplate:
 
 
 def tunable_names() -> list[str]:
+    _load_schedule_modules()
     return sorted(_TUNABLE)
 
 
@@ -256,10 +267,9 @@ def _schedule_pad(s, t, target) -> None:
     inside, so no index needs a div/mod per element.
 
     The copy's load sits under a test of the column, which the loop vectorizer leaves to the C
-    compiler, and the C compiler makes it a masked gather per vector.  A row no wider than a
-    few vectors is therefore unrolled: the column tests fold to constants and each element is
-    a plain copy or a zero.  A wider row is split into vectors, where the gathers cost less per
-    element than a scalar copy.  (Scheduled as one flat loop like other elementwise stages,
+    compiler; with 64-bit indices it makes each vector one masked contiguous load.  A row of at
+    most `_PAD_UNROLL_VECTORS` vectors is unrolled (the column tests fold to constants); a wider
+    row is split into vectors.  (Scheduled as one flat loop like other elementwise stages,
     this copy took 15-20% of a 56x56, 64-channel 3x3 conv.)  In the blocked layout the test
     depends on the row and column only, not on the channel within the block: the block is the
     vector loop, and each vector is one guarded contiguous copy or zeros."""

@@ -15,14 +15,33 @@ the phase stage at (y % sy, y // sy), and bound inference widens a phase index r
 of y to every phase, so a tile attached there would hold all phases (four times the weights per
 tile, a quarter of the reuse).  Measured on DCGAN (1 thread): all-phase fused tiles 3.7 ms,
 per-phase whole stage 2.7 ms.
+
+The template is tunable; its knobs (the heuristic above is the default point of the space):
+  tile_x        positions of a phase row per tile (xb), divisors of the phase width; for a
+                narrow block (vectors along the row, lanes per vector), tails allowed;
+  tile_y        phase rows per tile (yb), divisors of the phase height up to MAX_TILE_ROWS;
+  tile_rc       an inner part of the input channel loop (up to MAX_INNER_RC channels),
+                unrolled right outside the tile (1: none);
+  order_reduce  order of the input channel and kernel row and column loops (channel outermost
+                reads the OIHW[x]o weights in memory order);
+  unroll_taps   unroll of the kernel row and column loops;
+  order_outer   "phases": (image, block, phase) outside the tiles, on the thread pool (default);
+                "tiles": the phases inside each tile position, so the four phases of a 2x2
+                stride reuse the same input rows in cache, (image, block, tile row) on the
+                thread pool.
 """
 from __future__ import annotations
 
+from ...autotune.space import as_config
+from ...autotune.templates import tunable
 from ...te.expr import IntImm
 from . import template
 from .cpu import PARALLEL_MIN_ELEMS
 
 ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
+MAX_TILE_ROWS = 4      # knob limits (see _define_knobs)
+MAX_INNER_RC = 4
+_REDUCE_ORDERS = ((0, 1, 2), (1, 2, 0), (1, 0, 2))     # over (input channel, kernel row, kernel column)
 
 
 def _ext(iv) -> int:
@@ -61,7 +80,11 @@ def schedule_rows(s, t, target) -> None:
 
 
 @template("conv_transpose2d_nchwc.cpu")
+@tunable("conv_transpose2d_nchwc.cpu")
 def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
+    """The phase-tiled loops of the module docstring, with their choices as knobs (see there);
+    `cfg` None is the heuristic default, the space's default point."""
+    cfg = as_config(cfg)
     out5 = master_outs[0]
     phases = out5.op.input_tensors()[0]
     for t in phases.op.input_tensors():
@@ -72,42 +95,82 @@ def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     for t in outs:
         schedule_rows(s, t, target)
     lanes = max(1, target.simd_lanes(phases.dtype))
+    narrow = phases.op.tag.endswith("_narrow")
+    _define_knobs(cfg, phases, lanes, narrow)
     acc = s.cache_write(phases, "local")
     pst = s[phases]
     rc, ry, rx = s[acc].op.reduce_axis
-    if phases.op.tag.endswith("_narrow"):
+    phases_outer = cfg["order_outer"].val == "phases"
+    if narrow:
         n, fo, py, px, fi, yq, xq = pst.op.axis
+        yqo, yqi = cfg["tile_y"].apply(s, pst, yq)
+        xqo, xqv, vec = cfg["tile_x"].apply(s, pst, xq)
+        width = cfg["tile_x"].size[2]
+        tile = [fi, yqi, xqv, vec]
+    else:
+        n, fo, py, px, yq, xq, fi = pst.op.axis
+        yqo, yqi = cfg["tile_y"].apply(s, pst, yq)
+        xqo, xqi = cfg["tile_x"].apply(s, pst, xq)
+        tile = [yqi, xqi, fi]
+    outer = [n, fo, py, px, yqo, xqo] if phases_outer else [n, fo, yqo, xqo, py, px]
+    pst.reorder(*outer, *tile)
+    if not narrow:
+        _, vec = pst.split(fi, factor=lanes)
+    s[acc].compute_at(pst, outer[-1])
+    if narrow:
+        *_, afi, ayq, axq = s[acc].op.axis
+        axo, axi = s[acc].split(axq, factor=width)
+        tile_axes = [afi, ayq, axo, axi]
+    else:
+        *_, ayq, axq, afi = s[acc].op.axis
+        afo_, afi_ = s[acc].split(afi, factor=lanes)   # one machine vector per accumulator
+        tile_axes = [ayq, axq, afo_, afi_]
+    # the reduction outside the tile: each weight vector loaded once per tile, used by all of
+    # its positions; an inner part of the input channels (tile_rc) runs right outside the tile,
+    # unrolled
+    arc = rc
+    inner_rc = cfg["tile_rc"].size[-1]
+    if inner_rc > 1:
+        arc, rci = cfg["tile_rc"].apply(s, s[acc], rc)
+    reduction = [(arc, ry, rx)[k] for k in cfg["order_reduce"].perm]
+    s[acc].reorder(*reduction, *([rci] if inner_rc > 1 else []), *tile_axes)
+    pst.vectorize(vec)
+    for ax in tile_axes[:-1]:
+        s[acc].unroll(ax)
+    if inner_rc > 1:
+        s[acc].unroll(rci)
+    cfg["unroll_taps"].apply(s, s[acc], [ry, rx])
+    s[acc].vectorize(tile_axes[-1])
+    if target.num_cores > 1:
+        pst.parallel(pst.fuse(n, fo, py, px) if phases_outer else pst.fuse(n, fo, yqo))
+
+
+def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
+    """The knobs, with the heuristic register tile as the default: ACCUMULATORS vectors of
+    yb x xb positions (x B channels), or for a narrow block every channel times yb rows of xv
+    vectors along a phase row."""
+    if narrow:
         _, _, _, _, block, yq_n, xq_n = _shape(phases)
         width = min(lanes, xq_n)
         xv = max(1, min(-(-xq_n // width), ACCUMULATORS // block))
         yb = _divisor_at_most(yq_n, max(1, ACCUMULATORS // (block * xv)))
-        yqo, yqi = pst.split(yq, factor=yb)
-        xqo, xqi = pst.split(xq, factor=xv * width)
-        pst.reorder(n, fo, py, px, yqo, xqo, fi, yqi, xqi)
-        _, vec = pst.split(xqi, factor=width)
-        s[acc].compute_at(pst, xqo)
-        *_, afi, ayq, axq = s[acc].op.axis
-        axo, axi = s[acc].split(axq, factor=width)
-        s[acc].reorder(rc, ry, rx, afi, ayq, axo, axi)
-        unrolled, vector = (afi, ayq, axo), axi
+        widths = sorted({width, max(1, width // 2)})
+        cands = [(v, w) for w in widths for v in range(1, -(-xq_n // w) + 1) if v * block <= 2 * ACCUMULATORS]
+        cfg.define_split("tile_x", xq_n, 3, policy="candidate", allow_tail=True,
+                         candidates=cands if (xv, width) in cands else cands + [(xv, width)], default=(xv, width))
     else:
-        n, fo, py, px, yq, xq, fi = pst.op.axis
         _, _, _, _, yq_n, xq_n, block = _shape(phases)
         per_position = max(1, block // lanes)
         xb = _divisor_at_most(xq_n, max(1, ACCUMULATORS // per_position))
         yb = _divisor_at_most(yq_n, max(1, ACCUMULATORS // (per_position * xb)))
-        yqo, yqi = pst.split(yq, factor=yb)
-        xqo, xqi = pst.split(xq, factor=xb)
-        pst.reorder(n, fo, py, px, yqo, xqo, yqi, xqi, fi)
-        _, vec = pst.split(fi, factor=lanes)
-        s[acc].compute_at(pst, xqo)
-        *_, ayq, axq, afi = s[acc].op.axis
-        afo_, afi_ = s[acc].split(afi, factor=lanes)   # one machine vector per accumulator
-        s[acc].reorder(rc, ry, rx, ayq, axq, afo_, afi_)
-        unrolled, vector = (ayq, axq, afo_), afi_
-    pst.vectorize(vec)
-    for ax in unrolled:
-        s[acc].unroll(ax)
-    s[acc].vectorize(vector)
-    if target.num_cores > 1:
-        pst.parallel(pst.fuse(n, fo, py, px))
+        cfg.define_split("tile_x", xq_n, 2, policy="factors", max_factor=max(xb, min(xq_n, ACCUMULATORS)),
+                         default=(xb,))
+    # at most MAX_TILE_ROWS rows and MAX_INNER_RC channels: the tile, the taps and the inner
+    # channels are unrolled together, and larger products only spill and take long to compile
+    cfg.define_split("tile_y", yq_n, 2, policy="factors", max_factor=max(yb, min(yq_n, MAX_TILE_ROWS)),
+                     default=(yb,))
+    channels = _ext(phases.op.reduce_axis[0])
+    cfg.define_split("tile_rc", channels, 2, policy="factors", max_factor=MAX_INNER_RC, default=(1,))
+    cfg.define_reorder("order_reduce", 3, policy="candidates", candidates=_REDUCE_ORDERS, default=_REDUCE_ORDERS[0])
+    cfg.define_annotate("unroll_taps", 2, policy="try_unroll", default=("none", "none"))
+    cfg.define_knob("order_outer", ["phases", "tiles"], default="phases")

@@ -1,21 +1,39 @@
 """CPU templates for the window ops in the blocked layout NCHW[b]c (ops/nn_depthwise_nchwc.py,
 ops/nn_pool_nchwc.py), where the b channels of a block are the SIMD lanes.
 
-window2d_nchwc.cpu (depthwise conv, max and average pooling): per (image, channel block, output
-row) on the thread pool, per tile of xb output columns a local accumulator of xb x b, i.e.
-xb * b / lanes vectors.  Inside the tile the window taps, the columns and the vectors of the
-block are all unrolled: each tap is one weight vector (depthwise) and per column one contiguous
-vector load of the input and one multiply-add (or max), at any stride, with no gathers and no
-phase split.  The elementwise epilogue (bias, activation, in NCHW[b]c) takes the tile from the
-accumulator and stores whole vectors.  The padded input is built inside the output's loops, a
-plane at a time when a plane is small, else per tile of output rows (see `_pad_attach`), each
-vector of it one guarded contiguous copy (or the fill value).
+window2d_nchwc.cpu (depthwise conv, max and average pooling; tunable): per (image, channel
+block, output row) on the thread pool, per tile of xb output columns a local accumulator of
+xb x b, i.e. xb * b / lanes vectors.  Inside the tile the window taps, the columns and the
+vectors of the block are all unrolled: each tap is one weight vector (depthwise) and per column
+one contiguous vector load of the input and one multiply-add (or max), at any stride, with no
+gathers and no phase split.  The elementwise epilogue (bias, activation, in NCHW[b]c) takes the
+tile from the accumulator and stores whole vectors.  The padded input is built inside the
+output's loops, a plane at a time when a plane is small, else per tile of output rows (see
+`_pad_rows`), each vector of it one guarded contiguous copy (or the fill value).
+
+Its knobs (the heuristic above is the default point of the space):
+  tile_x       output columns per register tile (xb), divisors of the output width;
+  tile_ci      vectors of the block per tile: fewer than all puts a loop over the parts of the
+               block just outside the column tiles (a wider column tile in the same registers);
+  order        order of the kernel row, kernel column and column-of-the-tile loops around the
+               accumulator: taps outside the columns (default), the kernel column inside the
+               columns, or the columns outermost (one accumulator column finished at a time);
+  unroll_taps  unroll of the kernel row and kernel column loops (at most MAX_UNROLLED_TAPS);
+  pad_rows     where the padded input is built: 0 per plane, r > 0 per tile of r output rows;
+  parallel     "planes": (image, block) on the thread pool; "rows": (image, block, row tile),
+               with pad_rows 0 the padded input then built whole first (a layer with a single
+               channel block, MobileNet's first, has no other parallelism).
 
 global_pool_nchwc.cpu: per (image, channel block) a b-wide local accumulator, the plane's cells
 walked in memory order, each one vector add (or max).
 """
 from __future__ import annotations
 
+import itertools
+import math
+
+from ...autotune.space import as_config
+from ...autotune.templates import tunable
 from ...te.expr import IntImm
 from . import template
 from .cpu import reads_only_at, schedule_elementwise_stage
@@ -26,6 +44,7 @@ MAX_UNROLLED_TAPS = 25
 # this size (heap buffers: the C backend keeps locals over 32 KiB off the stack).  On
 # MobileNet's 112x112 and 56x56 layers 128 KiB tiles beat both whole planes and 32 KiB tiles.
 PLANE_BYTES = 128 * 1024
+_TAP_ORDERS = ((0, 1, 2), (0, 2, 1), (2, 0, 1))      # over (kernel row, kernel column, column)
 
 
 def _shape(t) -> tuple:
@@ -67,12 +86,36 @@ def _split_block(s, stage, ax, lanes: int):
 
 
 @template("window2d_nchwc.cpu")
+@tunable("window2d_nchwc.cpu")
 def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
+    """The register-tiled window loops of the module docstring, with their choices as knobs
+    (see the module docstring); `cfg` None is the heuristic default, the space's default point."""
+    cfg = as_config(cfg)
     top = master_outs[0]
     main = _main_stage(top)
     if top is not main and top not in outs:
         s[top].compute_inline()
     pads = [t for t in main.op.input_tensors() if t.op.name == "pad"]
+    lanes = max(1, target.simd_lanes(main.dtype))
+    _, _, my, mx, mci = s[main].op.axis
+    ry, rx = s[main].op.reduce_axis
+    taps = (_ext(ry), _ext(rx))
+    block = _ext(mci)
+    vectors = max(1, block // lanes)
+    split_block = block > lanes and block % lanes == 0
+    xb0 = _divisor_at_most(_ext(mx), max(1, ACCUMULATORS // vectors))
+    cfg.define_split("tile_x", _ext(mx), 2, policy="factors", max_factor=max(xb0, min(_ext(mx), ACCUMULATORS)),
+                     default=(xb0,))
+    nvec = vectors if split_block else 1
+    cfg.define_split("tile_ci", nvec, 2, policy="factors", default=(nvec,))
+    cfg.define_reorder("order", 3, policy="candidates", candidates=_TAP_ORDERS, default=_TAP_ORDERS[0])
+    cfg.define_annotate("unroll_taps", 2, policy="candidates", candidates=_tap_unrolls(taps),
+                        default=("unroll", "unroll") if taps[0] * taps[1] <= MAX_UNROLLED_TAPS else ("none", "none"))
+    if pads:
+        rows0 = _pad_rows(pads[0], main)
+        cfg.define_knob("pad_rows", _pad_row_choices(rows0, _ext(my)), default=rows0)
+    cfg.define_knob("parallel", ["planes", "rows"], default="planes")
+
     readers = [t for t in outs if t is not main]
     if len(readers) == 1 and main not in outs and _own_index_reader(s, readers[0], main):
         # the tile goes from the accumulator through the epilogue to the output
@@ -84,53 +127,94 @@ def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         out, acc = main, s.cache_write(main, "local")
     ost = s[out]
     n, c, y, x, ci = ost.op.axis
-    lanes = max(1, target.simd_lanes(main.dtype))
-    block = _ext(ci)
-    vectors = max(1, block // lanes)
-    xb = _divisor_at_most(_ext(x), max(1, ACCUMULATORS // vectors))
-    xo, xi = ost.split(x, factor=xb)
+    xo, xi = cfg["tile_x"].apply(s, ost, x)
     cio, cii = _split_block(s, out, ci, lanes)
-    ost.reorder(n, c, y, xo, xi, *([cio] if cio is not None else []), cii)
+    # vectors of the block per tile: fewer than all of them puts a loop over the block's parts
+    # just outside the column tiles (a row of input stays in cache for each part)
+    per_tile = cfg["tile_ci"].size[-1]
+    cioo, cioi = (ost.split(cio, factor=per_tile) if per_tile < nvec else (None, cio))
+    ost.reorder(n, c, y, *_some(cioo), xo, xi, *_some(cioi), cii)
     ost.vectorize(cii)
     s[acc].compute_at(ost, xo)
     an, ac, ay, ax, aci = s[acc].op.axis
-    ry, rx = s[acc].op.reduce_axis
+    ary, arx = s[acc].op.reduce_axis
     acio, acii = _split_block(s, acc, aci, lanes)
-    s[acc].reorder(ry, rx, ax, *([acio] if acio is not None else []), acii)
-    if _ext(ry) * _ext(rx) <= MAX_UNROLLED_TAPS:
-        s[acc].unroll(ry)
-        s[acc].unroll(rx)
+    s[acc].reorder(*[(ary, arx, ax)[k] for k in cfg["order"].perm], *_some(acio), acii)
+    cfg["unroll_taps"].apply(s, s[acc], [ary, arx])
     s[acc].unroll(ax)
     if acio is not None:
         s[acc].unroll(acio)
     s[acc].vectorize(acii)
     nc = ost.fuse(n, c)
-    at = _pad_attach(ost, nc, y, pads[0], main) if pads else nc
+    rows = cfg["pad_rows"].val if pads else 0
+    by_rows = cfg["parallel"].val == "rows"
+    if rows:
+        yo, _ = ost.split(y, factor=rows)
+        outer = ost.fuse(nc, yo) if by_rows else nc
+        at = outer if by_rows else yo
+    elif by_rows:
+        # rows on the thread pool: each padded plane built first, by its own loop nest
+        outer = at = ost.fuse(nc, y)
+    else:
+        outer = at = nc
     for pad in pads:
+        if by_rows and not rows:
+            _schedule_whole_pad(s, pad, target, lanes)
+            continue
         s[pad].compute_at(ost, at)
         s[pad].set_scope("local")
         *_, pci = s[pad].op.axis
         # the padding test depends on the row and column only: the block is the vector loop
-        _, cii = _split_block(s, pad, pci, lanes)
-        s[pad].vectorize(cii)
+        _, pcii = _split_block(s, pad, pci, lanes)
+        s[pad].vectorize(pcii)
     if target.num_cores > 1:
-        ost.parallel(nc)
+        ost.parallel(outer)
 
 
-def _pad_attach(ost, plane, y, pad, main):
-    """Where the padded input is built: per (image, block) plane when the padded plane is at
-    most PLANE_BYTES, else per tile of output rows whose input rows fit in that size (rows
-    shared by neighbouring tiles are copied twice).  A plane or tile in cache is what the taps
-    read; a whole padded tensor built first would go through memory twice."""
+def _pad_rows(pad, main) -> int:
+    """The heuristic for where the padded input is built: 0 (per (image, block) plane) when the
+    padded plane is at most PLANE_BYTES, else the rows of a tile of output rows whose input rows
+    fit in that size (rows shared by neighbouring tiles are copied twice).  A plane or tile in
+    cache is what the taps read; a whole padded tensor built first would go through memory twice."""
     _, _, rows, cols, b = _shape(pad)
     row_bytes = cols * b * 4
     if rows * row_bytes <= PLANE_BYTES:
-        return plane
+        return 0
     sy, dy = main.op.attrs["strides"][0], main.op.attrs["dilations"][0]
     span = (_ext(main.op.reduce_axis[0]) - 1) * dy + 1
-    tile = max(1, (PLANE_BYTES // row_bytes - span) // sy + 1)
-    yo, _ = ost.split(y, factor=tile)
-    return yo
+    return max(1, (PLANE_BYTES // row_bytes - span) // sy + 1)
+
+
+def _pad_row_choices(default: int, out_rows: int) -> list[int]:
+    """Values of the pad_rows knob: 0 (a plane at a time), a few tiles of output rows, the default."""
+    return [0] + sorted({r for r in (1, 2, 4, 8) if r < out_rows} | ({default} - {0}))
+
+
+def _tap_unrolls(taps: tuple) -> list[tuple]:
+    """Unroll choices for the (kernel row, kernel column) loops that unroll at most
+    MAX_UNROLLED_TAPS taps."""
+    out = []
+    for ann in itertools.product(("none", "unroll"), repeat=2):
+        unrolled = math.prod(t for t, a in zip(taps, ann) if a == "unroll")
+        if unrolled <= MAX_UNROLLED_TAPS:
+            out.append(ann)
+    return out
+
+
+def _schedule_whole_pad(s, pad, target, lanes: int) -> None:
+    """The padded input built whole before the window loops: per (image, block, row), the block
+    the vector loop, rows on the thread pool."""
+    st = s[pad]
+    n, c, h, w, ci = st.op.axis
+    _, cii = _split_block(s, pad, ci, lanes)
+    st.vectorize(cii)
+    rows = st.fuse(n, c, h)
+    if target.num_cores > 1:
+        st.parallel(rows)
+
+
+def _some(axis) -> list:
+    return [] if axis is None else [axis]
 
 
 @template("global_pool_nchwc.cpu")
