@@ -29,6 +29,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--tuner", default="xgb")
     p.add_argument("--target", default="c -mcpu=native")
+    p.add_argument("--confirm", type=int, default=3, help="side-by-side re-measurement of the N best per task")
+    p.add_argument("--confirm-only", action="store_true",
+                   help="no tuning: only re-measure the recorded best configs and defaults side by side")
     opts = p.parse_args()
     plan = []
     for item in opts.budget.split(","):
@@ -45,7 +48,12 @@ def main() -> int:
         print(f"== {name}: {len(tasks)} tasks, budget {seconds:.0f} s, records {path}", flush=True)
         t0 = time.perf_counter()
         with LocalRunner(num_threads=opts.threads, min_repeat_ms=5) as runner:
-            results = tune(tasks, records=path, tuner=opts.tuner, time_budget=seconds, runner=runner, live=False)
+            if opts.confirm_only:
+                from tensorforge.autotune import confirm
+                confirm(tasks, path, top=opts.confirm, runner=runner)
+                continue
+            results = tune(tasks, records=path, tuner=opts.tuner, time_budget=seconds, runner=runner, live=False,
+                           confirm=opts.confirm)
         wall = time.perf_counter() - t0
         done = [(t, r) for t, r in results.items() if r.default_cost < float("inf") and r.cost < float("inf")]
         if len(done) < len(results):

@@ -230,7 +230,7 @@ def _tune(opts: argparse.Namespace) -> int:
         runner = LocalRunner(**measure)
     try:
         results = tune(tasks, trials=opts.trials, records=opts.records, tuner=opts.tuner, seed=opts.seed,
-                       time_budget=budget, total_trials=opts.total_trials, runner=runner)
+                       time_budget=budget, total_trials=opts.total_trials, runner=runner, confirm=opts.confirm)
     finally:
         runner.close()
     before = after = 0.0
@@ -316,6 +316,9 @@ def main(argv: list[str] | None = None) -> int:
                           "(default: TENSORFORGE_NUM_THREADS or all cores)")
     tun.add_argument("--min-repeat-ms", type=float, default=5.0,
                      help="each timing lasts at least this long (default 5 ms; steadier on a busy machine)")
+    tun.add_argument("--confirm", type=int, default=3,
+                     help="at the end, re-measure each kernel's default and its N fastest configs side by side; "
+                          "those times pick the best (default 3; 0 skips)")
     tun.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     tun.add_argument("--seed", type=int, default=0)
     tun.add_argument("--target", default="c -mcpu=native")

@@ -30,7 +30,7 @@ _EXPORTS = {
     "extract_features": "features", "FeatureExtractor": "features", "feature_names": "features",
     "ModelBasedTuner": "search", "simulated_annealing": "search",
     "DaskRunner": "pool", "add_pool_commands": "pool",
-    "summarize": "report", "plot_curves": "report", "parse_duration": "tuner",
+    "summarize": "report", "plot_curves": "report", "parse_duration": "tuner", "confirm": "tuner",
 }
 
 __all__ = sorted(_EXPORTS)

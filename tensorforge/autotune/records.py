@@ -10,7 +10,8 @@ that is killed leaves every earlier line intact and at most one partial last lin
 skips a line that does not parse (with a warning naming the file and line), and a writer that
 reopens such a file starts on a new line so the partial one stays isolated.  A run resumes
 from a file by skipping the (task, config) pairs in `measured_keys`; `best_configs` picks, per
-task, the record with the lowest time (its fastest repeat: see measure.MeasureResult.cost).
+task, the record with the lowest time (its fastest repeat: see measure.MeasureResult.cost),
+among the task's confirmation records ("stage": "confirm", tuner.confirm) when it has any.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class Record:
     run_s: float = 0.0
     timestamp: float = 0.0
     version: int = VERSION
+    stage: str = "tune"            # "confirm": a side-by-side re-measurement (see tuner.confirm)
 
     @property
     def ok(self) -> bool:
@@ -60,9 +62,12 @@ class Record:
     def to_json(self) -> dict:
         result = {"costs": list(self.costs)} if self.error is None else {"error": self.error,
                                                                          "message": self.message}
-        return {"version": self.version, "target": self.task.target, "task": self.task.workload_json(),
-                "config": self.config, "result": result, "build_s": round(self.build_s, 6),
-                "run_s": round(self.run_s, 6), "timestamp": self.timestamp}
+        d = {"version": self.version, "target": self.task.target, "task": self.task.workload_json(),
+             "config": self.config, "result": result, "build_s": round(self.build_s, 6),
+             "run_s": round(self.run_s, 6), "timestamp": self.timestamp}
+        if self.stage != "tune":
+            d["stage"] = self.stage
+        return d
 
     def to_line(self) -> str:
         return json.dumps(self.to_json(), separators=(",", ":"))
@@ -75,11 +80,14 @@ class Record:
         result = d["result"]
         if not isinstance(d["config"], dict):
             raise ValueError("record config is not a JSON object")
+        stage = str(d.get("stage", "tune"))
         if "error" in result:
             return Record(task, d["config"], (), str(result["error"]), str(result.get("message", "")),
-                          float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)))
+                          float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
+                          stage=stage)
         return Record(task, d["config"], tuple(float(c) for c in result["costs"]), None, "",
-                      float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)))
+                      float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
+                      stage=stage)
 
 
 class RecordWriter:
@@ -144,17 +152,22 @@ def _records(source: str | os.PathLike | Iterable[Record]) -> Iterable[Record]:
 
 def best_configs(source: str | os.PathLike | Iterable[Record], target: str | None = None) -> dict[str, Record]:
     """{task key: the record with the lowest time} over the successful records of a file
-    (or an iterable of records), optionally only those of `target`."""
+    (or an iterable of records), optionally only those of `target`.  Where a task has
+    records of a confirmation (configs re-measured side by side, stage "confirm"), only those
+    compete: times taken at one moment are compared, not a quiet moment's with a busy one's."""
     from ..target import Target
 
     want = None if target is None else str(Target.parse(target))
     best: dict[str, Record] = {}
+    confirmed: dict[str, Record] = {}
     for r in _records(source):
         if not r.ok or (want is not None and r.task.target != want):
             continue
-        old = best.get(r.task.key)
+        table = confirmed if r.stage == "confirm" else best
+        old = table.get(r.task.key)
         if old is None or r.cost < old.cost:
-            best[r.task.key] = r
+            table[r.task.key] = r
+    best.update(confirmed)
     return best
 
 

@@ -258,6 +258,7 @@ class _TaskState:
         self.stopped: str | None = None      # why the task stopped early, once it has
         self.seconds = 0.0                   # wall time spent on this task in this run
         self.correlation: float | None = None  # predicted vs measured ranking of the last batch
+        self.confirmed: tuple[float, ConfigEntity | None] | None = None   # winner of the confirmation
 
     # What the scheduler reads ------------------------------------------------------------
     @property
@@ -326,8 +327,12 @@ class _TaskState:
         return patience is not None and self.trials - self.best_at >= patience
 
     def result(self) -> TuneResult:
-        cost, config = self.best
-        return TuneResult(self.task, config, cost, self.default_cost, self.trials, self.errors)
+        cost, config = self.confirmed or self.best
+        default = self.default_cost
+        if self.confirmed is not None:      # the default's time from the same moment as the winner's
+            default = min((r.cost for r in self.session if r.stage == "confirm" and r.config == self.default.to_json()),
+                          default=default)
+        return TuneResult(self.task, config, cost, default, self.trials, self.errors)
 
 
 def _rank_correlation(tuner: Tuner, configs: Sequence[ConfigEntity], results: Sequence[MeasureResult]) -> float | None:
@@ -349,6 +354,64 @@ def _rank_correlation(tuner: Tuner, configs: Sequence[ConfigEntity], results: Se
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, runner: Runner,
+                   writer: RecordWriter | None) -> tuple[float, ConfigEntity | None]:
+    """Re-measure the default and the `top` fastest configs of a task side by side, `rounds`
+    times in turn, as "confirm" records; returns the fastest (time, config) among them."""
+    ranked = sorted(((m.cost, c.index, c) for c, m in state.measured.values() if m.ok))
+    configs = [c for _, _, c in ranked[:top]]
+    if state.default not in configs:
+        configs.append(state.default)
+    builds = builder.build([MeasureInput(state.task, c) for c in configs])
+    best: tuple[float, ConfigEntity | None] = (math.inf, None)
+    for _ in range(rounds):
+        for c, m in zip(configs, runner.run(builds)):
+            record = Record(state.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
+                            stage="confirm")
+            state.session.append(record)
+            if writer is not None:
+                writer.write(record)
+            if m.ok and m.cost < best[0]:
+                best = (m.cost, c)
+    return best
+
+
+def confirm(tasks: Task | Sequence[Task], records: str, top: int = 3, rounds: int = 3, *,
+            builder: Builder | None = None, runner: Runner | None = None,
+            log: Callable[[str], None] | None | bool = True) -> dict[Task, tuple[float, ConfigEntity | None]]:
+    """For each task of a record file: re-measure its default config and its `top` fastest
+    recorded configs side by side (`rounds` times, in turn) and append the results as
+    "confirm" records, which then decide the task's best config (records.best_configs).
+
+    Tuning on a busy machine compares times taken at different moments: a config timed while
+    another process ran looks slower than one timed at a quiet moment.  Times taken in turn,
+    at one moment, compare fairly."""
+    tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
+    say = (print if log is True else (log or (lambda line: None)))
+    previous = load_records(records)
+    own_builder, own_runner = builder is None, runner is None
+    builder = builder or LocalBuilder()
+    runner = runner or LocalRunner()
+    out: dict[Task, tuple[float, ConfigEntity | None]] = {}
+    try:
+        with RecordWriter(records) as writer:
+            for task in tasks:
+                mine = [r for r in previous if r.task.key == task.key and r.stage != "confirm"]
+                if not any(r.ok for r in mine):
+                    continue
+                state = _TaskState(task, make_tuner("random", task.config_space), mine, None)
+                cost, config = out[task] = _confirm_state(state, top, rounds, builder, runner, writer)
+                default = min((r.cost for r in state.session if r.config == state.default.to_json()), default=math.inf)
+                say(f"{task.name}: confirmed {'the default' if config == state.default else config} "
+                    f"({cost * 1e3:.4f} ms; default {default * 1e3:.4f} ms)")
+    finally:
+        if own_builder:
+            builder.close()     # type: ignore[union-attr]
+        if own_runner:
+            runner.close()      # type: ignore[union-attr]
+    return out
+
+
 def _new_tuner(kind: str, task: Task, seed: int) -> Tuner:
     import inspect
 
@@ -361,7 +424,7 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
          seed: int = 0, *, time_budget: float | str | None = None, total_trials: int | None = None,
          builder: Builder | None = None, runner: Runner | None = None, batch_size: int | None = None,
          early_stopping: int | None = None, log: Callable[[str], None] | None | bool = True,
-         live: bool | None = None, measure_default: bool = True) -> dict[Task, TuneResult]:
+         live: bool | None = None, measure_default: bool = True, confirm: int = 0) -> dict[Task, TuneResult]:
     """Tune `tasks` and return {task: TuneResult}.
 
     Without a budget, each task in turn gets up to `trials` measured configs (default 64).
@@ -381,7 +444,9 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     terminal (a live table with `rich` when the terminal is interactive, else a line per
     round), a callable receives the lines, False/None is quiet; `live` forces the table on/off.
     measure_default: False leaves the template's default config to the tuner like any other
-    (a search from scratch, as when comparing tuners).
+    (a search from scratch, as when comparing tuners).  confirm: at the end, re-measure each
+    task's default and its `confirm` fastest configs side by side (three rounds, in turn) as
+    "confirm" records, which then decide the best config (see `confirm()`); 0 skips it.
 
     Measurement runs in processes started with "spawn", which imports the main module again:
     a script that calls tune() needs the usual `if __name__ == "__main__":` guard."""
@@ -419,6 +484,12 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
         else:
             for state in states:
                 _run_alone(state, batch, builder, runner, writer, patience, clock, report)
+        if confirm > 0:
+            for state in states:
+                if any(m.ok for _, m in state.measured.values()):
+                    state.confirmed = _confirm_state(state, confirm, 3, builder, runner, writer)
+                    report.note(f"{state.task.name}: confirmed side by side: "
+                                f"{'the default' if state.confirmed[1] == state.default else state.confirmed[1]}")
     finally:
         report.stop()
         if writer is not None:

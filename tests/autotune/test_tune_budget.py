@@ -148,3 +148,35 @@ def test_search_from_scratch_leaves_the_default_to_the_tuner(tmp_path):
                   runner=FakeRunner(), batch_size=4, log=False, measure_default=False)[LIGHT]
     default = LIGHT.config_space.default_config().to_json()
     assert all(r.config != default for r in load_records(path)) and result.trials == 8
+
+
+def test_confirmation_compares_times_taken_side_by_side(tmp_path):
+    """A config timed at a quiet moment looked faster than the default timed at a busy one;
+    re-measured side by side, the default wins and compile-time lookup follows the confirmation."""
+    from tensorforge.autotune import confirm
+    from tensorforge.autotune.measure import MeasureResult
+    from tensorforge.autotune.records import Record, RecordWriter, best_configs
+
+    space = LIGHT.config_space
+    default, other = space.default_config(), space.get(7)
+    assert default != other
+    path = tmp_path / "t.jsonl"
+    with RecordWriter(path) as w:
+        w.write(Record(LIGHT, default.to_json(), (5e-3,)))          # busy moment
+        w.write(Record(LIGHT, other.to_json(), (2e-3,)))            # quiet moment
+    assert best_configs(path)[LIGHT.key].config == other.to_json()
+
+    class TrueRunner(FakeRunner):          # side by side: the default is the faster one
+        def run(self, builds):
+            self.seen += [b.input.config.key for b in builds]
+            return [MeasureResult((1e-3 if b.input.config == default else 3e-3,)) for b in builds]
+
+    runner = TrueRunner()
+    won = confirm(LIGHT, str(path), top=2, rounds=2, builder=FakeBuilder(), runner=runner, log=False)
+    assert won[LIGHT] == (1e-3, default) and len(runner.seen) == 4
+    records = load_records(path)
+    assert [r.stage for r in records] == ["tune", "tune"] + ["confirm"] * 4
+    assert best_configs(path)[LIGHT.key].config == default.to_json()
+    result = tune(LIGHT, trials=8, records=str(path), builder=FakeBuilder(), runner=FakeRunner(), log=False,
+                  confirm=2)[LIGHT]
+    assert result.config is not None and load_records(path)[-1].stage == "confirm"

@@ -57,7 +57,7 @@ def test_tune_with_a_shared_budget_plot_and_record_summary(tmp_path, capsys):
     small_model(tmp_path / "m.onnx")
     records, png = tmp_path / "tune.jsonl", tmp_path / "curves.png"
     assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--total-trials", "4",
-                     "--tuner", "random", "--threads", "1", "--plot", str(png), "--target", "c"]) == 0
+                     "--tuner", "random", "--threads", "1", "--plot", str(png), "--target", "c", "--confirm", "0"]) == 0
     out = capsys.readouterr().out
     assert "tuned kernels, weighted by occurrences" in out
     assert records.read_text().count("\n") == 4 and png.read_bytes()[:4] == b"\x89PNG"
