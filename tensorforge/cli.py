@@ -235,11 +235,11 @@ def _tune(opts: argparse.Namespace) -> int:
         runner.close()
     before = after = 0.0
     for task, res in results.items():
-        print(f"{task.name} x{task.occurrences}: default {res.default_cost * 1e3:.3f} ms -> best {res.cost * 1e3:.3f} ms "
+        print(f"{task.name} x{task.occurrences}: default {_time(res.default_cost)} -> best {_time(res.cost)} "
               f"({res.trials} configs measured, {res.errors} errors)")
         before += task.occurrences * res.default_cost
         after += task.occurrences * res.cost
-    print(f"tuned kernels, weighted by occurrences: {before * 1e3:.3f} ms -> {after * 1e3:.3f} ms per run")
+    print(f"tuned kernels, weighted by occurrences: {_time(before)} -> {_time(after)} per run")
     if opts.plot:
         from tensorforge.autotune.report import plot_curves
         keys = {t.key for t in tasks}
@@ -249,6 +249,13 @@ def _tune(opts: argparse.Namespace) -> int:
         _progress(f"curves drawn in {opts.plot}")
     _progress(f"records in {opts.records}; apply them with: tensorforge compile {opts.model} --records {opts.records}")
     return 0
+
+
+def _time(seconds: float) -> str:
+    """A kernel time with a unit that shows its digits (us below 0.1 ms)."""
+    if seconds != seconds or seconds == float("inf"):
+        return "n/a (no correct run)"
+    return f"{seconds * 1e6:.2f} us" if seconds < 1e-4 else f"{seconds * 1e3:.3f} ms"
 
 
 def _inspect_records(path: str) -> int:

@@ -51,8 +51,11 @@ program is under 0.5 ms.  Measured interleaved on one core, medians of 40 config
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import math
 import os
+import signal
+import threading
 import warnings
 import weakref
 from collections import OrderedDict
@@ -348,10 +351,45 @@ def featurized_program(task: Task, config: ConfigEntity) -> N.PrimFunc:
     return schedule_to_primfunc(s, args, "candidate")
 
 
-def config_features(task: Task, config: ConfigEntity) -> np.ndarray:
-    """The feature vector of one candidate (all zeros when the candidate fails to lower)."""
+FEATURE_TIMEOUT = 10.0      # seconds one config may take to lower for its features (normally ~10 ms)
+
+
+class _LoweringTimeout(Exception):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _LoweringTimeout()
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Interrupt the block after `seconds` (SIGALRM), where that is possible: in the main thread
+    of a POSIX process with no other timer armed.  Elsewhere the block runs unbounded."""
+    usable = (hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+              and signal.getitimer(signal.ITIMER_REAL)[0] == 0)
+    if not usable:
+        yield
+        return
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        func = featurized_program(task, config)
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def config_features(task: Task, config: ConfigEntity) -> np.ndarray:
+    """The feature vector of one candidate (all zeros when the candidate fails to lower, or
+    takes longer than FEATURE_TIMEOUT to: a template that hangs must not stop the search)."""
+    try:
+        with _time_limit(FEATURE_TIMEOUT):
+            func = featurized_program(task, config)
+    except _LoweringTimeout:
+        warnings.warn(f"{task.name}: config {config.index} took more than {FEATURE_TIMEOUT:g} s to lower "
+                      "for its features; it gets the all-zero vector", RuntimeWarning, stacklevel=2)
+        return np.zeros(LENGTH, np.float32)
     except Exception:       # noqa: BLE001 - a config that does not lower is a (failed) candidate too
         return np.zeros(LENGTH, np.float32)
     return program_features(func)

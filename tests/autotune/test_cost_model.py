@@ -187,3 +187,19 @@ def test_missing_xgboost_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "xgboost", None)
     with pytest.raises(ImportError, match=r"tensorforge\[tune\]"):
         XGBoostCostModel()
+
+
+def test_a_template_that_hangs_while_lowering_gets_zero_features(monkeypatch):
+    import autotune_fault_templates  # noqa: F401
+
+    from tensorforge.autotune import features
+    from tensorforge.autotune.task import Task
+
+    task = Task.create("vector_add_faults.test", [((8,), "float32"), ((8,), "float32")])
+    space = task.config_space
+    hang = next(c for c in space if c["fault"].val == "build_hang")
+    ok = next(c for c in space if c["fault"].val == "none")
+    monkeypatch.setattr(features, "FEATURE_TIMEOUT", 0.5)
+    with pytest.warns(RuntimeWarning, match="took more than 0.5 s"):
+        assert not features.config_features(task, hang).any()
+    assert features.config_features(task, ok).any()
