@@ -1,10 +1,13 @@
 """Auto-tuning, beside the spine: fused groups -> tasks -> config spaces -> measured candidates
--> JSON-lines records (-> the best config per task, applied at compile time: not yet wired).
+-> JSON-lines records -> the best config per task, applied by `tensorforge.compile(graph,
+records=path)` (driver.py; the other tasks keep their default schedules).
 
     tasks = tensorforge.autotune.extract_tasks(graph, target="c")
-    best = tensorforge.autotune.tune(tasks, trials=64, records="tune.jsonl", tuner="random")
+    best = tensorforge.autotune.tune(tasks, time_budget="10m", records="tune.jsonl", confirm=3)
+    model = tensorforge.compile(graph, target="c", records="tune.jsonl")
 
-Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (tunable templates),
+Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (the tunable-template
+registry, and the conv2d_nchwc / matmul templates; others live beside their ops/schedules/),
 task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
 records.py (record files), tuner.py (tuners, tune), features.py (loop-program features),
 cost_model.py (CostModel, XGBoostCostModel), search.py (simulated annealing, ModelBasedTuner:
