@@ -330,8 +330,8 @@ class _TaskState:
         cost, config = self.confirmed or self.best
         default = self.default_cost
         if self.confirmed is not None:      # the default's time from the same moment as the winner's
-            default = min((r.cost for r in self.session if r.stage == "confirm" and r.config == self.default.to_json()),
-                          default=default)
+            default = min((r.cost for r in self.session if r.stage == "confirm" and r.task.key == self.task.key
+                           and r.config == self.default.to_json()), default=default)
         return TuneResult(self.task, config, cost, default, self.trials, self.errors)
 
 
@@ -401,7 +401,8 @@ def confirm(tasks: Task | Sequence[Task], records: str, top: int = 3, rounds: in
                     continue
                 state = _TaskState(task, make_tuner("random", task.config_space), mine, None)
                 cost, config = out[task] = _confirm_state(state, top, rounds, builder, runner, writer)
-                default = min((r.cost for r in state.session if r.config == state.default.to_json()), default=math.inf)
+                default = min((r.cost for r in state.session
+                               if r.task.key == task.key and r.config == state.default.to_json()), default=math.inf)
                 say(f"{task.name}: confirmed {'the default' if config == state.default else config} "
                     f"({cost * 1e3:.4f} ms; default {default * 1e3:.4f} ms)")
     finally:

@@ -10,7 +10,7 @@ from tensorforge.autotune.records import load_records
 from tensorforge.autotune.task import Task
 from tensorforge.autotune.tuner import parse_duration
 
-from test_autotune_tuner import FakeBuilder, FakeRunner
+from test_autotune_tuner import FakeBuilder, FakeRunner, fake_cost
 
 HEAVY = dataclasses.replace(Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")]), occurrences=10)
 LIGHT = Task.for_op("matmul", [((16, 48), "float32"), ((48, 64), "float32")])
@@ -180,3 +180,20 @@ def test_confirmation_compares_times_taken_side_by_side(tmp_path):
     result = tune(LIGHT, trials=8, records=str(path), builder=FakeBuilder(), runner=FakeRunner(), log=False,
                   confirm=2)[LIGHT]
     assert result.config is not None and load_records(path)[-1].stage == "confirm"
+
+
+def test_each_task_reports_its_own_confirmed_default():
+    class ScaledRunner(FakeRunner):     # the two tasks' times differ by 10x
+        def run(self, builds):
+            out = super().run(builds)
+            return [MeasureResult(tuple(c * (10 if b.input.task == HEAVY else 1) for c in m.costs))
+                    for b, m in zip(builds, out)]
+
+    from tensorforge.autotune.measure import MeasureResult
+
+    results = tune([LIGHT, HEAVY], trials=8, builder=FakeBuilder(), runner=ScaledRunner(), batch_size=4, log=False,
+                   confirm=2)
+    for task, res in results.items():
+        default = task.config_space.default_config()
+        want = fake_cost(default) * (10 if task == HEAVY else 1)
+        assert res.default_cost == pytest.approx(want) and res.cost <= res.default_cost
