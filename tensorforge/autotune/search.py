@@ -199,13 +199,7 @@ class ModelBasedTuner(_TunerBase):
             out = pick_batch(self._candidates(max(self.plan_size, 4 * n)), n, self.rng, self.epsilon,
                              self.diversity, self._random_unvisited)
             self.visited.update(c.index for c in out)
-        while len(out) < n:
-            c = self._random_unvisited()
-            if c is None:
-                break
-            self.visited.add(c.index)
-            out.append(c)
-        return out
+        return self._fill_random(out, n)
 
     def predicted_scores(self, configs: Sequence[ConfigEntity]) -> list[float | None]:
         """The model's scores of `configs` (None each before the model is fit); the tuning loop

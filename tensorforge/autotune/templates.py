@@ -37,11 +37,11 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from ..ops.schedules.cpu import (PARALLEL_MIN_ELEMS, _blocked_epilogue, _divisor_at_most, _inner_data_stages,
-                                 _nchw_epilogue, _size, complex_out, schedule_elementwise_stage)
+from ..ops.schedules.cpu import (PARALLEL_MIN_ELEMS, _blocked_epilogue, _const_extent, _divisor_at_most,
+                                 _inner_data_stages, _nchw_epilogue, _size, complex_out,
+                                 schedule_elementwise_stage)
 from ..ops.schedules.cpu_matmul import (_blockable, _elementwise_reader, _main_stage, panel_width,
                                         row_tile)
-from ..te.expr import IntImm
 from ..te.tensor import PlaceholderOp
 from .space import as_config
 
@@ -125,8 +125,7 @@ def tunable_names() -> list[str]:
 # Helpers -----------------------------------------------------------------------------------
 
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 0
+    return _const_extent(iv, 0)
 
 
 # Matmul: the GEMM micro-kernel with knobs ----------------------------------------------------

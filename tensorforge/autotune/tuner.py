@@ -71,11 +71,8 @@ class _TunerBase:
         return self.space.get(self.rng.choice(left))
 
 
-class RandomTuner(_TunerBase):
-    """Configs drawn uniformly at random, without repetition."""
-
-    def next_batch(self, n: int) -> list[ConfigEntity]:
-        out = []
+    def _fill_random(self, out: list[ConfigEntity], n: int) -> list[ConfigEntity]:
+        """`out` topped up to `n` configs with random unvisited ones (marked visited)."""
         while len(out) < n:
             c = self._random_unvisited()
             if c is None:
@@ -83,6 +80,13 @@ class RandomTuner(_TunerBase):
             self.visited.add(c.index)
             out.append(c)
         return out
+
+
+class RandomTuner(_TunerBase):
+    """Configs drawn uniformly at random, without repetition."""
+
+    def next_batch(self, n: int) -> list[ConfigEntity]:
+        return self._fill_random([], n)
 
 
 class GridTuner(_TunerBase):

@@ -17,9 +17,19 @@ from . import template
 PARALLEL_MIN_ELEMS = 16384
 
 
-def _ext(iv) -> int | None:
+def _const_extent(iv, default):
+    """An iteration variable's extent when it is a constant, else `default`."""
     e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else None
+    return e.value if isinstance(e, IntImm) else default
+
+
+def _ext(iv) -> int | None:
+    return _const_extent(iv, None)
+
+
+def _shape(t) -> tuple:
+    """A tensor's shape as ints (every dimension constant)."""
+    return tuple(int(d.value) for d in t.shape)
 
 
 def _ext_shape(t) -> tuple:

@@ -34,9 +34,8 @@ from __future__ import annotations
 
 from ...autotune.space import as_config
 from ...autotune.templates import tunable
-from ...te.expr import IntImm
 from . import template
-from .cpu import PARALLEL_MIN_ELEMS
+from .cpu import PARALLEL_MIN_ELEMS, _const_extent, _divisor_at_most, _shape
 
 ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
 MAX_TILE_ROWS = 4      # knob limits (see _define_knobs)
@@ -45,19 +44,7 @@ _REDUCE_ORDERS = ((0, 1, 2), (1, 2, 0), (1, 0, 2))     # over (input channel, ke
 
 
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 1
-
-
-def _shape(t) -> tuple:
-    return tuple(int(d.value) for d in t.shape)
-
-
-def _divisor_at_most(n: int, limit: int) -> int:
-    for d in range(max(1, min(n, limit)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
+    return _const_extent(iv, 1)
 
 
 def schedule_rows(s, t, target) -> None:

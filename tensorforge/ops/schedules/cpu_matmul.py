@@ -13,16 +13,14 @@ itself is the default point of the tunable GEMM in autotune/templates.py, which 
 """
 from __future__ import annotations
 
-from ...te.expr import IntImm
 from . import template
-from .cpu import complex_out, reads_only_at
+from .cpu import _const_extent, _shape, complex_out, reads_only_at
 
 REGISTERS = {16: 32, 8: 16, 4: 16}     # SIMD lanes of float32 -> vector registers (AVX-512, AVX2, SSE)
 
 
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 0
+    return _const_extent(iv, 0)
 
 
 def panel_width(m: int, n: int, lanes: int) -> int:
@@ -56,10 +54,6 @@ def _main_stage(s, master_outs):
             return None
         t = ins[0]
     return t
-
-
-def _shape(t) -> tuple:
-    return tuple(int(d.value) for d in t.shape)
 
 
 def _elementwise_reader(s, out, main) -> bool:

@@ -34,9 +34,8 @@ import math
 
 from ...autotune.space import as_config
 from ...autotune.templates import tunable
-from ...te.expr import IntImm
 from . import template
-from .cpu import reads_only_at, schedule_elementwise_stage
+from .cpu import _const_extent, _divisor_at_most, _shape, reads_only_at, schedule_elementwise_stage
 
 ACCUMULATORS = 16            # output vectors in one register tile
 MAX_UNROLLED_TAPS = 25
@@ -47,20 +46,8 @@ PLANE_BYTES = 128 * 1024
 _TAP_ORDERS = ((0, 1, 2), (0, 2, 1), (2, 0, 1))      # over (kernel row, kernel column, column)
 
 
-def _shape(t) -> tuple:
-    return tuple(int(d.value) for d in t.shape)
-
-
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 0
-
-
-def _divisor_at_most(n: int, limit: int) -> int:
-    for d in range(max(1, min(n, limit)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
+    return _const_extent(iv, 0)
 
 
 def _main_stage(t):

@@ -8,19 +8,14 @@ onto it) is written as vectors along the row.
 """
 from __future__ import annotations
 
-from ...te.expr import IntImm
 from ...te.tensor import ComputeOp
 from . import template
-from .cpu import PARALLEL_MIN_ELEMS, complex_out, reads_only_at, schedule_elementwise_stage
-
-
-def _shape(t) -> tuple:
-    return tuple(int(d.value) for d in t.shape)
+from .cpu import (PARALLEL_MIN_ELEMS, _const_extent, _shape, complex_out, reads_only_at,
+                  schedule_elementwise_stage)
 
 
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 0
+    return _const_extent(iv, 0)
 
 
 def _op_stages(master_outs) -> list:

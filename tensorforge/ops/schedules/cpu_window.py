@@ -11,17 +11,12 @@ epilogue (bias, activation) takes the tile from the accumulator and stores whole
 """
 from __future__ import annotations
 
-from ...te.expr import IntImm
 from . import template
-from .cpu import complex_out, reads_only_at, schedule_elementwise_stage
+from .cpu import _const_extent, _divisor_at_most, _shape, complex_out, reads_only_at, schedule_elementwise_stage
 
 ACCUMULATORS = 16     # output vectors in one register tile
 MAX_UNROLLED_TAPS = 25
 LOCAL_PLANE_ELEMS = 32768   # padded planes up to 128 KiB (float32) live on the stack
-
-
-def _shape(t) -> tuple:
-    return tuple(int(d.value) for d in t.shape)
 
 
 def _elems(t) -> int:
@@ -32,15 +27,7 @@ def _elems(t) -> int:
 
 
 def _ext(iv) -> int:
-    e = iv.dom.extent
-    return e.value if isinstance(e, IntImm) else 0
-
-
-def _divisor_at_most(n: int, limit: int) -> int:
-    for d in range(max(1, min(n, limit)), 0, -1):
-        if n % d == 0:
-            return d
-    return 1
+    return _const_extent(iv, 0)
 
 
 def _elementwise_reader(s, out, conv) -> bool:
