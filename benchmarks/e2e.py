@@ -106,8 +106,9 @@ def main() -> None:
                     np.testing.assert_allclose(a.numpy(), b, rtol=1e-3, atol=1e-3,
                                                err_msg=f"{name}: PyTorch ({peer.mode}) differs from ONNX Runtime")
             if tuned is not None:
-                tuned_err = max(float(np.max(np.abs(a - b))) for a, b in zip(tuned(*inputs), ref))
-                assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(tuned(*inputs), ref)), \
+                tuned_out = tuned(*inputs)
+                tuned_err = max(float(np.max(np.abs(a - b))) for a, b in zip(tuned_out, ref))
+                assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(tuned_out, ref)), \
                     f"{name}: the tuned model differs from ONNX Runtime (max|diff| {tuned_err:.1e})"
             tf_ms, ort_ms, torch_ms, tuned_ms = [], [], [], []
             for _ in range(3):  # interleave so that noise hits all peers

@@ -25,6 +25,7 @@ class TaskSummary:
     curve: list = field(default_factory=list)      # best-so-far GFLOP/s after each trial
     first: float = math.inf                          # timestamps of the first and last record
     last: float = 0.0
+    default_json: dict | None = None                 # the template's default config, when known
 
     @property
     def best_gflops(self) -> float:
@@ -43,7 +44,7 @@ def summarize(source: str | os.PathLike | Iterable[Record]) -> list[TaskSummary]
     for r in _records(source):
         s = out.get(r.task.key)
         if s is None:
-            s = out[r.task.key] = TaskSummary(r.task)
+            s = out[r.task.key] = TaskSummary(r.task, default_json=_default_json(r.task))
         s.trials += 1
         if r.timestamp:
             s.first, s.last = min(s.first, r.timestamp), max(s.last, r.timestamp)
@@ -51,7 +52,7 @@ def summarize(source: str | os.PathLike | Iterable[Record]) -> list[TaskSummary]
             s.errors[r.error] += 1
         elif s.best is None or r.cost < s.best.cost:
             s.best = r
-        if s.default is None and r.config == _default_json(r.task):
+        if s.default is None and r.config == s.default_json:
             s.default = r
         s.curve.append(s.best_gflops)
     return list(out.values())

@@ -316,16 +316,20 @@ class _TaskState:
             self.measured[c.key] = (c, m)
             best = min(best, m.cost)
             self.curve.append(best)
-            record = Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp)
-            self.session.append(record)
-            if writer is not None:
-                writer.write(record)
+            self.keep(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp),
+                      writer)
         self.correlation = _rank_correlation(self.tuner, configs, outcome)
         self.tuner.update(configs, outcome)
         if self.best[0] < before:
             self.best_at = self.trials
         self.seconds += time.perf_counter() - start
         return len(configs)
+
+    def keep(self, record: Record, writer: RecordWriter | None) -> None:
+        """Remember a record of this run (transfer reads them) and append it to the file."""
+        self.session.append(record)
+        if writer is not None:
+            writer.write(record)
 
     def plateaued(self, patience: int | None) -> bool:
         return patience is not None and self.trials - self.best_at >= patience
@@ -370,11 +374,8 @@ def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, r
     best: tuple[float, ConfigEntity | None] = (math.inf, None)
     for _ in range(rounds):
         for c, m in zip(configs, runner.run(builds)):
-            record = Record(state.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
-                            stage="confirm")
-            state.session.append(record)
-            if writer is not None:
-                writer.write(record)
+            state.keep(Record(state.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
+                              stage="confirm"), writer)
             if m.ok and m.cost < best[0]:
                 best = (m.cost, c)
     return best
