@@ -12,6 +12,7 @@ from .passes.alter_layout_depthwise import alter_layout_depthwise
 from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.alter_layout_propagate import alter_layout_propagate
 from .passes.alter_layout_rows import alter_layout_rows
+from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -25,6 +26,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
     ("fold_batch_norm", fold_batch_norm, 1),
     ("alter_layout", alter_layout, 2),
     ("alter_layout_propagate", alter_layout_propagate, 2),
+    ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_depthwise", alter_layout_depthwise, 2),

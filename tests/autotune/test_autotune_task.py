@@ -19,7 +19,8 @@ from autotune_graphs import conv_net, groups_of
 
 
 def test_extract_tasks_counts_distinct_workloads():
-    tasks = extract_tasks(conv_net(), target="c")
+    # opt_level 2: the direct convolutions (3 adds the Winograd rewrite, below)
+    tasks = extract_tasks(conv_net(), target="c", opt_level=2)
     assert [(t.template, t.occurrences) for t in tasks] == [
         ("conv2d_nchwc.cpu", 1), ("conv2d_nchwc.cpu", 2), ("matmul_packed.cpu", 1)]
     first, shared, dense = tasks
@@ -31,6 +32,18 @@ def test_extract_tasks_counts_distinct_workloads():
     assert shared.flops == 2 * (1 * 32 * 10 * 10) * (32 * 3 * 3)
     with pytest.raises(TypeError, match="expects a tensorforge Graph"):
         extract_tasks("model.onnx")
+
+
+def test_extract_tasks_winograd_at_opt_level_3():
+    # the 3x3 stride-1 convs on blocked data become one Winograd task with its transformed weight
+    first, wino, dense = extract_tasks(conv_net(), target="c")
+    assert first.template == "conv2d_nchwc.cpu" and dense.op == "matmul_packed"
+    assert (wino.template, wino.occurrences) == ("conv2d_winograd_nchwc.cpu", 2)
+    attrs = dict(wino.attrs)
+    assert attrs["tile"] == 4 and attrs["data_layout"] == "NCHW32c" and attrs["padding"] == (1, 1, 1, 1)
+    assert wino.inputs[1] == ((6, 6, 1, 32, 32), "float32")
+    # the product stage's multiply-adds: 36 positions x 9 tiles (3x3 of 4x4) x 32 x 32 channels
+    assert wino.flops == 2 * 36 * 9 * 32 * 32
 
 
 def run_candidate(task, config):

@@ -101,8 +101,10 @@ def test_resnet18_fusion_and_memory_plan():
     kinds = [tuple(n.op for n in grp.nodes) for grp in groups]
     assert len(groups) == 23
     conv = ("conv2d_nchwc",)              # blocked-layout conv, values stay NCHW[x]c between kernels
-    assert kinds.count(conv + ("add", "relu")) == 9               # conv + folded BN + relu
-    assert kinds.count(conv + ("add", "add", "relu")) == 8        # ... + residual add
+    wino = ("conv2d_winograd_nchwc",)     # the 3x3 stride-1 convs
+    assert kinds.count(conv + ("add", "relu")) == 4               # stem + stride-2 convs + folded BN + relu
+    assert kinds.count(wino + ("add", "relu")) == 5
+    assert kinds.count(wino + ("add", "add", "relu")) == 8        # ... + residual add
     assert kinds.count(conv + ("add",)) == 3                      # downsample convs + folded BN
     assert kinds.count(("max_pool2d_nchwc",)) == 1
     assert kinds.count(("global_avg_pool_nchwc", "nchwc_to_nchw", "flatten")) == 1   # the one layout change

@@ -24,6 +24,9 @@ def _ops(graph) -> list:
     return [n.op for n in graph.nodes]
 
 
+CONVS = ("conv2d_nchwc", "conv2d_winograd_nchwc")
+
+
 @pytest.fixture(scope="module")
 def zoo():
     from tensorforge.frontend import from_onnx
@@ -42,13 +45,15 @@ def test_zoo_models_change_layout_once(zoo, name):
     assert reader.op == "flatten"
     (group,) = [grp for grp in fuse(g) if t in grp.nodes]
     assert group.master is not None          # fused into the kernel before it, not a kernel of its own
-    convs = [n for n in g.nodes if n.op == "conv2d_nchwc"]
+    convs = [n for n in g.nodes if n.op in CONVS]
     assert [n.attrs.get("data_layout", "NCHW") for n in convs].count("NCHW") == 1     # only the stem
 
 
 def test_resnet18_runs_every_op_blocked(zoo):
     ops = _ops(zoo["resnet18"])
-    assert ops.count("conv2d_nchwc") == 20 and "max_pool2d_nchwc" in ops and "global_avg_pool_nchwc" in ops
+    # the thirteen 3x3 stride-1 convs run as Winograd convs (opt_level 3), the other seven direct
+    assert ops.count("conv2d_winograd_nchwc") == 13 and ops.count("conv2d_nchwc") == 7
+    assert "max_pool2d_nchwc" in ops and "global_avg_pool_nchwc" in ops
     assert not {"max_pool2d", "max_pool2d_rows", "global_avg_pool", "nchw_to_nchwc"} & set(ops)
 
 
@@ -88,7 +93,7 @@ def _check(graph, x):
 def test_conv_chain_needs_one_transform_at_the_output():
     g = _check(*_chain())
     assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)
-    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    second = [n for n in g.nodes if n.op in CONVS][1]
     assert second.attrs["data_layout"] == "NCHW32c"
 
 
@@ -100,7 +105,7 @@ def test_op_that_needs_nchw_gets_a_transform_and_the_next_conv_reads_nchw(betwee
     assert ops.count("nchwc_to_nchw") == 2 and "nchw_to_nchwc" not in ops
     first = next(n for n in g.nodes if n.op == "nchwc_to_nchw")
     assert [n.op for n in g.nodes if first.outputs[0] in n.inputs] == [between]
-    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    second = [n for n in g.nodes if n.op in CONVS][1]
     assert second.attrs.get("data_layout", "NCHW") == "NCHW"
 
 
@@ -110,7 +115,7 @@ def test_nchw_operand_of_a_blocked_add_is_converted_once():
     assert ops.count("nchwc_to_nchw") == 2 and ops.count("nchw_to_nchwc") == 1
     (to_blocked,) = [n for n in g.nodes if n.op == "nchw_to_nchwc"]
     assert [n.op for n in g.nodes if to_blocked.outputs[0] in n.inputs] == ["add"]
-    second = [n for n in g.nodes if n.op == "conv2d_nchwc"][1]
+    second = [n for n in g.nodes if n.op in CONVS][1]
     assert second.attrs["data_layout"] == "NCHW32c"
 
 

@@ -1,0 +1,145 @@
+"""CPU template for the Winograd conv (ops/nn_conv_winograd.py); tunable.
+
+Three loop nests, each on the thread pool:
+- input transform, per (image, input channel block, tile): the padded input tile (or, with
+  `pad_inline`, the input read under bounds tests, no padded copy), B^T along its columns into a
+  small local buffer, then along its rows into V; the positions of the tile are unrolled, so each
+  is a short sum of contiguous vectors (the b channels of a block are the SIMD lanes);
+- the batched product, per (image, position e) and output channel block: an (xb tiles x B
+  channels) register accumulator over all input channels, V's value broadcast against one
+  vector of U per step, like the 1x1 conv of conv2d_nchwc.cpu.  With `order` (0, 1) the
+  position is outside the channel block loop, so U[e] and V[.., e] stay in cache while every
+  block of output channels is computed;
+- output transform, per (image, output channel block, row of tiles, tile): A^T along the
+  columns into a local buffer, then along the rows, written through the fused epilogue (bias,
+  activation, residual add in NCHW[x]c) as whole vectors.
+
+Knobs:
+  tile_p      tiles per register tile (xb), tails allowed;
+  tile_fi     the B output channels of a block as (vectors, lanes per vector);
+  order       position loop outside (0, 1) or inside (1, 0) the output channel block loop;
+  pad_inline  read the input under bounds tests in the transform instead of a padded copy.
+"""
+from __future__ import annotations
+
+from ...autotune.space import as_config
+from ...autotune.templates import tunable
+from ...te.tensor import ComputeOp
+from . import template
+from .cpu import _blocked_epilogue, _const_extent, _divisor_at_most, schedule_elementwise_stage
+
+ACCUMULATORS = 24            # output vectors in the product's register tile
+
+
+def _ext(iv) -> int:
+    return _const_extent(iv, 0)
+
+
+def _stages(y):
+    """name -> tensor for the Winograd stages feeding the output `y`."""
+    found, todo = {}, [y]
+    while todo:
+        t = todo.pop()
+        if not isinstance(t.op, ComputeOp) or t.op.name in found:
+            continue
+        found[t.op.name] = t
+        todo.extend(t.op.input_tensors())
+    return found
+
+
+def _vectorize_block(st, ax, lanes: int) -> None:
+    b = _ext(ax)
+    if b > lanes and b % lanes == 0:
+        _, inner = st.split(ax, factor=lanes)
+        st.vectorize(inner)
+    else:
+        st.vectorize(ax)
+
+
+@template("conv2d_winograd_nchwc.cpu")
+@tunable("conv2d_winograd_nchwc.cpu")
+def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
+    """The three loop nests of the module docstring, with their choices as knobs; `cfg` None is
+    the heuristic default (the space's default point)."""
+    cfg = as_config(cfg)
+    y = master_outs[0]
+    st = _stages(y)
+    wt, wv, wm, ws = st["wino_t"], st["wino_v"], st["wino_m"], st["wino_s"]
+    pad = st.get("pad")
+    lanes = max(1, target.simd_lanes(y.dtype))
+
+    # the batched product: knobs first (the space is declared before any choice applies)
+    n, kb, p, eps, nu, ki = s[wm].op.axis
+    ntiles, block = _ext(p) or 1, _ext(ki) or 1
+    vectors = max(1, block // lanes)
+    xb0 = _divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1
+    if xb0 < 4 and ntiles > 4:
+        xb0 = min(ntiles, max(1, ACCUMULATORS // vectors // 2))     # a tail beats a narrow tile
+    cfg.define_split("tile_p", ntiles, 2, policy="factors", allow_tail=True,
+                     max_factor=max(xb0, min(ntiles, 28)), default=(xb0,))
+    widths = sorted({w for w in (lanes // 2, lanes, block) if 1 <= w <= block and block % w == 0} | {lanes})
+    cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
+                     candidates=[(w,) for w in widths], default=(lanes,))
+    cfg.define_reorder("order", 2, policy="all", default=(0, 1))       # (position, channel block)
+    cfg.define_knob("pad_inline", [False, True], default=False)
+
+    # input transform
+    if pad is not None:
+        if cfg["pad_inline"].val:
+            s[pad].compute_inline()
+        else:
+            from ...autotune.templates import _schedule_pad
+            _schedule_pad(s, pad, target)
+    vn, vc, vp, ve, vnu, vci = s[wv].op.axis
+    s[wv].reorder(vn, vc, vp, ve, vnu, vci)
+    s[wv].unroll(ve)
+    s[wv].unroll(vnu)
+    _vectorize_block(s[wv], vci, lanes)
+    s[wt].compute_at(s[wv], vp)
+    tn, tc, tp, ta, tnu, tci = s[wt].op.axis
+    s[wt].unroll(ta)
+    s[wt].unroll(tnu)
+    _vectorize_block(s[wt], tci, lanes)
+    s[wv].parallel(s[wv].fuse(vn, vc))
+
+    # the batched product
+    acc = s.cache_write(wm, "local")
+    po, pi = cfg["tile_p"].apply(s, s[wm], p)
+    pos = s[wm].fuse(eps, nu)
+    first, second = cfg["order"].apply(s, s[wm], [pos, kb])
+    s[wm].reorder(n, first, second, po, pi, ki)
+    s[acc].compute_at(s[wm], po)
+    _vectorize_block(s[wm], ki, lanes)
+    outer = s[wm].fuse(n, first)
+    s[wm].parallel(outer)
+    an, akb, ap, aeps, anu, aki = s[acc].op.axis
+    rco, rci = s[acc].op.reduce_axis
+    afo, afi = cfg["tile_fi"].apply(s, s[acc], aki)
+    s[acc].reorder(rco, rci, ap, afo, afi)
+    s[acc].unroll(ap)
+    s[acc].unroll(afo)
+    s[acc].vectorize(afi)
+
+    # output transform, through the fused epilogue when there is one
+    epilogue = [t for t in outs if t is not y]
+    out = epilogue[0] if len(epilogue) == 1 and _blocked_epilogue(s, epilogue[0], y) else None
+    if out is None:
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+        out = y
+    else:
+        s[y].compute_inline()
+    m = _ext(s[ws].op.axis[4])
+    on, okb, oy, ox, oki = s[out].op.axis
+    yo, yi = s[out].split(oy, factor=m)
+    xo, xi = s[out].split(ox, factor=m)
+    s[out].reorder(on, okb, yo, xo, yi, xi, oki)
+    s[out].unroll(yi)
+    s[out].unroll(xi)
+    _vectorize_block(s[out], oki, lanes)
+    s[ws].compute_at(s[out], xo)
+    sn, skb, sp, se, sj, ski = s[ws].op.axis
+    s[ws].unroll(se)
+    s[ws].unroll(sj)
+    _vectorize_block(s[ws], ski, lanes)
+    s[out].parallel(s[out].fuse(on, okb, yo))

@@ -1,0 +1,128 @@
+"""Winograd conv (ops/nn_conv_winograd.py): the NumPy algorithm against the direct conv, the
+TE compute against the NumPy algorithm under the plain schedule and under random configs of
+its CPU template, the graph pass that chooses it, and the errors for bad attributes."""
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensorforge
+from tensorforge.autotune.task import Task, build_candidate
+from tensorforge.graph.passes.alter_layout_winograd import winograd_tile
+from tensorforge.ops.nn_conv import conv_reference
+from tensorforge.ops.nn_conv_nchwc import pack_weight, to_nchw, to_nchwc
+from tensorforge.ops.nn_conv_winograd import transform_weight, winograd_reference
+from tensorforge.ops.registry import OpError
+from tensorforge.ops.testing import check_op
+from tensorforge.graph.builder import GraphBuilder
+
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("hw,pad", [(14, (1, 1, 1, 1)), (7, (1, 1, 1, 1)), (9, (0, 0, 0, 0)), (10, (1, 0, 2, 1)),
+                                    (3, (0, 0, 0, 0))])
+def test_algorithm_equals_the_direct_conv(m, hw, pad):
+    x = RNG.standard_normal((2, 32, hw, hw + 1)).astype(np.float32)
+    w = RNG.standard_normal((32, 32, 3, 3)).astype(np.float32)
+    want = conv_reference(x, w, (1, 1), pad, (1, 1), 1)
+    u = transform_weight(pack_weight(w, 16), m)
+    assert u.shape == (m + 2, m + 2, 2, 32, 16) and u.dtype == np.float32
+    got = to_nchw(winograd_reference(to_nchwc(x, 16), u, m, pad, "NCHW16c"))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_compute_with_the_plain_schedule(m):
+    # any transformed weight, not only the transform of a 3x3 one: the op is the algorithm
+    data = RNG.standard_normal((1, 2, 6, 7, 8)).astype(np.float32)
+    u = RNG.standard_normal((m + 2, m + 2, 3, 16, 8)).astype(np.float32)
+    check_op("conv2d_winograd_nchwc", [data, u], {"tile": m, "padding": (1, 1, 1, 1), "data_layout": "NCHW8c"},
+             rtol=1e-4, atol=1e-3)
+
+
+def _task(n, c, h, w, bi, k, b, m, padding):
+    a = m + 2
+    return Task.for_op("conv2d_winograd_nchwc", [((n, c // bi, h, w, bi), "float32"), ((a, a, k // b, c, b), "float32")],
+                       {"tile": m, "padding": padding, "data_layout": f"NCHW{bi}c"})
+
+
+def _run(task, config):
+    inputs, expected = task.reference_io(seed=1)
+    module = tensorforge.build(build_candidate(task, config))
+    out = np.full(expected[0].shape, np.nan, np.float32)
+    module(*inputs, out)
+    np.testing.assert_allclose(out, expected[0], rtol=1e-4, atol=1e-3, err_msg=str(config))
+
+
+@pytest.mark.parametrize("shape", [
+    (1, 32, 9, 9, 16, 32, 32, 4, (1, 1, 1, 1)),      # 9x9 output: 4x4 tiles with tails
+    (2, 16, 8, 5, 16, 16, 16, 2, (0, 1, 2, 1)),      # two images, uneven padding
+    (1, 32, 7, 7, 32, 48, 16, 2, (1, 1, 1, 1)),      # blocks of 32 in, 16 out
+], ids=["m4_tails", "m2_batch2", "m2_blocks"])
+def test_template_configs_compute_the_same(shape):
+    task = _task(*shape)
+    space = task.config_space
+    assert {"tile_p", "tile_fi", "order", "pad_inline"} <= set(space.knobs)
+    rng = random.Random(1)
+    for config in [space.default_config()] + [space.random(rng) for _ in range(3)]:
+        _run(task, config)
+
+
+@settings(max_examples=6, deadline=None)
+@given(m=st.sampled_from([2, 4]), h=st.integers(3, 11), w=st.integers(3, 11), pads=st.tuples(*[st.integers(0, 2)] * 4),
+       seed=st.integers(0, 2 ** 16))
+def test_random_shapes_and_configs(m, h, w, pads, seed):
+    if h + pads[0] + pads[2] < 3 or w + pads[1] + pads[3] < 3:
+        return
+    task = _task(1, 16, h, w, 16, 16, 16, m, pads)
+    _run(task, task.config_space.random(random.Random(seed)))
+
+
+def test_bad_attributes_are_clear_errors():
+    data = np.zeros((1, 1, 6, 6, 16), np.float32)
+    with pytest.raises(OpError, match="tile must be one of"):
+        check_op("conv2d_winograd_nchwc", [data, np.zeros((5, 5, 1, 16, 16), np.float32)], {"tile": 3})
+    with pytest.raises(OpError, match=r"transformed weight must be \(6, 6, F/B, 16, B\)"):
+        check_op("conv2d_winograd_nchwc", [data, np.zeros((4, 4, 1, 16, 16), np.float32)],
+                 {"tile": 4, "data_layout": "NCHW16c"})
+    with pytest.raises(OpError, match="does not match"):
+        check_op("conv2d_winograd_nchwc", [data, np.zeros((6, 6, 1, 16, 16), np.float32)],
+                 {"tile": 4, "data_layout": "NCHW8c"})
+    with pytest.raises(OpError, match="takes \\(F/B, C, 3, 3, B\\)"):
+        transform_weight(np.zeros((1, 16, 5, 5, 16), np.float32), 4)
+
+
+def test_tile_choice():
+    assert winograd_tile(64, 64, 56, 56) == 4 and winograd_tile(512, 512, 7, 7) == 2
+    assert winograd_tile(3, 64, 224, 224) == 0 and winograd_tile(64, 8, 56, 56) == 0
+
+
+def _net():
+    """conv (NCHW input, direct) -> relu -> 3x3 conv (Winograd) -> add residual -> relu
+    -> 3x3 stride-2 conv (direct)."""
+    b = GraphBuilder("wino")
+    x = b.input("x", (1, 16, 12, 12), "float32")
+    w1 = b.const(RNG.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w1")
+    w2 = b.const(RNG.standard_normal((32, 32, 3, 3)).astype("float32") * 0.2, "w2")
+    w3 = b.const(RNG.standard_normal((32, 32, 3, 3)).astype("float32") * 0.2, "w3")
+    pad = {"padding": (1, 1, 1, 1)}
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], pad)])
+    h2 = b.add1("relu", [b.add1("add", [b.add1("conv2d", [h, w2], pad), h])])
+    y = b.add1("conv2d", [h2, w3], {**pad, "strides": (2, 2)})
+    return b.finish([y]), RNG.standard_normal((1, 16, 12, 12)).astype("float32")
+
+
+def test_graph_uses_winograd_at_opt_level_3_only():
+    graph, x = _net()
+    fast = tensorforge.compile(graph, target="c")
+    direct = tensorforge.compile(graph, target="c", opt_level=2)
+    ops = [n.op for n in fast.info["graph"].nodes]
+    assert ops.count("conv2d_winograd_nchwc") == 1 and ops.count("conv2d_nchwc") == 2
+    assert "conv2d_winograd_nchwc" not in [n.op for n in direct.info["graph"].nodes]
+    want = direct(x)[0]
+    np.testing.assert_allclose(fast(x)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    # the residual add and relu are fused into the Winograd kernel's output transform
+    assert any("conv2d_winograd_nchwc+add+relu" in label for label, _ in fast.profile(x, repeat=1))
