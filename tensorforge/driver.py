@@ -73,6 +73,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     timings["graph passes + fusion"] = t1 - t0
     configs = _tuned_configs(groups, records, tgt) if records is not None else {}
     steps, funcs, labels = [], [], []
+    kernels: dict = {}      # group signature -> symbol of the kernel already built for it
     for k, g in enumerate(groups):
         if g.pattern == "opaque":
             node = g.nodes[0]
@@ -81,10 +82,17 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
                           "outputs": [v.name for v in node.outputs]})
             labels.append(f"{k}:{node.op}")
             continue
-        fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-        lowered = lower_group(g, tgt, fname, configs.get(id(g)))
-        funcs.append(lowered.func)
-        steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
+        args = [v.name for v in tuple(g.inputs) + tuple(g.outputs)]
+        sig = _group_signature(g, configs.get(id(g)))
+        if sig in kernels:
+            # the same computation on values of the same shapes: one kernel serves both
+            steps.append({"kind": "kernel", "symbol": kernels[sig], "args": args})
+        else:
+            fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
+            lowered = lower_group(g, tgt, fname, configs.get(id(g)))
+            funcs.append(lowered.func)
+            steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
+            kernels[sig] = fname
         labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
     t2 = time.perf_counter()
     timings["lowering"] = t2 - t1
@@ -117,6 +125,39 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings, "funcs": funcs,
             "target": tgt, "tuned_groups": len(configs)}
     return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+def _freeze_attr(value):
+    """A hashable, exact stand-in for an attribute value (arrays by dtype, shape and bytes)."""
+    import hashlib
+
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_freeze_attr(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple(sorted((str(k), _freeze_attr(v)) for k, v in value.items()))
+    return (type(value).__name__, repr(value))
+
+
+def _group_signature(group, config) -> tuple:
+    """What a group's kernel depends on: its nodes' ops and attributes, how they are wired to
+    each other and to the group's inputs, the shapes and dtypes of inputs and outputs, and the
+    schedule config.  Two groups with one signature compute the same function of their
+    arguments (values are passed to kernels, never built into them)."""
+    where = {v: ("in", i) for i, v in enumerate(group.inputs)}
+    nodes = []
+    for k, n in enumerate(group.nodes):
+        ins = tuple(None if v is None else where[v] for v in n.inputs)
+        attrs = tuple(sorted((name, _freeze_attr(v)) for name, v in n.attrs.items()))
+        nodes.append((n.op, attrs, ins, tuple((tuple(v.shape), v.dtype) for v in n.outputs),
+                      n is group.master))
+        for j, v in enumerate(n.outputs):
+            where[v] = ("node", k, j)
+    return (group.pattern, tuple(nodes), tuple((tuple(v.shape), v.dtype) for v in group.inputs),
+            tuple(where[v] for v in group.outputs), None if config is None else repr(config.to_json()))
 
 
 def _tuned_configs(groups, records, target) -> dict:

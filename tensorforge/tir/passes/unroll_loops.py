@@ -5,11 +5,37 @@ and the code generator asks the C compiler to unroll them.
 """
 from __future__ import annotations
 
+from ...arith.fold import fold_binary
+from ...te import expr as E
 from ...te.expr import IntImm, const
 from .. import nodes as N
-from ..functor import Mutator, substitute
+from ..functor import Mutator
 
 MAX_UNROLL = 128
+
+
+class _Substitute(Mutator):
+    """The loop variable replaced by a constant; a select whose condition becomes a constant
+    comparison keeps only its chosen side.  (Templates pick per-position expressions with
+    select chains on a loop index they unroll, e.g. the Winograd transforms: copying every side
+    into every copy and leaving the choice to `simplify` cost most of their lowering time.)"""
+
+    def __init__(self, var, value):
+        self.var, self.value = var, value
+
+    def visit_Var(self, node):
+        return self.value if node is self.var else node
+
+    def visit_Select(self, node: E.Select):
+        cond = self.visit(node.condition)
+        if isinstance(cond, E.BinaryOp) and isinstance(cond.a, IntImm) and isinstance(cond.b, IntImm):
+            folded = fold_binary(type(cond), cond.a, cond.b, cond.dtype)
+            if isinstance(folded, IntImm):
+                return self.visit(node.true_value if folded.value else node.false_value)
+        t, f = self.visit(node.true_value), self.visit(node.false_value)
+        if cond is node.condition and t is node.true_value and f is node.false_value:
+            return node
+        return E.Select(cond, t, f)
 
 
 class _Unroll(Mutator):
@@ -23,7 +49,7 @@ class _Unroll(Mutator):
         if node.extent.value > self.max_extent:
             return node
         start = node.min.value
-        return N.seq(*[substitute(node.body, {node.loop_var: const(start + k, node.loop_var.dtype)})
+        return N.seq(*[_Substitute(node.loop_var, const(start + k, node.loop_var.dtype)).visit(node.body)
                        for k in range(node.extent.value)]) if node.extent.value > 0 else N.NOP
 
 
