@@ -97,8 +97,13 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     t2 = time.perf_counter()
     timings["lowering"] = t2 - t1
     module = None
+    runs: list = []
     if funcs:
-        module = build(funcs, target=tgt)
+        from .backends import backend_for
+        sequences = _kernel_runs(steps) if tgt.kind == "c" and not any(f.shape_vars for f in funcs) else []
+        module = backend_for(tgt).build(funcs, tgt, sequences=[(r["symbol"], r["calls"]) for r in sequences]) \
+            if sequences else build(funcs, target=tgt)
+        runs = [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
         for step in steps:
             if step["kind"] == "kernel":
                 step["symbol"] = _symbol(module, step["symbol"])
@@ -120,11 +125,31 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
                               "offset": plan.offsets.get(v, 0)}
     _check_unique_names(graph)
     spec = ModelSpec(name or graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
-                     values, steps, plan.total_bytes, labels)
+                     values, steps, plan.total_bytes, labels, runs)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings, "funcs": funcs,
             "target": tgt, "tuned_groups": len(configs)}
     return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+def _kernel_runs(steps: list) -> list[dict]:
+    """Each stretch of consecutive kernel steps as one C function that calls them in order (the
+    executor then makes one foreign call per stretch instead of one per kernel): its symbol,
+    the steps [first, end) it covers, its pointer slots (value names) and its calls."""
+    runs, k = [], 0
+    while k < len(steps):
+        if steps[k]["kind"] != "kernel":
+            k += 1
+            continue
+        first, slots, calls = k, [], []
+        while k < len(steps) and steps[k]["kind"] == "kernel":
+            for a in steps[k]["args"]:
+                if a not in slots:
+                    slots.append(a)
+            calls.append((steps[k]["symbol"], [slots.index(a) for a in steps[k]["args"]]))
+            k += 1
+        runs.append({"symbol": f"tf_run_{len(runs)}", "steps": [first, k], "slots": slots, "calls": calls})
+    return runs
 
 
 def _freeze_attr(value):

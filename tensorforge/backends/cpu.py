@@ -47,12 +47,13 @@ def _has_libmvec() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and ctypes.util.find_library("mvec") is not None
 
 
-def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c") -> Module:
-    """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module."""
+def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=()) -> Module:
+    """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module;
+    `sequences` adds C functions that call them in order (see codegen_c)."""
     target = Target.parse(target)
     funcs = list(funcs)
     if not funcs:
         raise ValueError("build needs at least one PrimFunc")
-    source = codegen_c(funcs, target)
+    source = codegen_c(funcs, target, sequences)
     lib_path = compile_source(source.text, compile_flags(target))
     return Module(funcs, lib_path, source.text, symbols=source.symbols, target=target)

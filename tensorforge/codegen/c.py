@@ -83,8 +83,14 @@ class CSource:
         return self.text
 
 
-def codegen_c(funcs: list[N.PrimFunc], target=None) -> CSource:
-    """Print all `funcs` into one C translation unit."""
+def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=()) -> CSource:
+    """Print all `funcs` into one C translation unit.
+
+    `sequences`: (name, [(function name, [slot, ...]), ...]) pairs; each becomes a C function
+    `int32_t name(void **v, int32_t *failed)` that calls the functions in order with the
+    pointers v[slot] as arguments, stops at the first nonzero status and stores the position
+    of the call that failed in *failed (the graph executor's loop, run in C: see
+    runtime/executor.py)."""
     printer = CPrinter()
     symbols: dict[str, str] = {}
     bodies = []
@@ -106,7 +112,23 @@ def codegen_c(funcs: list[N.PrimFunc], target=None) -> CSource:
         head.append(_FLOAT16_TYPEDEF)
     head += list(printer.typedefs.values()) + ([""] if printer.typedefs else [])
     head += [h + "\n" for h in printer.helpers.values()]
-    return CSource("\n".join(head + bodies) + "\n", symbols)
+    runners = [_sequence(name, calls, symbols) for name, calls in sequences]
+    for name, _ in sequences:
+        symbols[name] = name
+    return CSource("\n".join(head + bodies + runners) + "\n", symbols)
+
+
+def _sequence(name: str, calls, symbols: dict) -> str:
+    if not name.isidentifier() or name in symbols:
+        raise CodegenError(f"sequence name {name!r} is not a free C identifier")
+    lines = [f"int32_t {name}(void **v, int32_t *failed) {{", "  int32_t s;"]
+    for k, (func, slots) in enumerate(calls):
+        if func not in symbols:
+            raise CodegenError(f"sequence {name} calls {func!r}, which is not a function of this module")
+        args = ", ".join(f"v[{int(i)}]" for i in slots)
+        lines.append(f"  if ((s = {symbols[func]}({args})) != {STATUS_OK}) {{ *failed = {k}; return s; }}")
+    lines += [f"  return {STATUS_OK};", "}", ""]
+    return "\n".join(lines)
 
 
 class CPrinter(VectorExtensions, CLikePrinter):

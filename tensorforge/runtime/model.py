@@ -118,7 +118,8 @@ def load(path: str) -> Model:
         if st["kind"] == "opaque":
             st = dict(st, attrs=_restore(st["attrs"]))
         steps.append(st)
-    spec = ModelSpec(raw["name"], raw["inputs"], raw["outputs"], raw["values"], steps, raw["arena_bytes"], raw["labels"])
+    spec = ModelSpec(raw["name"], raw["inputs"], raw["outputs"], raw["values"], steps, raw["arena_bytes"], raw["labels"],
+                     raw.get("runs", []))
     return Model(spec, lib_path, params, source)
 
 

@@ -1,0 +1,67 @@
+"""Kernel runs: stretches of consecutive kernel steps called through one generated C function
+(runtime/executor.py), split at opaque steps, kept through export and load, and the same
+results as calling the kernels one by one."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.codegen.c import CodegenError, _sequence
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.reference import run_reference
+from tensorforge.runtime.executor import GraphExecutor
+
+
+def _net():
+    """relu -> exp (kernels) -> instance_norm (opaque) -> relu -> add (kernels)."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("runs")
+    x = b.input("x", (1, 4, 5, 5), "float32")
+    scale = b.const(rng.standard_normal(4).astype("float32"), "scale")
+    bias = b.const(rng.standard_normal(4).astype("float32"), "bias")
+    h = b.add1("sigmoid", [b.add1("relu", [x])])
+    s = b.add1("softmax", [h], {"axes": (1,)})          # a reduction: a kernel of its own
+    n = b.add1("instance_norm", [s, scale, bias])
+    y = b.add1("add", [b.add1("softmax", [b.add1("relu", [n])], {"axes": (3,)}), h])
+    return b.finish([y, s]), rng.standard_normal((1, 4, 5, 5)).astype("float32")
+
+
+def test_runs_split_at_opaque_steps_and_match_the_reference(tmp_path):
+    graph, x = _net()
+    model = tensorforge.compile(graph)
+    steps, runs = model.spec.steps, model.spec.runs
+    opaque = [k for k, st in enumerate(steps) if st["kind"] == "opaque"]
+    assert len(opaque) == 1 and len(runs) == 2
+    assert runs[0]["steps"] == [0, opaque[0]] and runs[1]["steps"] == [opaque[0] + 1, len(steps)]
+    covered = sorted(k for r in runs for k in range(*r["steps"]))
+    assert covered == [k for k, st in enumerate(steps) if st["kind"] == "kernel"]
+    assert all(r["symbol"] in model.source for r in runs)
+    want = run_reference(graph, x)
+    got = model(x)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    model.profile(x, repeat=1)                         # kernels one by one, for their times
+    again = tensorforge.load(model.export(str(tmp_path / "runs.tfm")))
+    assert again.spec.runs == runs
+    for a, b in zip(again(x), got):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_spec_without_runs_calls_kernels_one_by_one():
+    graph, x = _net()
+    model = tensorforge.compile(graph)
+    old = dataclasses.replace(model.spec, runs=[])       # a model file written before runs existed
+    ex = GraphExecutor(old, model.lib_path, model.params)
+    assert all(item[0] == "step" for item in ex._plan)
+    for a, b in zip(ex(x), model(x)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_sequence_source_reports_the_failed_call():
+    text = _sequence("tf_run_0", [("k0", [0, 1]), ("k1", [1, 2])], {"k0": "k0", "k1": "k1_c"})
+    assert "k1_c(v[1], v[2])" in text and "*failed = 1" in text
+    with pytest.raises(CodegenError, match="not a function of this module"):
+        _sequence("tf_run_0", [("nope", [0])], {"k0": "k0"})
+    with pytest.raises(CodegenError, match="not a free C identifier"):
+        _sequence("k0", [("k0", [0])], {"k0": "k0"})
