@@ -67,8 +67,9 @@ def transform_weight(wp: np.ndarray, m: int) -> np.ndarray:
     if wp.ndim != 5 or tuple(wp.shape[2:4]) != (3, 3):
         raise OpError(f"{NAME}: the weight transform takes (F/B, C, 3, 3, B) weights, got {wp.shape}")
     _, g, _ = winograd_matrices(m)
-    u = np.einsum("ay,kcyxf,bx->abkcf", g, wp.astype(np.float64), g, optimize=True)
-    return np.ascontiguousarray(u.astype(wp.dtype))
+    t = np.tensordot(g, wp.astype(np.float64), axes=([1], [2]))      # (alpha, F/B, C, 3, B): G g
+    u = np.tensordot(g, t, axes=([1], [3]))                           # (alpha, alpha, F/B, C, B): (G g) G^T
+    return np.ascontiguousarray(u.transpose(1, 0, 2, 3, 4).astype(wp.dtype))
 
 
 def untransform_weight(u: np.ndarray, m: int) -> np.ndarray:
