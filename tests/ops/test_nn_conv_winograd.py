@@ -101,7 +101,7 @@ def test_tile_choice():
 
 
 def _net():
-    """conv (NCHW input, direct) -> relu -> 3x3 conv (Winograd) -> add residual -> relu
+    """conv (NCHW input) -> relu -> 3x3 conv (blocked input) -> add residual -> relu
     -> 3x3 stride-2 conv (direct)."""
     b = GraphBuilder("wino")
     x = b.input("x", (1, 16, 12, 12), "float32")
@@ -120,7 +120,11 @@ def test_graph_uses_winograd_at_opt_level_3_only():
     fast = tensorforge.compile(graph, target="c")
     direct = tensorforge.compile(graph, target="c", opt_level=2)
     ops = [n.op for n in fast.info["graph"].nodes]
-    assert ops.count("conv2d_winograd_nchwc") == 1 and ops.count("conv2d_nchwc") == 2
+    # the first conv reads 16 NCHW channels: it becomes a Winograd conv behind a layout change
+    assert ops.count("conv2d_winograd_nchwc") == 2 and ops.count("conv2d_nchwc") == 1
+    assert ops.count("nchw_to_nchwc") == 1
+    (first,) = [n for n in fast.info["graph"].nodes if n.op == "nchw_to_nchwc"]
+    assert first.inputs[0].name == "x" and first.attrs["block"] == 16
     assert "conv2d_winograd_nchwc" not in [n.op for n in direct.info["graph"].nodes]
     want = direct(x)[0]
     np.testing.assert_allclose(fast(x)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

@@ -1,10 +1,11 @@
 """3x3 stride-1 convolutions on blocked data become Winograd convolutions (opt_level 3).
 
-Runs after alter_layout_propagate: a conv2d_nchwc that reads NCHW[b]c data, with a constant
-packed 3x3 weight, stride 1, dilation 1 and float32 values becomes conv2d_winograd_nchwc with
-the weight transform G g G^T computed here, once (see ops/nn_conv_winograd.py).  Output layout,
-name and readers stay the same, so the fused epilogue and the layout propagation around it do
-not change.
+Runs after alter_layout_propagate: a conv2d_nchwc with a constant packed 3x3 weight, stride 1,
+dilation 1 and float32 values becomes conv2d_winograd_nchwc with the weight transform G g G^T
+computed here, once (see ops/nn_conv_winograd.py).  Output layout, name and readers stay the
+same, so the fused epilogue and the layout propagation around it do not change.  The Winograd
+conv reads blocked data: a conv that reads NCHW data (the first conv after an op that needs
+NCHW, or a one-conv graph) gets an nchw_to_nchwc before it when its channels fill blocks.
 
 `winograd_tile` decides per layer.  The product stage does 4x (m = 4) or 2.25x (m = 2) fewer
 multiply-adds than the direct conv, but reads a transformed weight 4x (m = 4) or 1.8x (m = 2)
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.nn_conv_nchwc import blocked_layout
 from ...ops.nn_conv_winograd import transform_weight
+from .alter_layout import _block
 from ..ir import Graph, Node, Value
 
 MIN_CHANNELS = 16
@@ -49,9 +52,16 @@ def alter_layout_winograd(graph: Graph) -> Graph:
             u = Value(f"{w.name}_wino{m}", arr.shape, arr.dtype.name)
             params[u] = arr
             done[(w, m)] = u
-        attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))),
-                 "data_layout": n.attrs["data_layout"]}
-        nodes.append(Node("conv2d_winograd_nchwc", (n.inputs[0], u), n.outputs, attrs, n.name))
+        data, layout = n.inputs[0], n.attrs.get("data_layout", "NCHW")
+        if layout == "NCHW":
+            block = _block(data.shape[1], data.dtype)
+            layout = blocked_layout(block)
+            blocked = Value(f"{n.name}_{layout}", (data.shape[0], data.shape[1] // block, *data.shape[2:], block),
+                            data.dtype)
+            nodes.append(Node("nchw_to_nchwc", (data,), (blocked,), {"block": block}, f"{n.name}_in"))
+            data = blocked
+        attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
+        nodes.append(Node("conv2d_winograd_nchwc", (data, u), n.outputs, attrs, n.name))
         changed = True
     if not changed:
         return graph
@@ -63,7 +73,7 @@ def _tile_for(n: Node, params: dict) -> int:
     if n.op != "conv2d_nchwc" or len(n.inputs) != 2 or n.inputs[1] not in params:
         return 0
     layout = n.attrs.get("data_layout", "NCHW")
-    if layout == "NCHW" or n.outputs[0].dtype != "float32":
+    if n.outputs[0].dtype != "float32" or (layout == "NCHW" and n.inputs[0].shape[1] % MIN_CHANNELS):
         return 0
     if tuple(n.attrs.get("strides", (1, 1))) != (1, 1) or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
         return 0
