@@ -7,7 +7,8 @@ ops/nn_conv_nchwc.py applied to the (C, 1, KH, KW) weight), output (N, C / b, OH
 tap of every output column is one vector load of b contiguous channels and one multiply-add
 against the tap's weight vector, whatever the stride: no phase-split copy of the input is needed
 (compare ops/nn_depthwise.py, which vectorizes NCHW along output rows).  The stage "pad" is the
-zero-padded input (the block rides along as an axis that needs no padding); the main stage is
+zero-padded input (the block rides along as an axis that needs no padding; the CPU template
+inlines it by default, so the taps test their bounds and no padded copy is built); the main stage is
 named and tagged "depthwise_conv2d_nchwc".  The graph pass `alter_layout_propagate` uses it for
 depthwise convolutions whose input is already blocked.  Pattern complex-out-fusable; CPU template
 window2d_nchwc.cpu (ops/schedules/cpu_nchwc.py).

@@ -24,7 +24,7 @@ WINDOW, TRANSPOSE = "window2d_nchwc.cpu", "conv_transpose2d_nchwc.cpu"
 TASKS = {
     "depthwise": Task.for_op("depthwise_conv2d_nchwc", [((1, 2, 20, 20, 32), "float32"), ((2, 1, 3, 3, 32), "float32")],
                              {"strides": (1, 1), "padding": (1, 1, 1, 1)}),
-    # a padded plane over PLANE_BYTES: the default builds it per tile of output rows
+    # a padded plane over PLANE_BYTES: a padded copy is built per tile of output rows
     "depthwise_rows": Task.for_op("depthwise_conv2d_nchwc", [((1, 1, 40, 70, 32), "float32"),
                                                              ((1, 1, 3, 3, 32), "float32")],
                                   {"strides": (2, 1), "padding": (1, 0, 1, 1)}),
@@ -44,15 +44,17 @@ TASKS = {
 
 def test_default_configs_are_the_heuristics():
     """The default point of a MobileNet depthwise layer and a DCGAN transposed conv, written out:
-    8 columns of 2 vectors (16 accumulators), all taps unrolled, the padded plane (430 KiB)
-    built per tile of 15 output rows; 4 x 4 positions of one phase per tile.  (On AVX-512: the
-    tiles are sized in vector registers.)"""
+    8 columns of 2 vectors (16 accumulators), all taps unrolled, no padded copy (the taps test
+    their bounds); 4 x 4 positions of one phase per tile.  (On AVX-512: the tiles are sized in
+    vector registers.)  The padded copy's heuristic tile (15 output rows of the 430 KiB padded
+    plane) is a value of pad_rows."""
     avx512 = "c -mcpu=x86-64-v4"
     dw = Task.for_op("depthwise_conv2d_nchwc", [((1, 4, 56, 56, 32), "float32"), ((4, 1, 3, 3, 32), "float32")],
                      {"strides": (1, 1), "padding": (1, 1, 1, 1)}, target=avx512)
     assert dw.config_space.default_config().to_json() == {
         "tile_x": [7, 8], "tile_ci": [1, 2], "order": [0, 1, 2], "unroll_taps": ["unroll", "unroll"],
-        "pad_rows": 15, "parallel": "planes"}
+        "pad_rows": "inline", "parallel": "planes"}
+    assert [e.to_json() for e in dw.config_space.knob("pad_rows").entities] == ["inline", 0, 1, 2, 4, 8, 15]
     ct = Task.for_op("conv_transpose2d_nchwc", [((1, 512, 4, 4), "float32"), ((16, 512, 4, 4, 16), "float32")],
                      {"strides": (2, 2), "out_hw": (8, 8), "kernel": (4, 4), "padding": (1, 1, 1, 1)}, target=avx512)
     assert ct.config_space.default_config().to_json() == {
@@ -86,16 +88,22 @@ def test_configs_compute_the_reference(name):
         run_candidate(TASKS[name], config)
 
 
-def test_window_knob_corners_compute_the_reference():
+@pytest.mark.parametrize("name", ["depthwise_rows", "max_pool"])
+def test_window_knob_corners_compute_the_reference(name):
     """The knobs of the padded input and the parallel loop, each combination once, with one
-    vector of the block per tile."""
-    task = TASKS["depthwise_rows"]
+    vector of the block per tile (when the block has two): no copy, a plane, tiles of rows."""
+    task = TASKS[name]
     space = task.config_space
     base = space.default_config().to_json()
-    assert base["pad_rows"] > 0
-    for pad_rows, parallel in [(0, "planes"), (0, "rows"), (2, "rows")]:
+    assert base["pad_rows"] == "inline"
+    # the last value: the heuristic tile of rows (depthwise_rows: its plane is over PLANE_BYTES)
+    heuristic = space.knob("pad_rows").entities[-1].to_json()
+    assert heuristic > 0
+    narrow = {"tile_ci": [2, 1]} if base["tile_ci"] == [1, 2] else {}
+    for pad_rows, parallel in [("inline", "planes"), ("inline", "rows"), (0, "planes"), (0, "rows"),
+                               (2, "rows"), (heuristic, "planes")]:
         run_candidate(task, space.from_json({**base, "pad_rows": pad_rows, "parallel": parallel,
-                                             "tile_ci": [2, 1], "order": [2, 0, 1]}))
+                                             "order": [2, 0, 1], **narrow}))
 
 
 def test_extract_tasks_finds_depthwise_and_transposed_conv_tasks():
