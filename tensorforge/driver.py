@@ -193,7 +193,8 @@ def _tuned_configs(groups, records, target) -> dict:
     from .autotune.records import best_configs
     from .autotune.task import task_of_group
 
-    best = best_configs(records, target=target)
+    from .runtime.module import get_num_threads
+    best = best_configs(records, target=target, threads=get_num_threads())
     configs, tunable = {}, 0
     for g in groups:
         task = task_of_group(g, target)

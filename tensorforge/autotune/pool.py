@@ -156,6 +156,11 @@ class DaskRunner:
         self.poll_s = 1.0
         self._client = _connect(address, connect_timeout)
 
+    @property
+    def num_threads(self) -> int | None:
+        """The workers' measuring thread count, when the options fix it (for the records)."""
+        return self.options.get("num_threads")
+
     # Submitting ----------------------------------------------------------------------------
     def _payload(self, b: BuildResult) -> dict:
         task = b.input.task

@@ -44,6 +44,7 @@ class Record:
     timestamp: float = 0.0
     version: int = VERSION
     stage: str = "tune"            # "confirm": a side-by-side re-measurement (see tuner.confirm)
+    threads: int | None = None     # threads the candidate ran with (None: not recorded)
 
     @property
     def ok(self) -> bool:
@@ -67,6 +68,8 @@ class Record:
              "run_s": round(self.run_s, 6), "timestamp": self.timestamp}
         if self.stage != "tune":
             d["stage"] = self.stage
+        if self.threads is not None:
+            d["threads"] = self.threads
         return d
 
     def to_line(self) -> str:
@@ -81,13 +84,14 @@ class Record:
         if not isinstance(d["config"], dict):
             raise ValueError("record config is not a JSON object")
         stage = str(d.get("stage", "tune"))
+        threads = None if d.get("threads") is None else int(d["threads"])
         if "error" in result:
             return Record(task, d["config"], (), str(result["error"]), str(result.get("message", "")),
                           float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
-                          stage=stage)
+                          stage=stage, threads=threads)
         return Record(task, d["config"], tuple(float(c) for c in result["costs"]), None, "",
                       float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
-                      stage=stage)
+                      stage=stage, threads=threads)
 
 
 class RecordWriter:
@@ -150,24 +154,31 @@ def _records(source: str | os.PathLike | Iterable[Record]) -> Iterable[Record]:
     return iter_records(source) if isinstance(source, (str, os.PathLike)) else source
 
 
-def best_configs(source: str | os.PathLike | Iterable[Record], target: str | None = None) -> dict[str, Record]:
+def best_configs(source: str | os.PathLike | Iterable[Record], target: str | None = None,
+                 threads: int | None = None) -> dict[str, Record]:
     """{task key: the record with the lowest time} over the successful records of a file
     (or an iterable of records), optionally only those of `target`.  Where a task has
     records of a confirmation (configs re-measured side by side, stage "confirm"), only those
-    compete: times taken at one moment are compared, not a quiet moment's with a busy one's."""
+    compete: times taken at one moment are compared, not a quiet moment's with a busy one's.
+    With `threads`, a task's records measured with that many threads (or with no count
+    recorded) are preferred over records measured with another count: the best schedule for
+    one thread is often not the best for two."""
     from ..target import Target
 
     want = None if target is None else str(Target.parse(target))
-    best: dict[str, Record] = {}
-    confirmed: dict[str, Record] = {}
+    # tables[(other thread count?, confirmation?)]: task key -> fastest record
+    tables: dict[tuple[bool, bool], dict[str, Record]] = {(o, c): {} for o in (False, True) for c in (False, True)}
     for r in _records(source):
         if not r.ok or (want is not None and r.task.target != want):
             continue
-        table = confirmed if r.stage == "confirm" else best
+        other = threads is not None and r.threads is not None and r.threads != threads
+        table = tables[(other, r.stage == "confirm")]
         old = table.get(r.task.key)
         if old is None or r.cost < old.cost:
             table[r.task.key] = r
-    best.update(confirmed)
+    best: dict[str, Record] = {}
+    for key in ((True, False), (True, True), (False, False), (False, True)):    # later entries win
+        best.update(tables[key])
     return best
 
 

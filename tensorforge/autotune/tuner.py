@@ -316,8 +316,8 @@ class _TaskState:
             self.measured[c.key] = (c, m)
             best = min(best, m.cost)
             self.curve.append(best)
-            self.keep(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp),
-                      writer)
+            self.keep(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
+                             threads=runner_threads(runner)), writer)
         self.correlation = _rank_correlation(self.tuner, configs, outcome)
         self.tuner.update(configs, outcome)
         if self.best[0] < before:
@@ -362,6 +362,20 @@ def _rank_correlation(tuner: Tuner, configs: Sequence[ConfigEntity], results: Se
     return float(np.corrcoef(a, b)[0, 1])
 
 
+def runner_threads(runner) -> int | None:
+    """The thread count a runner's candidates run with, for the records: its `num_threads`, or
+    for a local runner without one this process's default (the measuring process inherits it);
+    None when unknown (a pool's workers use their own machines' defaults)."""
+    n = getattr(runner, "num_threads", None)
+    if n is not None:
+        return int(n)
+    from .measure import LocalRunner
+    if isinstance(runner, LocalRunner):
+        from ..runtime.module import get_num_threads
+        return get_num_threads()
+    return None
+
+
 def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, runner: Runner,
                    writer: RecordWriter | None) -> tuple[float, ConfigEntity | None]:
     """Re-measure the default and the `top` fastest configs of a task side by side, `rounds`
@@ -375,7 +389,7 @@ def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, r
     for _ in range(rounds):
         for c, m in zip(configs, runner.run(builds)):
             state.keep(Record(state.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
-                              stage="confirm"), writer)
+                              stage="confirm", threads=runner_threads(runner)), writer)
             if m.ok and m.cost < best[0]:
                 best = (m.cost, c)
     return best
@@ -393,10 +407,11 @@ def confirm(tasks: Task | Sequence[Task], records: str, top: int = 3, rounds: in
     at one moment, compare fairly."""
     tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
     say = (print if log is True else (log or (lambda line: None)))
-    previous = load_records(records)
     own_builder, own_runner = builder is None, runner is None
     builder = builder or LocalBuilder()
     runner = runner or LocalRunner()
+    threads = runner_threads(runner)
+    previous = [r for r in load_records(records) if threads is None or r.threads is None or r.threads == threads]
     out: dict[Task, tuple[float, ConfigEntity | None]] = {}
     try:
         with RecordWriter(records) as writer:
@@ -475,7 +490,10 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     builder = builder or LocalBuilder()
     runner = runner or LocalRunner()
     batch = batch_size or 2 * getattr(builder, "n_parallel", 4)
-    previous = load_records(records) if records is not None else []
+    # records measured with another thread count are neither resumed from nor learned from
+    threads = runner_threads(runner)
+    previous = [r for r in (load_records(records) if records is not None else [])
+                if threads is None or r.threads is None or r.threads == threads]
     writer = RecordWriter(records) if records is not None else None
     session: list[Record] = []
     states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials,

@@ -60,6 +60,27 @@ def test_best_configs_and_measured_keys(tmp_path):
     assert len(keys) == 4
 
 
+def test_thread_counts_round_trip_and_steer_best_configs(tmp_path):
+    path = tmp_path / "tune.jsonl"
+    one = [Record(TASK, {"tile_m": [1, t]}, (c,), threads=1) for t, c in ((8, 1e-6), (4, 2e-6))]
+    two = [Record(TASK, {"tile_m": [1, 2]}, (3e-6,), threads=2), Record(OTHER, {"tile_m": [1, 2]}, (3e-6,), threads=2)]
+    with RecordWriter(path) as w:
+        for r in one + two:
+            w.write(r)
+    assert load_records(path) == one + two
+    assert json.loads(path.read_text().splitlines()[0])["threads"] == 1
+    assert best_configs(path)[TASK.key].config == {"tile_m": [1, 8]}               # the fastest of all
+    assert best_configs(path, threads=2)[TASK.key].config == {"tile_m": [1, 2]}    # measured with 2 threads
+    assert best_configs(path, threads=1)[TASK.key].config == {"tile_m": [1, 8]}
+    # a task with records of another thread count only still gets its best record
+    assert best_configs(path, threads=1)[OTHER.key].threads == 2
+    # a record without a count (an older file) counts as matching
+    legacy = Record(TASK, {"tile_m": [1, 1]}, (4e-6,))
+    assert best_configs(two + [legacy], threads=2)[TASK.key].config == {"tile_m": [1, 2]}
+    assert best_configs(one[1:] + [legacy], threads=1)[TASK.key].config == {"tile_m": [1, 4]}
+    assert best_configs([legacy] + two, threads=3)[TASK.key].config == {"tile_m": [1, 1]}
+
+
 def test_task_json_and_key_are_stable():
     again = Task.from_json(json.loads(json.dumps(TASK.to_json())))
     assert again == TASK and again.key == TASK.key

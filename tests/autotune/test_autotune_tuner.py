@@ -98,6 +98,22 @@ def test_default_first_resume_and_kill(tmp_path):
     assert "20 measured before" in lines[0] and len(load_records(path)) == 20       # nothing left to do
 
 
+def test_records_of_another_thread_count_are_not_resumed(tmp_path):
+    path = str(tmp_path / "tune.jsonl")
+    one, two = FakeRunner(), FakeRunner()
+    one.num_threads, two.num_threads = 1, 2
+    tune(GEMM, trials=8, records=path, builder=FakeBuilder(), runner=one, batch_size=4, log=False)
+    assert {r.threads for r in load_records(path)} == {1}
+    tune(GEMM, trials=8, records=path, builder=FakeBuilder(), runner=two, batch_size=4, log=False)
+    assert len(two.seen) == 8                                 # measured again, with 2 threads
+    records = load_records(path)
+    assert [r.threads for r in records] == [1] * 8 + [2] * 8
+    again = FakeRunner()
+    again.num_threads = 2
+    tune(GEMM, trials=8, records=path, builder=FakeBuilder(), runner=again, batch_size=4, log=False)
+    assert again.seen == []                                   # its own thread count: resumed
+
+
 def test_early_stopping():
     lines = []
     result = tune(GEMM, trials=200, tuner="grid", builder=FakeBuilder(), runner=FakeRunner(), batch_size=4,

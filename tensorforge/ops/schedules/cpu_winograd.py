@@ -96,6 +96,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     s[wv].unroll(vnu)
     _vectorize_block(s[wv], vci, lanes)
     s[wt].compute_at(s[wv], vp)
+    s[wt].set_scope("local")        # one tile's alpha x alpha x b values: a stack array, not the heap
     tn, tc, tp, ta, tnu, tci = s[wt].op.axis
     s[wt].unroll(ta)
     s[wt].unroll(tnu)
@@ -138,6 +139,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     s[out].unroll(xi)
     _vectorize_block(s[out], oki, lanes)
     s[ws].compute_at(s[out], xo)
+    s[ws].set_scope("local")
     sn, skb, sp, se, sj, ski = s[ws].op.axis
     s[ws].unroll(se)
     s[ws].unroll(sj)
