@@ -56,7 +56,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     from .graph.ir import Graph
     from .graph.pipeline import optimize
     from .graph.plan_memory import plan_memory
-    from .lowering import lower_group
+    from .lowering import lower_group_cached
     from .runtime.executor import ModelSpec
     from .runtime.model import Model
     from .target import Target
@@ -89,9 +89,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             steps.append({"kind": "kernel", "symbol": kernels[sig], "args": args})
         else:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-            lowered = lower_group(g, tgt, fname, configs.get(id(g)))
-            funcs.append(lowered.func)
-            steps.append({"kind": "kernel", "symbol": fname, "args": [v.name for v in lowered.args]})
+            funcs.append(lower_group_cached(g, tgt, fname, configs.get(id(g)), sig))
+            steps.append({"kind": "kernel", "symbol": fname, "args": args})
             kernels[sig] = fname
         labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
     t2 = time.perf_counter()

@@ -6,7 +6,13 @@ master op's stages (a conv's padding stage, say) are left to the master's schedu
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import pickle
+import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import te
 from .graph.fuse import FusedGroup
@@ -97,3 +103,55 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
 def te_lower(s, args, name):
     from .driver import lower
     return lower(s, args, name)
+
+
+# The lowering cache ---------------------------------------------------------------------------
+# Lowering a group (TE -> loop program -> passes) takes 0.02-0.5 s of Python per kernel, the
+# larger part of a warm compile: the C compile itself is cached by the source's hash.  A
+# lowered PrimFunc is a plain data structure, so it is kept on disk under a key made of what it
+# depends on: the group's signature (ops, attributes, wiring, shapes, config: see
+# driver._group_signature), the target, and the source of this package (any change to the
+# compiler makes new keys).
+
+def package_fingerprint() -> str:
+    """A hash of the package's Python sources (once per process)."""
+    return _fingerprint()
+
+
+@functools.cache
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _cache_path(signature, target) -> Path:
+    from .runtime.compile import cache_dir
+    key = hashlib.sha256(repr((signature, str(target), package_fingerprint())).encode()).hexdigest()[:40]
+    return cache_dir() / "lowered" / f"{key}.pkl"
+
+
+def lower_group_cached(group: FusedGroup, target, name: str, config, signature) -> N.PrimFunc:
+    """`lower_group(...).func`, from the lowering cache when the same signature was lowered for
+    the same target by the same compiler before (renamed to `name`)."""
+    path = _cache_path(signature, target)
+    try:
+        with open(path, "rb") as f:
+            func = pickle.load(f)
+        if isinstance(func, N.PrimFunc):
+            return dataclasses.replace(func, name=name)
+    except FileNotFoundError:
+        pass
+    except Exception as err:          # a damaged entry: lower again and overwrite it
+        warnings.warn(f"lowering cache entry {path.name} is unreadable ({err}); lowering again", RuntimeWarning)
+    func = lower_group(group, target, name, config).func
+    try:
+        from .runtime.compile import _write_atomic
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as err:            # a read-only cache only costs time
+        warnings.warn(f"could not write the lowering cache ({err})", RuntimeWarning)
+    return func

@@ -42,7 +42,7 @@ def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
         skip = b.input("skip", y.shape, "float32")
         y = b.add1("add", [y, skip])
     g = b.finish([b.add1("relu", [y])])
-    model = tensorforge.compile(g)
+    model = tensorforge.compile(g, opt_level=2)       # the direct conv (3 makes 3x3 ones Winograd)
     assert any(st.get("symbol", "").find("conv2d_nchwc") >= 0 for st in model.spec.steps)
     inputs = [rng.standard_normal(v.shape).astype("float32") for v in g.inputs]
     np.testing.assert_allclose(model(*inputs)[0], run_reference(g, *inputs)[0], rtol=1e-4, atol=1e-4)
@@ -127,7 +127,7 @@ def test_compiled_blocked_conv_chain(c, hw, k, stride, residual):
     if residual:
         y = b.add1("add", [y, h])
     g = b.finish([b.add1("relu", [y])])
-    model = tensorforge.compile(g)
+    model = tensorforge.compile(g, opt_level=2)       # the direct conv (3 makes 3x3 ones Winograd)
     ops = [n.op for n in model.info["graph"].nodes]
     assert ops.count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in ops
     assert any(n.attrs.get("data_layout", "NCHW") != "NCHW" for n in model.info["graph"].nodes)
