@@ -189,12 +189,15 @@ def _tuned_configs(groups, records, target) -> dict:
     `records` (a path or records); the others keep their default schedules."""
     import logging
 
-    from .autotune.records import best_configs
+    from .autotune.records import _records, best_configs
     from .autotune.task import task_of_group
-
     from .runtime.module import get_num_threads
-    best = best_configs(records, target=target, threads=get_num_threads())
-    configs, tunable = {}, 0
+
+    all_records = list(_records(records))
+    threads = get_num_threads()
+    best = best_configs(all_records, target=target, threads=threads)
+    anywhere = best_configs(all_records, target=target)
+    configs, tunable, elsewhere = {}, 0, set()
     for g in groups:
         task = task_of_group(g, target)
         if task is None:
@@ -203,8 +206,14 @@ def _tuned_configs(groups, records, target) -> dict:
         record = best.get(task.key)
         if record is not None:
             configs[id(g)] = task.config_space.from_json(record.config)
-    logging.getLogger("tensorforge").info("tuning records applied to %d of %d tunable kernels",
-                                          len(configs), tunable)
+        elif task.key in anywhere:
+            elsewhere.add(anywhere[task.key].threads)
+    log = logging.getLogger("tensorforge")
+    log.info("tuning records applied to %d of %d tunable kernels", len(configs), tunable)
+    if elsewhere:
+        log.warning("some kernels have tuning records only for %s thread(s), not for the %d this process "
+                    "uses: they keep their default schedules (tune with --threads %d)",
+                    "/".join(str(n) for n in sorted(elsewhere)), threads, threads)
     return configs
 
 

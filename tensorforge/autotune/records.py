@@ -160,25 +160,24 @@ def best_configs(source: str | os.PathLike | Iterable[Record], target: str | Non
     (or an iterable of records), optionally only those of `target`.  Where a task has
     records of a confirmation (configs re-measured side by side, stage "confirm"), only those
     compete: times taken at one moment are compared, not a quiet moment's with a busy one's.
-    With `threads`, a task's records measured with that many threads (or with no count
-    recorded) are preferred over records measured with another count: the best schedule for
-    one thread is often not the best for two."""
+    With `threads`, only records measured with that many threads (or with no count recorded)
+    count: the best schedule for one thread is often not the best for two (1-thread records
+    applied at 2 threads made tuned models slower than their defaults)."""
     from ..target import Target
 
     want = None if target is None else str(Target.parse(target))
-    # tables[(other thread count?, confirmation?)]: task key -> fastest record
-    tables: dict[tuple[bool, bool], dict[str, Record]] = {(o, c): {} for o in (False, True) for c in (False, True)}
+    best: dict[str, Record] = {}
+    confirmed: dict[str, Record] = {}
     for r in _records(source):
         if not r.ok or (want is not None and r.task.target != want):
             continue
-        other = threads is not None and r.threads is not None and r.threads != threads
-        table = tables[(other, r.stage == "confirm")]
+        if threads is not None and r.threads is not None and r.threads != threads:
+            continue
+        table = confirmed if r.stage == "confirm" else best
         old = table.get(r.task.key)
         if old is None or r.cost < old.cost:
             table[r.task.key] = r
-    best: dict[str, Record] = {}
-    for key in ((True, False), (True, True), (False, False), (False, True)):    # later entries win
-        best.update(tables[key])
+    best.update(confirmed)
     return best
 
 

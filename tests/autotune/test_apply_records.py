@@ -38,3 +38,19 @@ def test_compile_applies_best_record(tmp_path):
     want = run_reference(g, x)[0]
     np.testing.assert_allclose(tuned(x)[0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(default(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_records_of_another_thread_count_are_not_applied(tmp_path, caplog, monkeypatch):
+    from tensorforge.runtime import module
+
+    g = two_layer_graph()
+    task = extract_tasks(g, target="c")[0]
+    chosen = task.config_space.get(task.config_space.size - 1)
+    monkeypatch.setattr(module, "_num_threads", 2)             # this process runs with 2 threads
+    one = [Record(task=task, config=chosen.to_json(), costs=(1e-6,), threads=1)]
+    with caplog.at_level("INFO", logger="tensorforge"):
+        model = tensorforge.compile(g, target="c", records=one)
+    assert model.info["tuned_groups"] == 0
+    assert "records only for 1 thread(s), not for the 2 this process uses" in caplog.text
+    two = [Record(task=task, config=chosen.to_json(), costs=(1e-6,), threads=2)]
+    assert tensorforge.compile(g, target="c", records=two).info["tuned_groups"] == 1

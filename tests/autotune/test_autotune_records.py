@@ -72,13 +72,14 @@ def test_thread_counts_round_trip_and_steer_best_configs(tmp_path):
     assert best_configs(path)[TASK.key].config == {"tile_m": [1, 8]}               # the fastest of all
     assert best_configs(path, threads=2)[TASK.key].config == {"tile_m": [1, 2]}    # measured with 2 threads
     assert best_configs(path, threads=1)[TASK.key].config == {"tile_m": [1, 8]}
-    # a task with records of another thread count only still gets its best record
-    assert best_configs(path, threads=1)[OTHER.key].threads == 2
+    # a task with records of another thread count only keeps its default
+    assert OTHER.key not in best_configs(path, threads=1)
     # a record without a count (an older file) counts as matching
     legacy = Record(TASK, {"tile_m": [1, 1]}, (4e-6,))
     assert best_configs(two + [legacy], threads=2)[TASK.key].config == {"tile_m": [1, 2]}
     assert best_configs(one[1:] + [legacy], threads=1)[TASK.key].config == {"tile_m": [1, 4]}
     assert best_configs([legacy] + two, threads=3)[TASK.key].config == {"tile_m": [1, 1]}
+    assert best_configs(two, threads=3) == {}
 
 
 def test_task_json_and_key_are_stable():
