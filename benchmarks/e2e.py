@@ -8,7 +8,10 @@ and their geometric means.
 
 With --tuned, each model is also compiled with the tuning records in DIR (default
 benchmarks/records/, made by `tensorforge tune MODEL --time-budget ... --records DIR/MODEL.jsonl`)
-and timed in the same interleaved blocks; `tuned` is its latency and `tuned/ort` its ratio.
+and timed in the same interleaved blocks; `tuned` is its latency and `tuned/ort` its ratio.  It
+is compiled once per thread count, with that count set: compile applies only the records
+measured with the thread count it runs with, so records tuned with 1 thread leave the 2-thread
+"tuned" model at its defaults.
 
 PyTorch runs the same ONNX graph rebuilt with PyTorch ops (benchmarks/torch_peer.py) under
 torch.inference_mode() with torch.set_num_threads(threads); per model and thread count it uses the
@@ -79,14 +82,12 @@ def main() -> None:
         model = tensorforge.compile(graph, target="c -mcpu=native")
         compile_s = time.perf_counter() - t0
         inputs = [feeds[n] for n in model.input_names]
-        tuned = None
+        records = None
         if opts.tuned:
-            path = os.path.join(opts.tuned, f"{name}.jsonl")
-            if os.path.exists(path):
-                tuned = tensorforge.compile(graph, target="c -mcpu=native", records=path)
-                print(f"{name}: records {path} applied to {tuned.info['tuned_groups']} kernel(s)", flush=True)
-            else:
-                print(f"{name}: no records at {path}; tuned column skipped", flush=True)
+            records = os.path.join(opts.tuned, f"{name}.jsonl")
+            if not os.path.exists(records):
+                print(f"{name}: no records at {records}; tuned column skipped", flush=True)
+                records = None
         found = torch_peer.variants(proto, feeds) if torch_peer else None
         ref = None
         for threads in [int(t) for t in opts.threads.split(",")]:
@@ -98,6 +99,12 @@ def main() -> None:
             got = model(*inputs)
             err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
             set_num_threads(threads)
+            tuned = None
+            if records is not None:
+                # compiled with this thread count set: compile applies the records measured with it
+                tuned = tensorforge.compile(graph, target="c -mcpu=native", records=records)
+                print(f"{name}: records {records} applied to {tuned.info['tuned_groups']} kernel(s) "
+                      f"at {threads} thread(s)", flush=True)
             peer = None
             if found is not None:
                 torch.set_num_threads(threads)

@@ -142,6 +142,9 @@ def _compile(opts: argparse.Namespace) -> int:
     graph = _load_graph(opts.model, opts.shape)
     _progress(f"[2/3] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
     t0 = time.perf_counter()
+    if opts.threads is not None:
+        from tensorforge.runtime.module import set_num_threads
+        set_num_threads(opts.threads)
     model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level, records=opts.records)
     _progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s; "
               f"{model.info['plan'].summary()}")
@@ -305,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     comp.add_argument("--opt-level", type=int, default=3)
     comp.add_argument("--shape", action="append", help="fix a symbolic input shape: name=d0,d1,...")
     comp.add_argument("--records", help="apply the best tuning record per kernel from this file")
+    comp.add_argument("--threads", type=int, default=None,
+                      help="the thread count the model will run with: records measured with it are applied "
+                           "(default: $TENSORFORGE_NUM_THREADS, else the number of cores)")
     comp.set_defaults(fn=_compile)
     tun = sub.add_parser("tune", help="tune the model's kernels and append records (JSON lines)")
     tun.add_argument("model", help="an ONNX file, or a zoo model name (resnet18, mobilenet_v1, ...)")

@@ -53,6 +53,24 @@ def test_tune_then_compile_with_records(tmp_path, capsys):
     assert "tuning records applied to 1 kernel" in capsys.readouterr().err
 
 
+def test_compile_applies_records_of_its_thread_count(tmp_path, capsys):
+    from tensorforge.runtime import module
+
+    small_model(tmp_path / "m.onnx")
+    records = tmp_path / "tune.jsonl"
+    assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "2",
+                     "--tuner", "random", "--target", "c", "--threads", "1", "--confirm", "0"]) == 0
+    capsys.readouterr()
+    before = module.get_num_threads()
+    try:
+        for threads, applied in (("2", 0), ("1", 1)):
+            assert cli.main(["compile", str(tmp_path / "m.onnx"), "-o", str(tmp_path / "m.tfm"), "--records",
+                             str(records), "--target", "c", "--threads", threads]) == 0
+            assert f"tuning records applied to {applied} kernel" in capsys.readouterr().err
+    finally:
+        module.set_num_threads(before)
+
+
 def test_tune_with_a_shared_budget_plot_and_record_summary(tmp_path, capsys):
     small_model(tmp_path / "m.onnx")
     records, png = tmp_path / "tune.jsonl", tmp_path / "curves.png"
