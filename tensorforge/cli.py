@@ -243,6 +243,17 @@ def _tune(opts: argparse.Namespace) -> int:
         before += task.occurrences * res.default_cost
         after += task.occurrences * res.cost
     print(f"tuned kernels, weighted by occurrences: {_time(before)} -> {_time(after)} per run")
+    if opts.confirm_model:
+        from tensorforge.autotune import confirm_in_model
+        from tensorforge.runtime.module import get_num_threads, set_num_threads
+        _progress("confirming in the model: each kernel's default and best configs timed where the model runs them")
+        before_threads = get_num_threads()
+        if opts.threads:
+            set_num_threads(opts.threads)
+        try:
+            confirm_in_model(graph, opts.records, target=opts.target, top=max(1, opts.confirm), log=_progress)
+        finally:
+            set_num_threads(before_threads)
     if opts.plot:
         from tensorforge.autotune.report import plot_curves
         keys = {t.key for t in tasks}
@@ -332,6 +343,10 @@ def main(argv: list[str] | None = None) -> int:
     tun.add_argument("--confirm", type=int, default=3,
                      help="at the end, re-measure each kernel's default and its N fastest configs side by side; "
                           "those times pick the best (default 3; 0 skips)")
+    tun.add_argument("--confirm-model", action="store_true",
+                     help="then time each kernel's default and best configs inside the running model (where "
+                          "inputs and weights are not hot in cache as in a loop of one kernel); those times "
+                          "pick the config compile applies")
     tun.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     tun.add_argument("--seed", type=int, default=0)
     tun.add_argument("--target", default="c -mcpu=native")

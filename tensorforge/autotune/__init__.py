@@ -34,6 +34,7 @@ _EXPORTS = {
     "ModelBasedTuner": "search", "simulated_annealing": "search",
     "DaskRunner": "pool", "add_pool_commands": "pool",
     "summarize": "report", "plot_curves": "report", "parse_duration": "tuner", "confirm": "tuner",
+    "confirm_in_model": "model_confirm",
 }
 
 __all__ = sorted(_EXPORTS)

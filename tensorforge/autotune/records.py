@@ -43,7 +43,8 @@ class Record:
     run_s: float = 0.0
     timestamp: float = 0.0
     version: int = VERSION
-    stage: str = "tune"            # "confirm": a side-by-side re-measurement (see tuner.confirm)
+    stage: str = "tune"            # "confirm": re-measured side by side (tuner.confirm); "model": in the
+                                   # model's fused kernels (model_confirm.py)
     threads: int | None = None     # threads the candidate ran with (None: not recorded)
 
     @property
@@ -160,24 +161,27 @@ def best_configs(source: str | os.PathLike | Iterable[Record], target: str | Non
     (or an iterable of records), optionally only those of `target`.  Where a task has
     records of a confirmation (configs re-measured side by side, stage "confirm"), only those
     compete: times taken at one moment are compared, not a quiet moment's with a busy one's.
+    Records of a confirmation in the model (stage "model", model_confirm.py: times of the
+    task's fused kernels as the model runs them) take precedence over both.
     With `threads`, only records measured with that many threads (or with no count recorded)
     count: the best schedule for one thread is often not the best for two (1-thread records
     applied at 2 threads made tuned models slower than their defaults)."""
     from ..target import Target
 
     want = None if target is None else str(Target.parse(target))
-    best: dict[str, Record] = {}
-    confirmed: dict[str, Record] = {}
+    tables: dict[str, dict[str, Record]] = {"tune": {}, "confirm": {}, "model": {}}
     for r in _records(source):
         if not r.ok or (want is not None and r.task.target != want):
             continue
         if threads is not None and r.threads is not None and r.threads != threads:
             continue
-        table = confirmed if r.stage == "confirm" else best
+        table = tables.get(r.stage, tables["tune"])
         old = table.get(r.task.key)
         if old is None or r.cost < old.cost:
             table[r.task.key] = r
-    best.update(confirmed)
+    best = tables["tune"]
+    best.update(tables["confirm"])
+    best.update(tables["model"])
     return best
 
 

@@ -53,6 +53,18 @@ def test_tune_then_compile_with_records(tmp_path, capsys):
     assert "tuning records applied to 1 kernel" in capsys.readouterr().err
 
 
+def test_tune_confirm_in_the_model(tmp_path, capsys):
+    from tensorforge.autotune.records import load_records
+
+    small_model(tmp_path / "m.onnx")
+    records = tmp_path / "tune.jsonl"
+    assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "4", "--tuner",
+                     "random", "--target", "c", "--threads", "1", "--confirm", "2", "--confirm-model"]) == 0
+    assert "in the model" in capsys.readouterr().err
+    stages = [r.stage for r in load_records(records)]
+    assert "model" in stages and stages.index("model") > stages.index("confirm")
+
+
 def test_compile_applies_records_of_its_thread_count(tmp_path, capsys):
     from tensorforge.runtime import module
 

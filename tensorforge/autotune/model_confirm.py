@@ -1,0 +1,145 @@
+"""Confirmation in the model: a task's best configs re-timed inside the kernels the model runs.
+
+A task is the master op alone (task.py): its configs are timed without the fused epilogue
+(bias, activation, residual add, a layout change) and without the groups' real neighbours.
+Usually the fastest config alone is the fastest in the model too, but not always: on the DCGAN
+generator two transposed-conv tasks whose tuned configs won 2-5% alone ran 4-11% slower than
+their defaults once nchwc_to_nchw + add + relu were fused behind them.
+
+`confirm_in_model(graph, records)` compiles the model with default schedules and, for every
+tunable task, builds the task's fused groups (with their epilogues, as `compile` lowers them)
+under its default and its `top` fastest recorded configs.  Each candidate replaces the task's
+kernels in the running model, must give the model's outputs, and is timed there: the model
+runs whole, `runs` times per round and `rounds` rounds in turn, and a candidate's time is the
+time of the task's own kernels in those runs, so their inputs and weights come from where the
+model leaves them (timed alone in a loop, the weights stay in cache: on the DCGAN generator
+the configs of one layer then differ by 1%, in the model by 10%).  The results are appended
+to the record file as "model" records, which decide the task's config from then on (see
+records.best_configs): the default wins unless a tuned config is faster where it runs.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+
+from .records import Record, RecordWriter, load_records
+from .task import Task, task_of_group
+
+
+def _candidates(task: Task, records: list[Record], top: int) -> list:
+    """The default and the `top` configs with the fastest recorded times (any earlier stage)."""
+    space = task.config_space
+    best: dict = {}
+    for r in records:
+        if r.task.key == task.key and r.ok and r.stage != "model":
+            key = repr(sorted(r.config.items()))
+            if key not in best or r.cost < best[key][0]:
+                best[key] = (r.cost, r.config)
+    ranked = sorted(best.values(), key=lambda item: item[0])
+    default = space.default_config()
+    configs = [default]
+    for _, config in ranked:
+        if len(configs) > top:
+            break
+        try:
+            c = space.from_json(config)
+        except Exception:            # a record of an older space: nothing to confirm
+            continue
+        if c != default and c not in configs:
+            configs.append(c)
+    return configs
+
+
+def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int = 5, *,
+                     runs: int = 10, seed: int = 0,
+                     log: Callable[[str], None] | None | bool = True) -> dict[Task, object]:
+    """Time each tunable task's default and `top` best recorded configs inside the running model
+    (module docstring) with the current thread count; append "model" records to `records`.
+    Returns {task: the config chosen (a ConfigEntity)} for the tasks it timed."""
+    import ctypes
+
+    from .. import build, compile as compile_model
+    from ..graph.ir import Graph
+    from ..lowering import lower_group
+    from ..runtime.module import get_num_threads
+    from ..target import Target
+    from ..testing import random_array
+
+    if not isinstance(graph, Graph):
+        raise TypeError(f"confirm_in_model expects a tensorforge Graph, got {type(graph).__name__}")
+    say = print if log is True else (log or (lambda line: None))
+    tgt = Target.parse(target)
+    threads = get_num_threads()
+    previous = [r for r in load_records(records)
+                if r.task.target == str(tgt) and (r.threads is None or r.threads == threads)]
+    model = compile_model(graph, target=tgt)             # every kernel at its default schedule
+    ex = model.executor
+    groups = model.info["groups"]
+    by_task: dict[Task, list[int]] = {}
+    for k, g in enumerate(groups):                       # step k runs group k
+        task = task_of_group(g, tgt) if model.spec.steps[k]["kind"] == "kernel" else None
+        if task is not None:
+            by_task.setdefault(task, []).append(k)
+    rng = np.random.default_rng(seed)
+    named = {name: random_array(shape, dtype.name, rng) for name, shape, dtype in ex._input_info}
+    reference = ex._run(named)
+    base_steps = list(ex._steps)
+    chosen: dict[Task, object] = {}
+    try:
+        with RecordWriter(records) as writer:
+            for ti, (task, steps) in enumerate(by_task.items()):
+                configs = _candidates(task, previous, top)
+                if len(configs) < 2:
+                    continue
+                funcs, names = [], []
+                for ci, c in enumerate(configs):
+                    names.append([f"m{ti}_c{ci}_k{k}" for k in steps])
+                    funcs += [lower_group(groups[k], tgt, name, c).func for k, name in zip(steps, names[-1])]
+                module = build(funcs, target=tgt)
+                variants = []
+                for row in names:
+                    swapped = list(base_steps)
+                    for k, name in zip(steps, row):
+                        _, _, args, fixed = base_steps[k]
+                        fn = module._lib[module.get_function(name)._cfunc.__name__]     # its own ctypes object
+                        fn.argtypes, fn.restype = [ctypes.c_void_p] * len(args), ctypes.c_int32
+                        swapped[k] = ("kernel", fn, args, fixed)
+                    variants.append(swapped)
+                ok = []
+                for swapped in variants:
+                    ex._steps = swapped
+                    got = ex._run(named, [0.0] * len(swapped))
+                    ok.append(all(np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
+                                  for a, b in zip(got, reference)))
+                totals = [[] for _ in configs]
+                for _ in range(rounds):
+                    for ci, swapped in enumerate(variants):
+                        if not ok[ci]:
+                            continue
+                        ex._steps = swapped
+                        timings = [0.0] * len(swapped)
+                        for _ in range(runs):
+                            ex._run(named, timings)
+                        totals[ci].append(sum(timings[k] for k in steps) / runs)
+                ex._steps = base_steps
+                now = time.time()
+                for ci, c in enumerate(configs):
+                    if ok[ci]:
+                        rec = Record(task, c.to_json(), tuple(totals[ci]), timestamp=now, stage="model",
+                                     threads=threads)
+                    else:
+                        rec = Record(task, c.to_json(), (), "wrong_answer", "differs from the default inside "
+                                     "the model", timestamp=now, stage="model", threads=threads)
+                    writer.write(rec)
+                times = [min(t) if ok[ci] else math.inf for ci, t in enumerate(totals)]
+                best = min(range(len(configs)), key=lambda ci: times[ci])
+                chosen[task] = configs[best]
+                what = "the default" if best == 0 else f"config {configs[best].index}"
+                say(f"{task.name} x{len(steps)}: in the model, {what} "
+                    f"({times[best] * 1e3:.3f} ms; default {times[0] * 1e3:.3f} ms)")
+    finally:
+        ex._steps = base_steps
+    return chosen
