@@ -56,7 +56,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     from .graph.ir import Graph
     from .graph.pipeline import optimize
     from .graph.plan_memory import plan_memory
-    from .lowering import lower_group_cached
+    from .lowering import lower_group_cached, text_cache_path
     from .runtime.executor import ModelSpec
     from .runtime.model import Model
     from .target import Target
@@ -74,6 +74,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     configs = _tuned_configs(groups, records, tgt) if records is not None else {}
     steps, funcs, labels = [], [], []
     kernels: dict = {}      # group signature -> symbol of the kernel already built for it
+    texts: dict = {}        # kernel name -> where its printed C is cached
     for k, g in enumerate(groups):
         if g.pattern == "opaque":
             node = g.nodes[0]
@@ -90,6 +91,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         else:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
             funcs.append(lower_group_cached(g, tgt, fname, configs.get(id(g)), sig))
+            texts[fname] = text_cache_path(sig, tgt)
             steps.append({"kind": "kernel", "symbol": fname, "args": args})
             kernels[sig] = fname
         labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
@@ -100,8 +102,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     if funcs:
         from .backends import backend_for
         sequences = _kernel_runs(steps) if tgt.kind == "c" and not any(f.shape_vars for f in funcs) else []
-        module = backend_for(tgt).build(funcs, tgt, sequences=[(r["symbol"], r["calls"]) for r in sequences]) \
-            if sequences else build(funcs, target=tgt)
+        module = backend_for(tgt).build(funcs, tgt, sequences=[(r["symbol"], r["calls"]) for r in sequences],
+                                        text_cache=texts) if tgt.kind == "c" else build(funcs, target=tgt)
         runs = [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
         for step in steps:
             if step["kind"] == "kernel":

@@ -134,6 +134,12 @@ def _cache_path(signature, target) -> Path:
     return cache_dir() / "lowered" / f"{key}.pkl"
 
 
+def text_cache_path(signature, target) -> Path:
+    """Where the C text printed from the kernel of `signature` is kept (codegen/c.py)."""
+    path = _cache_path(signature, target)
+    return path.with_name(path.stem + ".c.pkl")
+
+
 def lower_group_cached(group: FusedGroup, target, name: str, config, signature) -> N.PrimFunc:
     """`lower_group(...).func`, from the lowering cache when the same signature was lowered for
     the same target by the same compiler before (renamed to `name`)."""

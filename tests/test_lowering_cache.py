@@ -1,6 +1,7 @@
-"""The lowering cache (lowering.lower_group_cached) and kernel sharing between fused groups of
-one signature (driver.compile): a warm compile lowers nothing, a damaged entry is lowered
-again, and groups that differ in shape, attributes or config do not share."""
+"""The lowering cache (lowering.lower_group_cached, with the printed C of each kernel) and
+kernel sharing between fused groups of one signature (driver.compile): a warm compile lowers
+and prints nothing, a damaged entry is made again, and groups that differ in shape, attributes
+or config do not share."""
 import numpy as np
 import pytest
 
@@ -40,11 +41,14 @@ def test_warm_compile_lowers_nothing_and_groups_share_kernels(cache, monkeypatch
     kernels = [st for st in cold.spec.steps if st["kind"] == "kernel"]
     assert len(calls) == len(cold.info["funcs"]) < len(kernels)      # the two equal blocks share one kernel
     assert len({st["symbol"] for st in kernels}) == len(calls)
-    entries = list((cache / "lowered").glob("*.pkl"))
-    assert len(entries) == len(calls)
+    entries = sorted(set((cache / "lowered").glob("*.pkl")) - set((cache / "lowered").glob("*.c.pkl")))
+    texts = sorted((cache / "lowered").glob("*.c.pkl"))
+    assert len(entries) == len(texts) == len(calls)
     calls.clear()
     warm = tensorforge.compile(graph, opt_level=2)
-    assert calls == []
+    assert calls == [] and warm.source == cold.source          # printed C from the cache too
+    texts[0].write_bytes(b"damaged")                           # printed again, same text
+    assert tensorforge.compile(graph, opt_level=2).source == cold.source
     want = run_reference(graph, x)[0]
     np.testing.assert_allclose(warm(x)[0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(warm(x)[0], cold(x)[0])

@@ -47,13 +47,14 @@ def _has_libmvec() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and ctypes.util.find_library("mvec") is not None
 
 
-def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=()) -> Module:
+def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(), text_cache=None) -> Module:
     """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module;
-    `sequences` adds C functions that call them in order (see codegen_c)."""
+    `sequences` adds C functions that call them in order, `text_cache` keeps printed functions
+    (see codegen_c)."""
     target = Target.parse(target)
     funcs = list(funcs)
     if not funcs:
         raise ValueError("build needs at least one PrimFunc")
-    source = codegen_c(funcs, target, sequences)
+    source = codegen_c(funcs, target, sequences, text_cache)
     lib_path = compile_source(source.text, compile_flags(target))
     return Module(funcs, lib_path, source.text, symbols=source.symbols, target=target)
