@@ -1,8 +1,11 @@
 """Reading a record file back: per-task summaries (`tensorforge inspect --records`) and
 best-so-far curves (`tensorforge tune --plot`, benchmarks/tuning_curves.py).
 
-Records are in the order they were measured, so a task's records, in file order, are its
-trials; the curve is the best throughput over the first n of them.
+Records are in the order they were measured, so a task's tuning records (stage "tune"), in
+file order, are its trials; the curve is the best throughput over the first n of them.
+Confirmation records (side by side, or in the model) are counted apart: their times are taken
+differently (in the model a kernel's inputs and weights are not hot), and the config they pick
+is the one `compile` applies, shown per task as "applied".
 """
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ class TaskSummary:
     first: float = math.inf                          # timestamps of the first and last record
     last: float = 0.0
     default_json: dict | None = None                 # the template's default config, when known
+    confirmations: Counter = field(default_factory=Counter)   # stage -> records of confirmations
+    applied: Record | None = None                    # what compile applies (records.best_configs)
 
     @property
     def best_gflops(self) -> float:
@@ -40,14 +45,20 @@ class TaskSummary:
 
 def summarize(source: str | os.PathLike | Iterable[Record]) -> list[TaskSummary]:
     """One summary per task, in order of first appearance."""
+    from .records import best_configs
+
+    records = list(_records(source))
     out: dict[str, TaskSummary] = {}
-    for r in _records(source):
+    for r in records:
         s = out.get(r.task.key)
         if s is None:
             s = out[r.task.key] = TaskSummary(r.task, default_json=_default_json(r.task))
-        s.trials += 1
         if r.timestamp:
             s.first, s.last = min(s.first, r.timestamp), max(s.last, r.timestamp)
+        if r.stage != "tune":
+            s.confirmations[r.stage] += 1
+            continue
+        s.trials += 1
         if not r.ok:
             s.errors[r.error] += 1
         elif s.best is None or r.cost < s.best.cost:
@@ -55,6 +66,8 @@ def summarize(source: str | os.PathLike | Iterable[Record]) -> list[TaskSummary]
         if s.default is None and r.config == s.default_json:
             s.default = r
         s.curve.append(s.best_gflops)
+    for key, r in best_configs(records).items():
+        out[key].applied = r
     return list(out.values())
 
 
@@ -79,6 +92,12 @@ def format_summary(summaries: Sequence[TaskSummary]) -> str:
     for s in summaries:
         if s.best is not None:
             lines.append(f"best config of {s.task.name}: {s.best.config}")
+        a = s.applied
+        if a is not None and (s.best is None or a.config != s.best.config):
+            how = {"confirm": "confirmed side by side", "model": "confirmed in the model"}.get(a.stage, a.stage)
+            default = " (the default)" if a.config == s.default_json else ""
+            lines.append(f"  applied by compile ({how}, {sum(s.confirmations.values())} confirmation "
+                         f"records){default}: {a.config}")
     return "\n".join(lines)
 
 

@@ -88,3 +88,16 @@ def test_task_json_and_key_are_stable():
     assert TASK.key == json.dumps(TASK.to_json(), sort_keys=True, separators=(",", ":"))
     assert TASK != OTHER and TASK.key != OTHER.key
     assert Task.for_op("matmul", [((8, 16), "float32"), ((16, 32), "float32")], target="llvm") == TASK
+
+
+def test_summary_counts_trials_apart_from_confirmations():
+    from tensorforge.autotune.report import format_summary, summarize
+
+    default = TASK.config_space.default_config().to_json()
+    other = TASK.config_space.get(TASK.config_space.size - 1).to_json()
+    records = [Record(TASK, default, (3e-6,)), Record(TASK, other, (1e-6,)),
+               Record(TASK, other, (9e-6,), stage="model"), Record(TASK, default, (8e-6,), stage="model")]
+    (s,) = summarize(records)
+    assert s.trials == 2 and s.best.config == other and s.default.cost == 3e-6
+    assert s.confirmations == {"model": 2} and s.applied.config == default and s.applied.stage == "model"
+    assert "applied by compile (confirmed in the model, 2 confirmation records) (the default)" in format_summary([s])
