@@ -74,17 +74,22 @@ _LIBMVEC_DECLS = "#if defined(TF_USE_LIBMVEC) && defined(__GNUC__) && !defined(_
 
 @dataclass(frozen=True)
 class CSource:
-    """Generated C text and the C symbol of each PrimFunc (by PrimFunc name)."""
+    """Generated C text and the C symbol of each PrimFunc (by PrimFunc name).  `units`: the
+    same code as several translation units (when there are several functions), which the C
+    compiler can build in parallel and link; `text` is the whole, as one unit."""
 
     text: str
     symbols: dict
+    units: tuple = ()
 
     def __str__(self) -> str:
         return self.text
 
 
-def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: dict | None = None) -> CSource:
-    """Print all `funcs` into one C translation unit.
+def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: dict | None = None,
+              units: int = 1) -> CSource:
+    """Print all `funcs` into one C translation unit (and, with `units` > 1, also as that many
+    units that can be compiled in parallel: CSource.units).
 
     `text_cache`: {function name: file path} for functions whose printed text (with the
     typedefs and helpers it needs) is kept in that file: read when it is there, else printed
@@ -134,7 +139,37 @@ def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: di
     runners = [_sequence(name, calls, symbols) for name, calls in sequences]
     for name, _ in sequences:
         symbols[name] = name
-    return CSource("\n".join(head + bodies + runners) + "\n", symbols)
+    text = "\n".join(head + bodies + runners) + "\n"
+    return CSource(text, symbols, _split_units(head, bodies, runners, units))
+
+
+_NUM_THREADS_DEF = "int32_t tf_num_threads = 1;"
+
+
+def _split_units(head: list, bodies: list, runners: list, count: int) -> tuple:
+    """`count` translation units of about equal size: each has the whole head (typedefs and
+    static helpers), the first defines tf_num_threads and the others declare it; the kernel
+    runners come with prototypes of the kernels they call."""
+    count = min(count, len(bodies))
+    if count < 2:
+        return ()
+    if head.count(_NUM_THREADS_DEF) != 1:
+        raise CodegenError("the C head must define tf_num_threads once")
+    shared = [("extern int32_t tf_num_threads;" if line == _NUM_THREADS_DEF else line) for line in head]
+    parts: list[list[str]] = [[] for _ in range(count)]
+    sizes = [0] * count
+    for body in sorted(bodies, key=len, reverse=True):     # largest first, each to the smallest unit
+        k = sizes.index(min(sizes))
+        parts[k].append(body)
+        sizes[k] += len(body)
+    prototypes = [body.split("{", 1)[0].rstrip() + ";" for body in bodies]
+    units = []
+    for k, part in enumerate(parts):
+        lines = (head if k == 0 else shared) + part
+        if k == 0 and runners:
+            lines = lines + prototypes + [""] + runners
+        units.append("\n".join(lines) + "\n")
+    return tuple(units)
 
 
 def _load_text(path, symbol: str) -> dict | None:

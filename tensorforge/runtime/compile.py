@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Sequence
 
 _CANDIDATES = ("cc", "gcc", "clang")
 
@@ -88,11 +89,14 @@ def _unlink(path) -> None:
         pass
 
 
-def compile_source(source: str, flags: list[str], cc: str | None = None) -> str:
+def compile_source(source: str, flags: list[str], cc: str | None = None, units: Sequence[str] = ()) -> str:
     """Compile C `source` into a shared library with `flags`; returns the library's path.
 
     Flags are passed after the source file, so libraries (-lm) resolve.  Raises CompileError
     with the compiler's output and the path of the kept source when compilation fails.
+    `units`: the same code split into translation units (codegen/c.py): they are compiled
+    at the same time, one compiler process each, and linked (the library is cached under the
+    whole source's key either way).
     """
     compiler = find_compiler(cc)
     key = cache_key(source, list(flags), compiler)
@@ -105,6 +109,14 @@ def compile_source(source: str, flags: list[str], cc: str | None = None) -> str:
         _write_atomic(src, source.encode("utf-8"))
     fd, tmp_lib = tempfile.mkstemp(dir=directory, prefix=lib.name + ".", suffix=".tmp")
     os.close(fd)
+    if len(units) > 1:
+        try:
+            _compile_units(compiler, list(units), flags, directory / f"tf_{key[:32]}", tmp_lib, src)
+        except BaseException:
+            _unlink(tmp_lib)
+            raise
+        os.replace(tmp_lib, lib)
+        return str(lib)
     cmd = [*compiler, str(src), "-o", tmp_lib, *flags]
     try:
         result = subprocess.run(cmd, capture_output=True, text=True)
@@ -122,3 +134,40 @@ def compile_source(source: str, flags: list[str], cc: str | None = None) -> str:
             f"compiler output:\n{output}")
     os.replace(tmp_lib, lib)
     return str(lib)
+
+
+def _compile_units(compiler: list[str], units: list[str], flags: list[str], stem: Path, out: str, src: Path) -> None:
+    """Compile each unit to an object file, all at once, then link them into `out`."""
+    compile_flags = [f for f in flags if f != "-shared" and not f.startswith("-l")]
+    tmpdir = Path(tempfile.mkdtemp(dir=stem.parent, prefix=stem.name + ".units."))
+    try:
+        jobs = []
+        for k, text in enumerate(units):
+            unit, obj = tmpdir / f"u{k}.c", tmpdir / f"u{k}.o"
+            unit.write_text(text, encoding="utf-8")
+            cmd = [*compiler, "-c", str(unit), "-o", str(obj), *compile_flags]
+            try:
+                jobs.append((cmd, obj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                        text=True)))
+            except OSError as err:
+                raise CompileError(f"could not run the C compiler {shlex.join(compiler)!r}: {err}\n"
+                                   f"source kept at: {src}") from err
+        failed = None
+        for cmd, obj, proc in jobs:
+            stdout, stderr = proc.communicate()
+            if proc.returncode != 0 and failed is None:
+                failed = (cmd, proc.returncode, (stderr + stdout).strip())
+        if failed is None:
+            cmd = [*compiler, *[str(obj) for _, obj, _ in jobs], "-o", out, *flags]
+            result = subprocess.run(cmd, capture_output=True, text=True)
+            if result.returncode != 0:
+                failed = (cmd, result.returncode, (result.stderr + result.stdout).strip())
+        if failed is not None:
+            cmd, code, output = failed
+            raise CompileError(
+                f"C compilation failed (exit code {code}).\n"
+                f"command: {shlex.join(cmd)}\n"
+                f"source kept at: {src} (compiled as {len(units)} units)\n"
+                f"compiler output:\n{output}")
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)

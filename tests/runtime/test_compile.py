@@ -77,3 +77,38 @@ def test_two_processes_compiling_the_same_kernel(cache):
     assert got[0] == got[1] and got[0][1] == 42
     assert [p for p in os.listdir(cache) if p.endswith(".so")] == [os.path.basename(got[0][0])]
     assert not [p for p in os.listdir(cache) if p.endswith(".tmp")]
+
+
+def test_units_are_compiled_at_once_and_linked(cache):
+    import numpy as np
+
+    import tensorforge
+    from tensorforge import te
+    from tensorforge.backends import cpu
+    from tensorforge.codegen.c import codegen_c
+
+    funcs = []
+    for k in range(3):
+        a = te.placeholder((64,), name="a")
+        factor = float(k + 2)
+        b = te.compute((64,), lambda i: a[i] * factor, name="b")
+        s = te.create_schedule(b.op)
+        s[b].vectorize(s[b].op.axis[0])
+        funcs.append(tensorforge.lower(s, [a, b], name=f"scale{k}"))
+    whole = codegen_c(funcs, sequences=[("tf_run_0", [("scale0", [0, 1]), ("scale2", [1, 2])])], units=2)
+    assert len(whole.units) == 2
+    assert sum(u.count("int32_t tf_num_threads = 1;") for u in whole.units) == 1
+    assert all(u.count("extern int32_t tf_num_threads;") == (0 if "= 1;" in u else 1) for u in whole.units)
+    assert sum(u.count("int32_t scale") for u in whole.units) >= 3
+    mod = cpu.build(funcs, "c")                      # split by the backend: one unit per core
+    x = np.arange(64, dtype=np.float32)
+    for k in range(3):
+        y = np.zeros(64, np.float32)
+        mod[f"scale{k}"](x, y)
+        np.testing.assert_array_equal(y, x * (k + 2))
+    # a unit that does not compile: the error names the compiler's complaint and the whole source
+    broken = (whole.units[0], whole.units[1] + "int nope(void) { return undeclared_thing; }\n")
+    with pytest.raises(cc.CompileError, match="undeclared_thing") as info:
+        cc.compile_source(whole.text + "/* broken */", cpu.compile_flags(cpu.Target.parse("c")), units=broken)
+    assert "compiled as 2 units" in str(info.value)
+    assert not [p for p in os.listdir(cache) if p.endswith(".tmp") or ".units." in p]
