@@ -1,7 +1,7 @@
 """Tune zoo models for `benchmarks/e2e.py --tuned`: one budget per model, records written to
 benchmarks/records/MODEL.jsonl (a rerun resumes them), tuning wall time printed per model.
 
-    python benchmarks/tune_models.py --budget resnet18=10m,mobilenet_v1=10m,dqn=3m --threads 1
+    python benchmarks/tune_models.py --budget resnet18=10m,mobilenet_v1=10m,dqn=3m --threads 1 [--confirm-model]
     python benchmarks/e2e.py --tuned --threads 1
 
 Kernels are measured with `--threads` threads: tune for the thread count you compare at.
@@ -30,6 +30,9 @@ def main() -> int:
     p.add_argument("--tuner", default="xgb")
     p.add_argument("--target", default="c -mcpu=native")
     p.add_argument("--confirm", type=int, default=3, help="side-by-side re-measurement of the N best per task")
+    p.add_argument("--confirm-model", action="store_true",
+                   help="then time each task's default and best configs inside the running model "
+                        "(tensorforge.autotune.confirm_in_model); those times pick the applied config")
     p.add_argument("--confirm-only", action="store_true",
                    help="no tuning: only re-measure the recorded best configs and defaults side by side")
     opts = p.parse_args()
@@ -43,7 +46,8 @@ def main() -> int:
     summary = []
     for name, seconds in plan:
         proto, _ = models.get(name)
-        tasks = extract_tasks(from_onnx(proto), target=opts.target)
+        graph = from_onnx(proto)
+        tasks = extract_tasks(graph, target=opts.target)
         path = os.path.join(opts.records, f"{name}.jsonl")
         print(f"== {name}: {len(tasks)} tasks, budget {seconds:.0f} s, records {path}", flush=True)
         t0 = time.perf_counter()
@@ -51,9 +55,16 @@ def main() -> int:
             if opts.confirm_only:
                 from tensorforge.autotune import confirm
                 confirm(tasks, path, top=opts.confirm, runner=runner)
-                continue
-            results = tune(tasks, records=path, tuner=opts.tuner, time_budget=seconds, runner=runner, live=False,
-                           confirm=opts.confirm)
+            else:
+                results = tune(tasks, records=path, tuner=opts.tuner, time_budget=seconds, runner=runner,
+                               live=False, confirm=opts.confirm)
+        if opts.confirm_model:
+            from tensorforge.autotune import confirm_in_model
+            from tensorforge.runtime.module import set_num_threads
+            set_num_threads(opts.threads)        # the model runs as the kernels were measured
+            confirm_in_model(graph, path, target=opts.target, top=max(1, opts.confirm))
+        if opts.confirm_only:
+            continue
         wall = time.perf_counter() - t0
         done = [(t, r) for t, r in results.items() if r.default_cost < float("inf") and r.cost < float("inf")]
         if len(done) < len(results):
