@@ -45,7 +45,8 @@ TASKS = {
 def test_default_configs_are_the_heuristics():
     """The default point of a MobileNet depthwise layer and a DCGAN transposed conv, written out:
     8 columns of 2 vectors (16 accumulators), all taps unrolled, no padded copy (the taps test
-    their bounds); 4 x 4 positions of one phase per tile.  (On AVX-512: the tiles are sized in
+    their bounds), its 4 planes on the thread pool (rows on a host with more cores than planes);
+    4 x 4 positions of one phase per tile.  (On AVX-512: the tiles are sized in
     vector registers.)  The padded copy's heuristic tile (15 output rows of the 430 KiB padded
     plane) is a value of pad_rows."""
     avx512 = "c -mcpu=x86-64-v4"
@@ -53,7 +54,7 @@ def test_default_configs_are_the_heuristics():
                      {"strides": (1, 1), "padding": (1, 1, 1, 1)}, target=avx512)
     assert dw.config_space.default_config().to_json() == {
         "tile_x": [7, 8], "tile_ci": [1, 2], "order": [0, 1, 2], "unroll_taps": ["unroll", "unroll"],
-        "pad_rows": "inline", "parallel": "planes"}
+        "pad_rows": "inline", "parallel": "planes" if Target.parse(avx512).num_cores <= 4 else "rows"}
     assert [e.to_json() for e in dw.config_space.knob("pad_rows").entities] == ["inline", 0, 1, 2, 4, 8, 15]
     ct = Task.for_op("conv_transpose2d_nchwc", [((1, 512, 4, 4), "float32"), ((16, 512, 4, 4, 16), "float32")],
                      {"strides": (2, 2), "out_hw": (8, 8), "kernel": (4, 4), "padding": (1, 1, 1, 1)}, target=avx512)
@@ -178,3 +179,16 @@ def test_a_fresh_process_finds_templates_that_live_in_ops_schedules():
             "print(sorted({t.template for t in extract_tasks(from_onnx(m))}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert "conv_transpose2d_nchwc.cpu" in out
+
+
+def test_fewer_planes_than_cores_parallelize_rows(monkeypatch):
+    import tensorforge.target as target_mod
+
+    monkeypatch.setattr(target_mod, "_host_num_cores", lambda: 2)
+    one = Task.for_op("depthwise_conv2d_nchwc", [((1, 1, 20, 20, 32), "float32"), ((1, 1, 3, 3, 32), "float32")],
+                      {"strides": (1, 1), "padding": (1, 1, 1, 1)})
+    two = Task.for_op("depthwise_conv2d_nchwc", [((1, 2, 20, 20, 16), "float32"), ((2, 1, 3, 3, 16), "float32")],
+                      {"strides": (1, 1), "padding": (1, 1, 1, 1)})
+    assert one.config_space.default_config().to_json()["parallel"] == "rows"
+    assert two.config_space.default_config().to_json()["parallel"] == "planes"
+    run_candidate(one, one.config_space.default_config())

@@ -27,7 +27,8 @@ Its knobs (the heuristic above is the default point of the space):
   unroll_taps  unroll of the kernel row and kernel column loops (at most MAX_UNROLLED_TAPS);
   pad_rows     where the padded input is built: "inline" nowhere (default: each load tests its
                bounds), 0 per plane, r > 0 per tile of r output rows;
-  parallel     "planes": (image, block) on the thread pool; "rows": (image, block, row tile),
+  parallel     "planes": (image, block) on the thread pool (default when there are at least as
+               many planes as cores); "rows": (image, block, row tile),
                with pad_rows 0 the padded input then built whole first, with "inline" nothing
                built (a layer with a single channel block, MobileNet's first, has no other
                parallelism).
@@ -109,7 +110,10 @@ def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
                         default=("unroll", "unroll") if taps[0] * taps[1] <= MAX_UNROLLED_TAPS else ("none", "none"))
     if pads:
         cfg.define_knob("pad_rows", _pad_row_choices(_pad_rows(pads[0], main), _ext(my)), default=INLINE)
-    cfg.define_knob("parallel", ["planes", "rows"], default="planes")
+    # fewer (image, block) planes than cores would leave threads idle: rows then (MobileNet's
+    # first depthwise layer is one plane of 32 channels)
+    n_, c_ = _ext(s[main].op.axis[0]) or 1, _ext(s[main].op.axis[1]) or 1
+    cfg.define_knob("parallel", ["planes", "rows"], default="rows" if n_ * c_ < target.num_cores else "planes")
 
     readers = [t for t in outs if t is not main]
     if len(readers) == 1 and main not in outs and _own_index_reader(s, readers[0], main):
