@@ -9,10 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..te.expr import BinaryOp, Expr, Var
+from ..te.expr import BinaryOp, Expr, FloatImm, IntImm, StringImm, Var
 from .nodes import Stmt
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_CHILDREN: dict[type, tuple[str, ...]] = {}
+_LEAVES = (IntImm, FloatImm, StringImm, Var)      # no field of these ever holds a node
 
 
 def _fields(cls: type) -> tuple[str, ...]:
@@ -23,26 +25,51 @@ def _fields(cls: type) -> tuple[str, ...]:
     return names
 
 
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """The fields of `cls` that may hold nodes: none for leaves and non-dataclasses, and not a
+    BinaryOp's dtype (computed from its operands)."""
+    names = _CHILDREN.get(cls)
+    if names is None:
+        if issubclass(cls, _LEAVES) or not dataclasses.is_dataclass(cls):
+            names = ()
+        else:
+            names = tuple(n for n in _fields(cls) if not (n == "dtype" and issubclass(cls, BinaryOp)))
+        _CHILDREN[cls] = names
+    return names
+
+
 def _is_node(x: Any) -> bool:
     return isinstance(x, (Expr, Stmt))
+
+
+def _dispatch(visitor: Any, cls: type):
+    """The visitor's `visit_<ClassName>` method for node class `cls`, or None (looked up once
+    per visitor and class)."""
+    table = visitor.__dict__.get("_visit_table")
+    if table is None:
+        table = visitor.__dict__["_visit_table"] = {}
+    try:
+        return table[cls]
+    except KeyError:
+        method = table[cls] = getattr(visitor, "visit_" + cls.__name__, None)
+        return method
 
 
 class Mutator:
     """Rebuilds expressions and statements bottom-up; override `visit_<ClassName>`."""
 
     def visit(self, node: Any) -> Any:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _dispatch(self, type(node))
         if method is not None:
             return method(node)
         return self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> Any:
-        if not dataclasses.is_dataclass(node):
+        names = _child_fields(type(node))
+        if not names:
             return node
         changes = {}
-        for name in _fields(type(node)):
-            if name == "dtype" and isinstance(node, BinaryOp):
-                continue
+        for name in names:
             old = getattr(node, name)
             if _is_node(old):
                 new = self.visit(old)
@@ -65,16 +92,14 @@ class Visitor:
     """Walks expressions and statements; override `visit_<ClassName>` and call `generic_visit`."""
 
     def visit(self, node: Any) -> None:
-        method = getattr(self, "visit_" + type(node).__name__, None)
+        method = _dispatch(self, type(node))
         if method is not None:
             method(node)
         else:
             self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> None:
-        if not dataclasses.is_dataclass(node):
-            return
-        for name in _fields(type(node)):
+        for name in _child_fields(type(node)):
             value = getattr(node, name)
             if _is_node(value):
                 self.visit(value)
