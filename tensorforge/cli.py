@@ -277,8 +277,15 @@ def _inspect_records(path: str) -> int:
 
     if not os.path.exists(path):
         raise SystemExit(f"tensorforge: error: no record file {path}")
-    summaries = summarize(path)
-    print(f"# {path}: {sum(s.trials for s in summaries)} records of {len(summaries)} task(s)")
+    from tensorforge.autotune.records import load_records
+
+    records = load_records(path)
+    summaries = summarize(records)
+    trials = sum(s.trials for s in summaries)
+    threads = sorted({r.threads for r in records if r.threads is not None})
+    measured = f"measured with {'/'.join(map(str, threads))} thread(s)" if threads else "thread count not recorded"
+    print(f"# {path}: {len(records)} records of {len(summaries)} task(s): {trials} tuning trials, "
+          f"{len(records) - trials} confirmation records; {measured}")
     print(format_summary(summaries))
     return 0
 
