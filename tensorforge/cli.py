@@ -261,7 +261,9 @@ def _tune(opts: argparse.Namespace) -> int:
         plot_curves([r for r in iter_records(opts.records) if r.task.key in keys], opts.plot,
                     title=f"tuning curves: {os.path.basename(opts.model)}")
         _progress(f"curves drawn in {opts.plot}")
-    _progress(f"records in {opts.records}; apply them with: tensorforge compile {opts.model} --records {opts.records}")
+    threads = f" --threads {opts.threads}" if opts.threads else ""
+    _progress(f"records in {opts.records}; apply them with: tensorforge compile {opts.model} --records "
+              f"{opts.records}{threads}")
     return 0
 
 
