@@ -56,7 +56,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     from .graph.ir import Graph
     from .graph.pipeline import optimize
     from .graph.plan_memory import plan_memory
-    from .lowering import lower_group_cached, text_cache_path
+    from .lowering import cache_path, lower_group_cached, text_path
     from .runtime.executor import ModelSpec
     from .runtime.model import Model
     from .target import Target
@@ -90,8 +90,9 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             steps.append({"kind": "kernel", "symbol": kernels[sig], "args": args})
         else:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-            funcs.append(lower_group_cached(g, tgt, fname, configs.get(id(g)), sig))
-            texts[fname] = text_cache_path(sig, tgt)
+            path = cache_path(sig, tgt)
+            funcs.append(lower_group_cached(g, tgt, fname, configs.get(id(g)), path))
+            texts[fname] = text_path(path)
             steps.append({"kind": "kernel", "symbol": fname, "args": args})
             kernels[sig] = fname
         labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")

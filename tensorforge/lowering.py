@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import pickle
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,13 +112,9 @@ def te_lower(s, args, name):
 # driver._group_signature), the target, and the source of this package (any change to the
 # compiler makes new keys).
 
+@functools.cache
 def package_fingerprint() -> str:
     """A hash of the package's Python sources (once per process)."""
-    return _fingerprint()
-
-
-@functools.cache
-def _fingerprint() -> str:
     h = hashlib.sha256()
     root = Path(__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
@@ -128,36 +123,33 @@ def _fingerprint() -> str:
     return h.hexdigest()
 
 
-def _cache_path(signature, target) -> Path:
+def cache_path(signature, target) -> Path:
+    """Where the kernel lowered for a group `signature` on `target` is kept; the C text printed
+    from it (codegen/c.py) is kept beside it, at `text_path(path)`."""
     from .runtime.compile import cache_dir
     key = hashlib.sha256(repr((signature, str(target), package_fingerprint())).encode()).hexdigest()[:40]
     return cache_dir() / "lowered" / f"{key}.pkl"
 
 
-def text_cache_path(signature, target) -> Path:
-    """Where the C text printed from the kernel of `signature` is kept (codegen/c.py)."""
-    path = _cache_path(signature, target)
+def text_path(path: Path) -> Path:
     return path.with_name(path.stem + ".c.pkl")
 
 
-def lower_group_cached(group: FusedGroup, target, name: str, config, signature) -> N.PrimFunc:
-    """`lower_group(...).func`, from the lowering cache when the same signature was lowered for
-    the same target by the same compiler before (renamed to `name`)."""
-    path = _cache_path(signature, target)
+def lower_group_cached(group: FusedGroup, target, name: str, config, path: Path) -> N.PrimFunc:
+    """`lower_group(...).func`, from the lowering cache entry at `path` (see `cache_path`) when
+    the same signature was lowered for the same target by the same compiler before (renamed to
+    `name`)."""
+    from .runtime.compile import read_pickle, write_pickle
     try:
-        with open(path, "rb") as f:
-            func = pickle.load(f)
-        if isinstance(func, N.PrimFunc):
-            return dataclasses.replace(func, name=name)
-    except FileNotFoundError:
-        pass
-    except Exception as err:          # a damaged entry: lower again and overwrite it
-        warnings.warn(f"lowering cache entry {path.name} is unreadable ({err}); lowering again", RuntimeWarning)
+        func = read_pickle(path)
+    except ValueError as err:         # a damaged entry: lower again and overwrite it
+        warnings.warn(f"lowering cache entry unreadable ({err}); lowering again", RuntimeWarning)
+        func = None
+    if isinstance(func, N.PrimFunc):
+        return dataclasses.replace(func, name=name)
     func = lower_group(group, target, name, config).func
     try:
-        from .runtime.compile import _write_atomic
-        path.parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(path, pickle.dumps(func, protocol=pickle.HIGHEST_PROTOCOL))
+        write_pickle(path, func)
     except OSError as err:            # a read-only cache only costs time
         warnings.warn(f"could not write the lowering cache ({err})", RuntimeWarning)
     return func

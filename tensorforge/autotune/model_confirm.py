@@ -25,7 +25,9 @@ from typing import Callable
 
 import numpy as np
 
+from .measure import ErrorKind
 from .records import Record, RecordWriter, load_records
+from .space import config_key
 from .task import Task, task_of_group
 
 
@@ -35,7 +37,7 @@ def _candidates(task: Task, records: list[Record], top: int) -> list:
     best: dict = {}
     for r in records:
         if r.task.key == task.key and r.ok and r.stage != "model":
-            key = repr(sorted(r.config.items()))
+            key = config_key(r.config)
             if key not in best or r.cost < best[key][0]:
                 best[key] = (r.cost, r.config)
     ranked = sorted(best.values(), key=lambda item: item[0])
@@ -73,8 +75,7 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     say = print if log is True else (log or (lambda line: None))
     tgt = Target.parse(target)
     threads = get_num_threads()
-    previous = [r for r in load_records(records)
-                if r.task.target == str(tgt) and (r.threads is None or r.threads == threads)]
+    previous = [r for r in load_records(records) if r.task.target == str(tgt) and r.measured_with(threads)]
     model = compile_model(graph, target=tgt)             # every kernel at its default schedule
     ex = model.executor
     groups = model.info["groups"]
@@ -131,7 +132,7 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
                         rec = Record(task, c.to_json(), tuple(totals[ci]), timestamp=now, stage="model",
                                      threads=threads)
                     else:
-                        rec = Record(task, c.to_json(), (), "wrong_answer", "differs from the default inside "
+                        rec = Record(task, c.to_json(), (), ErrorKind.WRONG, "differs from the default inside "
                                      "the model", timestamp=now, stage="model", threads=threads)
                     writer.write(rec)
                 times = [min(t) if ok[ci] else math.inf for ci, t in enumerate(totals)]

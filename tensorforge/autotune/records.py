@@ -56,6 +56,11 @@ class Record:
         """Seconds per run: the fastest repeat (infinity for an error)."""
         return min(self.costs) if self.ok else math.inf
 
+    def measured_with(self, threads: int | None) -> bool:
+        """Whether this record counts for a run with `threads` threads: it was measured with
+        that many, or one side does not say (None)."""
+        return threads is None or self.threads is None or self.threads == threads
+
     @property
     def key(self) -> tuple[str, str]:
         """(task key, config key): what a resumed run skips."""
@@ -173,7 +178,7 @@ def best_configs(source: str | os.PathLike | Iterable[Record], target: str | Non
     for r in _records(source):
         if not r.ok or (want is not None and r.task.target != want):
             continue
-        if threads is not None and r.threads is not None and r.threads != threads:
+        if not r.measured_with(threads):
             continue
         table = tables.get(r.stage, tables["tune"])
         old = table.get(r.task.key)

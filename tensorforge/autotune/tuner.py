@@ -312,12 +312,13 @@ class _TaskState:
         before = self.best[0]
         outcome = runner.run(builder.build([MeasureInput(self.task, c) for c in configs]))
         best = self.curve[-1] if self.curve else math.inf
+        threads = runner_threads(runner)
         for c, m in zip(configs, outcome):
             self.measured[c.key] = (c, m)
             best = min(best, m.cost)
             self.curve.append(best)
             self.keep(Record(self.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
-                             threads=runner_threads(runner)), writer)
+                             threads=threads), writer)
         self.correlation = _rank_correlation(self.tuner, configs, outcome)
         self.tuner.update(configs, outcome)
         if self.best[0] < before:
@@ -386,10 +387,11 @@ def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, r
         configs.append(state.default)
     builds = builder.build([MeasureInput(state.task, c) for c in configs])
     best: tuple[float, ConfigEntity | None] = (math.inf, None)
+    threads = runner_threads(runner)
     for _ in range(rounds):
         for c, m in zip(configs, runner.run(builds)):
             state.keep(Record(state.task, c.to_json(), m.costs, m.error, m.message, m.build_s, m.run_s, m.timestamp,
-                              stage="confirm", threads=runner_threads(runner)), writer)
+                              stage="confirm", threads=threads), writer)
             if m.ok and m.cost < best[0]:
                 best = (m.cost, c)
     return best
@@ -411,7 +413,7 @@ def confirm(tasks: Task | Sequence[Task], records: str, top: int = 3, rounds: in
     builder = builder or LocalBuilder()
     runner = runner or LocalRunner()
     threads = runner_threads(runner)
-    previous = [r for r in load_records(records) if threads is None or r.threads is None or r.threads == threads]
+    previous = [r for r in load_records(records) if r.measured_with(threads)]
     out: dict[Task, tuple[float, ConfigEntity | None]] = {}
     try:
         with RecordWriter(records) as writer:
@@ -492,8 +494,7 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     batch = batch_size or 2 * getattr(builder, "n_parallel", 4)
     # records measured with another thread count are neither resumed from nor learned from
     threads = runner_threads(runner)
-    previous = [r for r in (load_records(records) if records is not None else [])
-                if threads is None or r.threads is None or r.threads == threads]
+    previous = [r for r in (load_records(records) if records is not None else []) if r.measured_with(threads)]
     writer = RecordWriter(records) if records is not None else None
     session: list[Record] = []
     states = [_TaskState(t, _new_tuner(tuner, t, seed), [r for r in previous if r.task.key == t.key], trials,

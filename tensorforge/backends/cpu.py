@@ -7,7 +7,6 @@ to one `build` go into one source file and one compiler call.
 from __future__ import annotations
 
 import functools
-import os
 import platform
 from typing import Sequence
 
@@ -19,15 +18,6 @@ from ..tir import nodes as N
 
 KINDS = ("c",)
 MEMORY_SCOPES = ("global", "local")
-
-
-def compile_jobs() -> int:
-    """C compiler processes for one library: one per core this process may use (a library of
-    several kernels is split into that many translation units)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def compile_flags(target: Target) -> list[str]:
@@ -65,6 +55,7 @@ def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(),
     funcs = list(funcs)
     if not funcs:
         raise ValueError("build needs at least one PrimFunc")
-    source = codegen_c(funcs, target, sequences, text_cache, units=compile_jobs())
+    # one translation unit per core: the C compiler builds them at the same time
+    source = codegen_c(funcs, target, sequences, text_cache, units=target.num_cores)
     lib_path = compile_source(source.text, compile_flags(target), units=source.units)
     return Module(funcs, lib_path, source.text, symbols=source.symbols, target=target)

@@ -173,11 +173,10 @@ def _split_units(head: list, bodies: list, runners: list, count: int) -> tuple:
 
 
 def _load_text(path, symbol: str) -> dict | None:
-    import pickle
+    from ..runtime.compile import read_pickle
     try:
-        with open(path, "rb") as f:
-            entry = pickle.load(f)
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ValueError):
+        entry = read_pickle(path)
+    except ValueError:
         return None
     ok = isinstance(entry, dict) and entry.get("symbol") == symbol and \
         all(isinstance(entry.get(k), t) for k, t in (("text", str), ("typedefs", dict), ("helpers", dict)))
@@ -185,13 +184,9 @@ def _load_text(path, symbol: str) -> dict | None:
 
 
 def _store_text(path, entry: dict) -> None:
-    import pickle
-    from pathlib import Path
-
-    from ..runtime.compile import _write_atomic
+    from ..runtime.compile import write_pickle
     try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        _write_atomic(Path(path), pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL))
+        write_pickle(path, entry)
     except OSError:
         pass                     # a read-only cache only costs time
 

@@ -34,9 +34,8 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
-from .nn_conv import conv_reference
 from .nn_conv_nchwc import to_nchw, to_nchwc
-from .nn_window import pad_stage
+from .nn_window import np_pad, pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
 
 NAME = "conv2d_winograd_nchwc"
@@ -70,13 +69,6 @@ def transform_weight(wp: np.ndarray, m: int) -> np.ndarray:
     t = np.tensordot(g, wp.astype(np.float64), axes=([1], [2]))      # (alpha, F/B, C, 3, B): G g
     u = np.tensordot(g, t, axes=([1], [3]))                           # (alpha, alpha, F/B, C, B): (G g) G^T
     return np.ascontiguousarray(u.transpose(1, 0, 2, 3, 4).astype(wp.dtype))
-
-
-def untransform_weight(u: np.ndarray, m: int) -> np.ndarray:
-    """The packed 3x3 weights whose transform is `u` (least squares; exact for a transform)."""
-    _, g, _ = winograd_matrices(m)
-    gp = np.linalg.pinv(g)
-    return np.einsum("ya,abkcf,xb->kcyxf", gp, u.astype(np.float64), gp, optimize=True).astype(u.dtype)
 
 
 def _geometry(data: tuple, u: tuple, padding, tile, data_layout):
@@ -186,12 +178,8 @@ def winograd_reference(data: np.ndarray, u: np.ndarray, m: int, padding, data_la
     input, V = B^T d B, M = sum over channels of U (.) V, Y = A^T M A, cropped."""
     m, alpha, bi, before, (oh, ow), (th, tw) = _geometry(data.shape, u.shape, padding, m, data_layout)
     at, _, bt = winograd_matrices(m)
-    x = to_nchw(data).astype(np.float64)
-    n, c = x.shape[:2]
-    hp, wp = th * m + 2, tw * m + 2
-    xp = np.zeros((n, c, hp, wp))
-    h, w = min(x.shape[2], hp - before[0]), min(x.shape[3], wp - before[1])
-    xp[:, :, before[0]:before[0] + h, before[1]:before[1] + w] = x[:, :, :h, :w]
+    xp = np_pad(to_nchw(data).astype(np.float64), before, (th * m + 2, tw * m + 2), 0.0)
+    n, c = xp.shape[:2]
     rows = np.arange(th)[:, None] * m + np.arange(alpha)[None, :]          # (th, alpha)
     cols = np.arange(tw)[:, None] * m + np.arange(alpha)[None, :]
     d = xp[:, :, rows[:, None, :, None], cols[None, :, None, :]]            # (n, c, th, tw, alpha, alpha)

@@ -82,6 +82,26 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
+def read_pickle(path: Path):
+    """The object pickled at `path` (a cache entry), or None when there is no such file;
+    ValueError when the file cannot be read back."""
+    import pickle
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        return None
+    except Exception as err:          # damaged, truncated, from another version, unreadable
+        raise ValueError(f"{path.name}: {err}") from err
+
+
+def write_pickle(path: Path, obj) -> None:
+    """Pickle `obj` to `path` atomically (its folder made when missing); OSError when it cannot."""
+    import pickle
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def _unlink(path) -> None:
     try:
         os.unlink(path)
@@ -122,18 +142,24 @@ def compile_source(source: str, flags: list[str], cc: str | None = None, units: 
         result = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as err:
         _unlink(tmp_lib)
-        raise CompileError(f"could not run the C compiler {shlex.join(compiler)!r}: {err}\n"
-                           f"source kept at: {src}") from err
+        raise _not_run(compiler, err, src) from err
     if result.returncode != 0:
         _unlink(tmp_lib)
-        output = (result.stderr + result.stdout).strip()
-        raise CompileError(
-            f"C compilation failed (exit code {result.returncode}).\n"
-            f"command: {shlex.join(cmd)}\n"
-            f"source kept at: {src}\n"
-            f"compiler output:\n{output}")
+        raise _failed(cmd, result.returncode, result.stderr + result.stdout, src)
     os.replace(tmp_lib, lib)
     return str(lib)
+
+
+def _not_run(compiler: list[str], err: OSError, src: Path) -> CompileError:
+    return CompileError(f"could not run the C compiler {shlex.join(compiler)!r}: {err}\nsource kept at: {src}")
+
+
+def _failed(cmd: list[str], code: int, output: str, src: Path, how: str = "") -> CompileError:
+    return CompileError(
+        f"C compilation failed (exit code {code}).\n"
+        f"command: {shlex.join(cmd)}\n"
+        f"source kept at: {src}{how}\n"
+        f"compiler output:\n{output.strip()}")
 
 
 def _compile_units(compiler: list[str], units: list[str], flags: list[str], stem: Path, out: str, src: Path) -> None:
@@ -150,24 +176,19 @@ def _compile_units(compiler: list[str], units: list[str], flags: list[str], stem
                 jobs.append((cmd, obj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                                         text=True)))
             except OSError as err:
-                raise CompileError(f"could not run the C compiler {shlex.join(compiler)!r}: {err}\n"
-                                   f"source kept at: {src}") from err
+                raise _not_run(compiler, err, src) from err
+        how = f" (compiled as {len(units)} units)"
         failed = None
         for cmd, obj, proc in jobs:
             stdout, stderr = proc.communicate()
             if proc.returncode != 0 and failed is None:
-                failed = (cmd, proc.returncode, (stderr + stdout).strip())
+                failed = _failed(cmd, proc.returncode, stderr + stdout, src, how)
         if failed is None:
             cmd = [*compiler, *[str(obj) for _, obj, _ in jobs], "-o", out, *flags]
             result = subprocess.run(cmd, capture_output=True, text=True)
             if result.returncode != 0:
-                failed = (cmd, result.returncode, (result.stderr + result.stdout).strip())
+                failed = _failed(cmd, result.returncode, result.stderr + result.stdout, src, how)
         if failed is not None:
-            cmd, code, output = failed
-            raise CompileError(
-                f"C compilation failed (exit code {code}).\n"
-                f"command: {shlex.join(cmd)}\n"
-                f"source kept at: {src} (compiled as {len(units)} units)\n"
-                f"compiler output:\n{output}")
+            raise failed
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

@@ -9,8 +9,8 @@ A model description is plain data (`ModelSpec`), so it serializes to JSON:
   runs:    stretches of consecutive kernel steps compiled into one C function each
            ({"symbol", "steps": [first, end), "slots": [value names]}): the function takes the
            array of the slots' pointers, calls the kernels in order and reports which one failed.
-           A call runs them with one foreign call each (the per-kernel Python and ctypes cost
-           was 0.2 ms of MobileNet's 11.4 ms); `profile` calls kernels one by one to time them.
+           A call makes one foreign call per run, not per kernel (the per-kernel Python and ctypes
+           cost was 0.2 ms of MobileNet's 11.4 ms); `profile` calls kernels one by one to time them.
 """
 from __future__ import annotations
 
@@ -145,9 +145,7 @@ class GraphExecutor:
                     slots[i] = env[name].ctypes.data
                 status = fn(slots, ctypes.byref(failed))
                 if status:
-                    k = first + failed.value
-                    raise RuntimeError(f"kernel {self.spec.labels[k] if self.spec.labels else k} failed "
-                                       f"with status {status}")
+                    raise self._failure(first + failed.value, status)
             return self._results(env)
         for k in range(len(self._steps)):
             start = time.perf_counter()
@@ -161,13 +159,15 @@ class GraphExecutor:
             _, fn, args, fixed_ptrs = step
             status = fn(*[p if p is not None else env[a].ctypes.data for a, p in zip(args, fixed_ptrs)])
             if status:
-                raise RuntimeError(f"kernel {self.spec.labels[k] if self.spec.labels else k} failed "
-                                   f"with status {status}")
+                raise self._failure(k, status)
         else:
             _, opdef, info = step
             outs = opdef.run_kernel([env[i] if i is not None else None for i in info["inputs"]], info["attrs"])
             for name, value in zip(info["outputs"], outs):
                 np.copyto(env[name], np.asarray(value).reshape(env[name].shape), casting="unsafe")
+
+    def _failure(self, k: int, status: int) -> RuntimeError:
+        return RuntimeError(f"kernel {self.spec.labels[k] if self.spec.labels else k} failed with status {status}")
 
     def _results(self, env: dict) -> list[np.ndarray]:
         results = []

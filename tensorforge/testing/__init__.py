@@ -79,3 +79,18 @@ def check_schedule(sch, args: Sequence[Tensor], reference: Callable, *, rtol: fl
             else:
                 np.testing.assert_array_equal(got, want, err_msg=f"{label}: output {args[k].name}\n{func}")
     return func
+
+
+def check_candidate(task, config, *, rtol: float = 1e-4, atol: float = 1e-4, seed: int = 1) -> None:
+    """Build a tuning task under `config` (a ConfigEntity, or None for the default), run it on
+    seeded random inputs and compare every output with the task's NumPy reference (outputs
+    start as NaN, so a value the kernel never writes fails)."""
+    import tensorforge
+    from ..autotune.task import build_candidate
+
+    inputs, expected = task.reference_io(seed=seed)
+    module = tensorforge.build(build_candidate(task, config))
+    outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
+    module(*inputs, *outs)
+    for got, want in zip(outs, expected):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=str(config))

@@ -8,12 +8,13 @@ import pytest
 import tensorforge
 from tensorforge import te
 from tensorforge.autotune import extract_tasks
-from tensorforge.autotune.task import Task, build_candidate
+from tensorforge.autotune.task import Task
 from tensorforge.autotune.templates import get_tunable
 from tensorforge.lowering import group_to_te
 from tensorforge.ops.schedules import get_template
 from tensorforge.target import Target
 from tensorforge.te.tensor import ComputeOp
+from tensorforge.testing import check_candidate
 
 from autotune_graphs import conv_net, groups_of
 
@@ -46,15 +47,6 @@ def test_extract_tasks_winograd_at_opt_level_3():
     assert wino.flops == 2 * 36 * 9 * 32 * 32
 
 
-def run_candidate(task, config):
-    inputs, expected = task.reference_io(seed=1)
-    module = tensorforge.build(build_candidate(task, config))
-    outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
-    module(*inputs, *outs)
-    for got, want in zip(outs, expected):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
-
-
 @pytest.mark.parametrize("task,n", [
     (Task.for_op("matmul", [((2, 13, 24), "float32"), ((2, 24, 40), "float32")]), 5),
     (Task.for_op("matmul_packed", [((6, 32), "float32"), ((2, 32, 32), "float32")], {"units": 50}), 3),
@@ -70,7 +62,7 @@ def test_every_config_computes_the_same(task, n):
     if "pack_b" in space:
         configs.append(space.from_json({**space.random(rng).to_json(), "pack_b": True, "order": [1, 0]}))
     for c in configs:
-        run_candidate(task, c)
+        check_candidate(task, c)
 
 
 def test_conv_configs_inside_a_fused_epilogue_compute_the_same():

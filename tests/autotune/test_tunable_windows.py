@@ -16,7 +16,7 @@ from tensorforge.graph.fuse import fuse
 from tensorforge.graph.pipeline import optimize
 from tensorforge.lowering import lower_group
 from tensorforge.target import Target
-from tensorforge.testing import models
+from tensorforge.testing import check_candidate, models
 from tensorforge.testing.models_builder import OnnxModelBuilder
 
 WINDOW, TRANSPOSE = "window2d_nchwc.cpu", "conv_transpose2d_nchwc.cpu"
@@ -70,15 +70,6 @@ def test_default_point_is_the_untuned_schedule(name):
     assert str(build_candidate(task, task.config_space.default_config())) == str(untuned)
 
 
-def run_candidate(task, config):
-    inputs, expected = task.reference_io(seed=1)
-    module = tensorforge.build(build_candidate(task, config))
-    outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
-    module(*inputs, *outs)
-    for got, want in zip(outs, expected):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
-
-
 @pytest.mark.parametrize("name", list(TASKS))
 def test_configs_compute_the_reference(name):
     """The last point of the space (every knob at its last value: the widest tiles, the other
@@ -86,7 +77,7 @@ def test_configs_compute_the_reference(name):
     space = TASKS[name].config_space
     rng = random.Random(name)
     for config in [space.get(space.size - 1), space.random(rng), space.random(rng)]:
-        run_candidate(TASKS[name], config)
+        check_candidate(TASKS[name], config)
 
 
 @pytest.mark.parametrize("name", ["depthwise_rows", "max_pool"])
@@ -103,7 +94,7 @@ def test_window_knob_corners_compute_the_reference(name):
     narrow = {"tile_ci": [2, 1]} if base["tile_ci"] == [1, 2] else {}
     for pad_rows, parallel in [("inline", "planes"), ("inline", "rows"), (0, "planes"), (0, "rows"),
                                (2, "rows"), (heuristic, "planes")]:
-        run_candidate(task, space.from_json({**base, "pad_rows": pad_rows, "parallel": parallel,
+        check_candidate(task, space.from_json({**base, "pad_rows": pad_rows, "parallel": parallel,
                                              "order": [2, 0, 1], **narrow}))
 
 
@@ -191,4 +182,4 @@ def test_fewer_planes_than_cores_parallelize_rows(monkeypatch):
                       {"strides": (1, 1), "padding": (1, 1, 1, 1)})
     assert one.config_space.default_config().to_json()["parallel"] == "rows"
     assert two.config_space.default_config().to_json()["parallel"] == "planes"
-    run_candidate(one, one.config_space.default_config())
+    check_candidate(one, one.config_space.default_config())

@@ -9,13 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorforge
-from tensorforge.autotune.task import Task, build_candidate
+from tensorforge.autotune.task import Task
 from tensorforge.graph.passes.alter_layout_winograd import winograd_tile
 from tensorforge.ops.nn_conv import conv_reference
 from tensorforge.ops.nn_conv_nchwc import pack_weight, to_nchw, to_nchwc
 from tensorforge.ops.nn_conv_winograd import transform_weight, winograd_reference
 from tensorforge.ops.registry import OpError
 from tensorforge.ops.testing import check_op
+from tensorforge.testing import check_candidate
 from tensorforge.graph.builder import GraphBuilder
 
 RNG = np.random.default_rng(0)
@@ -49,14 +50,6 @@ def _task(n, c, h, w, bi, k, b, m, padding):
                        {"tile": m, "padding": padding, "data_layout": f"NCHW{bi}c"})
 
 
-def _run(task, config):
-    inputs, expected = task.reference_io(seed=1)
-    module = tensorforge.build(build_candidate(task, config))
-    out = np.full(expected[0].shape, np.nan, np.float32)
-    module(*inputs, out)
-    np.testing.assert_allclose(out, expected[0], rtol=1e-4, atol=1e-3, err_msg=str(config))
-
-
 @pytest.mark.parametrize("shape", [
     (1, 32, 9, 9, 16, 32, 32, 4, (1, 1, 1, 1)),      # 9x9 output: 4x4 tiles with tails
     (2, 16, 8, 5, 16, 16, 16, 2, (0, 1, 2, 1)),      # two images, uneven padding
@@ -68,7 +61,7 @@ def test_template_configs_compute_the_same(shape):
     assert {"tile_p", "tile_fi", "order", "pad_inline"} <= set(space.knobs)
     rng = random.Random(1)
     for config in [space.default_config()] + [space.random(rng) for _ in range(3)]:
-        _run(task, config)
+        check_candidate(task, config, atol=1e-3)
 
 
 @settings(max_examples=6, deadline=None)
@@ -78,7 +71,7 @@ def test_random_shapes_and_configs(m, h, w, pads, seed):
     if h + pads[0] + pads[2] < 3 or w + pads[1] + pads[3] < 3:
         return
     task = _task(1, 16, h, w, 16, 16, 16, m, pads)
-    _run(task, task.config_space.random(random.Random(seed)))
+    check_candidate(task, task.config_space.random(random.Random(seed)), atol=1e-3)
 
 
 def test_bad_attributes_are_clear_errors():
