@@ -13,7 +13,7 @@ import functools
 import os
 from dataclasses import dataclass
 
-from .te import dtype as dt
+from .ir import dtype as dt
 
 # Kinds that parse; only those with a module in backends/ can be built.
 KINDS = ("c", "cuda", "opencl")

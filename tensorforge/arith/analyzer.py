@@ -19,9 +19,9 @@ import contextlib
 import math
 from typing import Any, Iterator
 
-from ..te import dtype as dt
-from ..te import expr as E
-from ..tir.functor import free_vars
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..ir.functor import free_vars
 from .const_bound import INF, Bound, ConstBoundEval, dtype_bound
 from .interval import Interval
 from .recursion import deep_recursion

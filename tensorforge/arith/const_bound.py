@@ -12,9 +12,8 @@ import functools
 import math
 from typing import Callable
 
-from ..te import dtype as dt
-from ..te import expr as E
-from ..tir.nodes import BufferLoad
+from ..ir import dtype as dt
+from ..ir import expr as E
 from .fold import int_range
 
 INF = math.inf
@@ -184,9 +183,6 @@ class ConstBoundEval:
     def _broadcast(self, e: E.Broadcast) -> Bound:
         return self.bound(e.value)
 
-    def _load(self, e: E.Expr) -> Bound:
-        return dtype_bound(e.dtype)
-
 
 _RULES: dict[type, Callable] = {
     E.Var: ConstBoundEval._var, E.IntImm: ConstBoundEval._int,
@@ -195,7 +191,6 @@ _RULES: dict[type, Callable] = {
     E.Div: ConstBoundEval._div, E.Min: ConstBoundEval._min, E.Max: ConstBoundEval._max,
     E.Select: ConstBoundEval._select, E.Cast: ConstBoundEval._cast, E.Let: ConstBoundEval._let,
     E.Ramp: ConstBoundEval._ramp, E.Broadcast: ConstBoundEval._broadcast,
-    BufferLoad: ConstBoundEval._load,
     **{cls: ConstBoundEval._bool
        for cls in (E.EQ, E.NE, E.LT, E.LE, E.GT, E.GE, E.And, E.Or, E.Not)},
 }

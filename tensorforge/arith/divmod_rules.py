@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..te import expr as E
+from ..ir import expr as E
 from .fold import fold_binary
 from .linear import LinearForm
 

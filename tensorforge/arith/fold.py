@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 
 _ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max)
 _CMP = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,

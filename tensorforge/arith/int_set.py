@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Callable, Optional
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from .interval import Interval
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """Intervals of integer expressions: the value every bound analysis in `arith` produces.
 
 An `Interval` is the inclusive range [min, max]; both ends are expressions and may be symbolic
-(`[0, n - 1]`).  A `te.expr.Range` is the half-open [min, min + extent); `from_range` and
+(`[0, n - 1]`).  An `ir.expr.Range` is the half-open [min, min + extent); `from_range` and
 `to_range` convert between the two.  Unbounded intervals are not representable: analyses that
 cannot bound an expression return None instead, and callers fall back to a whole dimension.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..te.expr import Expr, Range, convert
+from ..ir.expr import Expr, Range, convert
 
 
 @dataclass(frozen=True, eq=False)

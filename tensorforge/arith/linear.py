@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from .fold import signed_rep, int_range
 from .structural import Interner
 

@@ -17,9 +17,9 @@ import functools
 import math
 from typing import TYPE_CHECKING
 
-from ..te import dtype as dt
-from ..te import expr as E
-from ..tir.functor import Mutator, substitute, uses_var
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..ir.functor import Mutator, substitute, uses_var
 from . import divmod_rules, vector_rules
 from .fold import fold_binary, fold_cast, fold_not, int_range
 from .linear import LinearForm, parse, to_expr

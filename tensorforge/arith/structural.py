@@ -15,7 +15,7 @@ import weakref
 import zlib
 from typing import Any
 
-from ..te.expr import BinaryOp, Expr, FloatImm, IntImm, Var
+from ..ir.expr import BinaryOp, Expr, FloatImm, IntImm, Var
 from .recursion import deep_recursion
 
 _PRIMITIVE = (int, str, bool, type(None), bytes)

@@ -65,8 +65,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
 from .space import ConfigEntity, ConfigSpace
 from .task import Task, instantiate

@@ -292,7 +292,7 @@ def _flush_caches() -> None:
 
 def _check_and_time(msg: dict, prepared: tuple) -> dict:
     from ..runtime.module import Module
-    from ..te import dtype as dt
+    from ..ir import dtype as dt
 
     inputs, expected = prepared
     func = msg["func"]

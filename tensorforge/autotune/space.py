@@ -31,7 +31,7 @@ from random import Random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
-from ..te.expr import IntImm, IterVar
+from ..ir.expr import IntImm, IterVar
 from ..te.schedule import Stage
 
 ANNOTATIONS = ("none", "unroll", "vec", "parallel")

@@ -196,7 +196,7 @@ def _config_space(task: Task) -> ConfigSpace:
 
 @functools.lru_cache(maxsize=512)
 def _flops(task: Task) -> int:
-    from ..te.expr import IntImm
+    from ..ir.expr import IntImm
     from ..te.tensor import ComputeOp
 
     _, args = instantiate(task, None)

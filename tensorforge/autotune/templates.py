@@ -142,8 +142,8 @@ def _tile_n_candidates(n: int, lanes: int, default: tuple) -> list[tuple]:
 def _right_operand(main):
     """The placeholder the main stage reads as its right operand (the one indexed by the
     reduction axis and the column axis), or None."""
-    from ..te.expr import TensorLoad
-    from ..tir.functor import post_order_visit
+    from ..ir.expr import TensorLoad
+    from ..ir.functor import post_order_visit
 
     k = main.op.reduce_axis[0].var
     j = main.op.axis[-1].var

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Container
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
-from ..tir.functor import Visitor, post_order_visit
+from ..ir.functor import Visitor, post_order_visit
 
 
 def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:

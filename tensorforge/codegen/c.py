@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
-from ..tir.functor import post_order_visit, uses_var
+from ..ir.functor import post_order_visit, uses_var
 from .c_like import CLikePrinter, CodegenError, Dialect
 from .c_text import comment, kernel_symbol
 from .c_vector import VectorExtensions

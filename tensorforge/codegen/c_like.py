@@ -23,8 +23,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
 from .analysis import is_nonneg, plain_division_ok, stored_params, widenable
 from .c_text import (ADD, ATOM, COND, EQ, LAND, LOR, MUL, REL, UNARY, c_identifier, comment,

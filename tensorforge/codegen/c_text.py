@@ -8,7 +8,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..te import dtype as dt
+from ..ir import dtype as dt
 
 # Precedence of C operators (higher binds tighter); an atom never needs parentheses.
 ATOM, UNARY, MUL, ADD, REL, EQ, BITAND, BITOR, LAND, LOR, COND = 16, 14, 13, 12, 10, 9, 8, 6, 5, 4, 3

@@ -18,8 +18,8 @@ loads and stores.  This mixin prints them for C:
 """
 from __future__ import annotations
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
 from .analysis import const_int, is_multiple_of, is_nonneg, plain_division_ok
 from .c_like import CodegenError

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
-from ..tir.functor import Mutator
+from ..ir.functor import Mutator
 
 
 def legalize(func: N.PrimFunc) -> N.PrimFunc:

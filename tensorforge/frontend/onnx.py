@@ -17,7 +17,7 @@ import numpy as np
 
 from ..graph.builder import GraphBuilder, RuntimeValueError
 from ..graph.ir import Graph, GraphError, Value
-from ..te.dtype import SCALAR_TYPES
+from ..ir.dtype import SCALAR_TYPES
 
 _CONVERTERS: dict[str, tuple[Callable, int]] = {}
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..te import dtype as dt
+from ..ir import dtype as dt
 
 
 class GraphError(ValueError):

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from .. import te
-from ..te.expr import Div
+from ..ir.expr import Div
 from .common import broadcast_shape
 from .elemwise_base import (FLOATS, NUMERIC, SIGNED, binary_op, broadcast_compute, check_attrs, common_dtype, fresh,
                             is_float, lit, nan_max, nan_min)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .elemwise_base import ALL, check_attrs, check_dtype
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .elemwise_base import ALL, BOOL, INTEGERS, NUMERIC, SIGNED, binary_op, lit, np_lit, unary_op
 
 # -- comparisons and boolean logic ----------------------------------------------------------------

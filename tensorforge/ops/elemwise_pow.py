@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
-from ..te.expr import Let, Var
+from ..ir import dtype as dt
+from ..ir.expr import Let, Var
 from .elemwise_base import NUMERIC, SIGNED, broadcast_compute, check_attrs, check_dtype, is_float, lit
 from .common import broadcast_shape
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register

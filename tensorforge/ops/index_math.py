@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
-from ..te.expr import Expr
+from ..ir import dtype as dt
+from ..ir.expr import Expr
 from .registry import OpError
 
 INT32_MAX = 2 ** 31 - 1

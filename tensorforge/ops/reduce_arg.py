@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .common import const_shape, normalize_axis
 from .reduce import reduce_index, reduce_shape
 from .registry import REDUCTION, OpDef, OpError, TensorType, register

@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .registry import TensorType, get
 
 

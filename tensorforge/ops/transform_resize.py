@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .common import const_shape
 from .registry import INJECTIVE, OpError, TensorType, op
 from .transform_resize_math import (NP, TE, AxisPlan, antialias_weight, coord_floor, interp_taps, nearest_index,

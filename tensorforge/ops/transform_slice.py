@@ -13,7 +13,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from .common import const_shape
 from .index_math import check_int_tuple, normalize_axes
 from .registry import INJECTIVE, OpError, TensorType, op

@@ -20,8 +20,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..codegen.analysis import stored_params
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from ..tir import nodes as N
 from .ndarray import NDArray
 

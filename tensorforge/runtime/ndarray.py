@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..te import dtype as dt
+from ..ir import dtype as dt
 
 ALIGNMENT = 64
 

@@ -5,7 +5,7 @@
     B = te.compute((n,), lambda i: te.sum(A[i, k], axis=k), name="B")
     s = te.create_schedule(B.op)
 """
-from .expr import (CommReducer, Expr, IterVar, Range, Reduce, Var, cast, const, convert,
+from ..ir.expr import (CommReducer, Expr, IterVar, Range, Reduce, Var, cast, const, convert,
                    max_value, min_value)
 from .tensor import (ComputeOp, Operation, PlaceholderOp, Tensor, TensorError, comm_reducer,
                      compute, placeholder, reduce_axis, thread_axis, var)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .expr import Expr, Max, Min, Select, _operands, call_intrin, convert, logical_and, logical_or
+from ..ir.expr import Expr, Max, Min, Select, _operands, call_intrin, convert, logical_and, logical_or
 
 
 def all(*conds: Any) -> Expr:  # noqa: A001

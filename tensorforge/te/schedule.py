@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from .expr import REDUCE, THREAD, Expr, IntImm, IterVar, TensorLoad, Var, convert
+from ..ir.expr import REDUCE, THREAD, Expr, IntImm, IterVar, TensorLoad, Var, convert
 from .tensor import ComputeOp, Operation, Tensor
 
 ROOT, INLINE, SCOPE = "root", "inline", "scope"
@@ -330,7 +330,7 @@ class Schedule:
                 raise ScheduleError(f"cache_read of {tensor.name}: stage {st.name} does not read it")
         from .tensor import compute
         cache = compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}")
-        from ..tir.functor import Mutator
+        from ..ir.functor import Mutator
 
         class _Redirect(Mutator):
             def visit_TensorLoad(self, node: TensorLoad):
@@ -360,7 +360,7 @@ class Schedule:
                 list(op.axis) + list(op.reduce_axis)):
             raise ScheduleError(f"cache_write of {tensor.name}: call cache_write before scheduling stage {stage.name}")
         from .tensor import compute
-        from ..tir.functor import substitute
+        from ..ir.functor import substitute
         body = op.body[0]
         cache = compute(op.shape, lambda *i: substitute(body, {iv.var: v for iv, v in zip(op.axis, i)}),
                         name=f"{op.name}.{scope}")

@@ -10,8 +10,8 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from . import dtype as dt
-from .expr import (DATA, REDUCE, THREAD, CommReducer, Expr, IntImm, IterVar, Range, Reduce, TensorLoad,
+from ..ir import dtype as dt
+from ..ir.expr import (DATA, REDUCE, THREAD, CommReducer, Expr, IntImm, IterVar, Range, Reduce, TensorLoad,
                    Var, const, convert, max_value, min_value)
 
 
@@ -71,7 +71,7 @@ class ComputeOp(Operation):
         return ComputeOp(self.name, self.axis, body, self.tag, self.attrs)
 
     def input_tensors(self) -> list["Tensor"]:
-        from ..tir.functor import post_order_visit
+        from ..ir.functor import post_order_visit
         found: dict = {}
 
         def fn(n):
@@ -210,7 +210,7 @@ def _check_body(name: str, body: tuple) -> None:
         for r in reduces[1:]:
             if r.combiner is not first.combiner or r.axis != first.axis or r.source != first.source:
                 raise TensorError(f"compute {name!r}: the outputs must come from one tuple reduction")
-    from ..tir.functor import post_order_visit
+    from ..ir.functor import post_order_visit
 
     def fn(n):
         if isinstance(n, Reduce) and not any(n is r for r in reduces):
@@ -235,7 +235,7 @@ def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") 
 
     def reducer(expr: Any, axis: Any, where: Any = None):
         if not isinstance(axis, (IterVar, tuple, list)):  # te.max(a, b): elementwise, as in TVM
-            from .expr import _operands
+            from ..ir.expr import _operands
             return fcombine(*_operands(expr, axis))
         is_tuple = isinstance(expr, (tuple, list))
         source = tuple(convert(e) for e in (expr if is_tuple else (expr,)))
@@ -262,17 +262,17 @@ def comm_reducer(fcombine: Callable, fidentity: Callable, name: str = "reduce") 
 
 
 def _coerce(e: Expr, dtype: str) -> Expr:
-    from .expr import cast
+    from ..ir.expr import cast
     return e if e.dtype == dtype else cast(e, dtype)
 
 
 def _min(a, b):
-    from .expr import Min
+    from ..ir.expr import Min
     return Min(a, b)
 
 
 def _max(a, b):
-    from .expr import Max
+    from ..ir.expr import Max
     return Max(a, b)
 
 

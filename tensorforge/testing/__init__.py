@@ -6,7 +6,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..te import dtype as dt
+from ..ir import dtype as dt
 from ..te.tensor import PlaceholderOp, Tensor
 
 
@@ -24,9 +24,9 @@ def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator, low
 def make_arguments(args: Sequence[Tensor], seed: int = 0, shape_env: dict | None = None):
     """Arrays for `args`: random data for placeholders, zeros for computed tensors.  Symbolic
     dimensions take their values from `shape_env` ({Var: int})."""
-    from ..te.expr import IntImm
+    from ..ir.expr import IntImm
     from ..arith import simplify
-    from ..tir.functor import substitute
+    from ..ir.functor import substitute
     rng = np.random.default_rng(seed)
     env = {k: v for k, v in (shape_env or {}).items()}
     arrays = []

@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from .. import arith
-from ..te.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
+from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
-from .functor import Mutator, free_vars, post_order_visit, substitute
+from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
 
 _KIND_OF_ATTR = {"serial": N.SERIAL, "parallel": N.PARALLEL, "vectorized": N.VECTORIZED,
                  "unrolled": N.UNROLLED, "thread_binding": N.THREAD_BINDING}
@@ -451,12 +451,12 @@ class _Lowering:
 
 
 def arith_min(a: Expr, b: Expr) -> Expr:
-    from ..te.expr import Min
+    from ..ir.expr import Min
     return Min(a, b)
 
 
 def arith_max(a: Expr, b: Expr) -> Expr:
-    from ..te.expr import Max
+    from ..ir.expr import Max
     return Max(a, b)
 
 

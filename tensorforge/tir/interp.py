@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from . import nodes as N
 from .interp_source import shape_text, translate
 

@@ -24,8 +24,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..te import dtype as dt
-from ..te import expr as E
+from ..ir import dtype as dt
+from ..ir import expr as E
 from . import nodes as N
 
 Interval = tuple  # (lo, hi) of Python ints, for integer and bool values; None for floats

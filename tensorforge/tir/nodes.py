@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..te import dtype as dt
-from ..te.expr import Expr, Var, IntImm, convert
+from ..ir import dtype as dt
+from ..ir.expr import Expr, IntImm, Node, Var, convert
+from ..ir.printer import register_expr_printer
 
 GLOBAL, LOCAL, SHARED = "global", "local", "shared"
 
@@ -55,7 +56,11 @@ class BufferLoad(Expr):
         return dt.with_lanes(self.buffer.dtype, n)
 
 
-class Stmt:
+register_expr_printer(
+    BufferLoad, lambda e, sub: f"{e.buffer.name}[{', '.join(sub(i) for i in e.indices)}]")
+
+
+class Stmt(Node):
     __slots__ = ()
 
     def __repr__(self) -> str:

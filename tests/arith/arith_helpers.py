@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 
 _OPS = {
     E.Add: lambda a, b: a + b,

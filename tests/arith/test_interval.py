@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tensorforge.arith import Analyzer, Interval, structural_equal
-from tensorforge.te import expr as E
-from tensorforge.te.expr import Cast, Ramp, Range, Select, Var, const
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import Cast, Ramp, Range, Select, Var, const
 from tensorforge.tir.nodes import Buffer, BufferLoad
 
 i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from arith_helpers import I, J, K, N, RANGES, bool_exprs, envs, evaluate, int_exprs
 from tensorforge.arith import Analyzer, Interval, structural_equal
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 
 SETTINGS = settings(max_examples=300, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -6,8 +6,8 @@ import time
 import pytest
 
 from tensorforge.arith import Analyzer, simplify, structural_equal
-from tensorforge.te import expr as E
-from tensorforge.te.expr import Broadcast, Cast, Let, Ramp, Range, Select, Var, const
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import Broadcast, Cast, Let, Ramp, Range, Select, Var, const
 
 i, j, k, n = Var("i"), Var("j"), Var("k"), Var("n")
 x = Var("x", "float32")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from tensorforge.arith import structural_equal
 from tensorforge.arith.structural import Interner
-from tensorforge.te import expr as E
-from tensorforge.te.expr import Var, const
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import Var, const
 from tensorforge.tir import nodes as N
 
 

@@ -1,7 +1,7 @@
 """The printers' structural checks and the legalization rewrite."""
 from tensorforge.codegen.analysis import is_multiple_of, is_nonneg, plain_division_ok, stored_params
 from tensorforge.codegen.legalize import legalize
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 
 i, n, x = E.Var("i"), E.Var("n"), E.Var("x")

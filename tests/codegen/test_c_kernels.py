@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tensorforge.backends import cpu
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 
 rng = np.random.default_rng(0)

@@ -4,7 +4,7 @@ import pytest
 
 from tensorforge.codegen.c import codegen_c
 from tensorforge.codegen.c_like import CodegenError
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 
 F32 = "float32"

@@ -6,7 +6,7 @@ from tensorforge import runtime
 from tensorforge.backends import cpu
 from tensorforge.runtime import module as module_mod
 from tensorforge.runtime import ndarray as nd
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 
 F32 = "float32"
@@ -150,7 +150,7 @@ def test_thread_count_settings(mod, monkeypatch):
 _PROBE = """
 import os, sys
 from tensorforge.backends import cpu
-from tensorforge.te import expr as E
+from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 A = N.Buffer("A", (4,), "float32")
 cpu.build([N.PrimFunc("probe", (A,), N.BufferStore(A, E.const(1.0), (E.const(0),)))])

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensorforge import te
-from tensorforge.te.expr import REDUCE
+from tensorforge.ir.expr import REDUCE
 from tensorforge.te.tensor import ComputeOp
 from tensorforge.testing import check_schedule
 from tensorforge.testing import workloads as W

@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from tensorforge.te import expr as E
-from tensorforge.te.expr import (Broadcast, Call, Cast, Let, Ramp, Select, Var, call_intrin,
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import (Broadcast, Call, Cast, Let, Ramp, Select, Var, call_intrin,
                                  const)
 from tensorforge.tir import interp
 from tensorforge.tir.nodes import (Allocate, AttrStmt, Buffer, BufferLoad, BufferStore, Evaluate,

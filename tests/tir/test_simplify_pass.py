@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tensorforge.arith import structural_equal
-from tensorforge.te import expr as E
-from tensorforge.te.expr import Var, const
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import Var, const
 from tensorforge.tir import nodes as N
 from tensorforge.tir.passes.simplify import simplify
 

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ...te import dtype as dt
+from ...ir import dtype as dt
 
 
 def pick(attrs: dict, names: Sequence[str]) -> dict:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ...te import dtype as dt
+from ...ir import dtype as dt
 
 
 def input_at(inputs: list, k: int):

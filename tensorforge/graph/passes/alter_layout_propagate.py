@@ -261,9 +261,9 @@ def _is_elementwise(n: Node) -> bool:
     single stage: then it computes the same values in any layout that all operands share."""
     from ... import te
     from ...arith import simplify, structural_equal
-    from ...te.expr import IntImm, TensorLoad
+    from ...ir.expr import IntImm, TensorLoad
     from ...te.tensor import ComputeOp, PlaceholderOp
-    from ...tir.functor import post_order_visit
+    from ...ir.functor import post_order_visit
 
     opdef = registry.get(n.op)
     if opdef.pattern != INJECTIVE or opdef.is_opaque_kernel or any(v is None for v in n.inputs):

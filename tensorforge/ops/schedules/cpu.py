@@ -10,7 +10,7 @@ width and core count.  (Tunable knob templates come with the auto-tuner.)
 """
 from __future__ import annotations
 
-from ...te.expr import IntImm
+from ...ir.expr import IntImm
 from ...te.tensor import ComputeOp
 from . import template
 
@@ -96,8 +96,8 @@ def _inner_data_stages(s, master_outs):
 def master_reads(s, out, master) -> list:
     """The index tuples (over `out`'s axis variables) at which `out`, through its inlined stages,
     reads `master`."""
-    from ...te.expr import TensorLoad
-    from ...tir.functor import post_order_visit, substitute
+    from ...ir.expr import TensorLoad
+    from ...ir.functor import post_order_visit, substitute
 
     found: list = []
 

@@ -5,9 +5,9 @@
 """
 from __future__ import annotations
 
-from ...te.expr import Expr, const
+from ...ir.expr import Expr, const
 from .. import nodes as N
-from ..functor import Mutator
+from ...ir.functor import Mutator
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:

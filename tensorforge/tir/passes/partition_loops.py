@@ -11,9 +11,9 @@ proven true.
 from __future__ import annotations
 
 from ...arith import Analyzer
-from ...te.expr import IntImm, Range, const
+from ...ir.expr import IntImm, Range, const
 from .. import nodes as N
-from ..functor import Mutator, uses_var
+from ...ir.functor import Mutator, uses_var
 
 MAX_GUARDS_PER_LOOP = 4
 

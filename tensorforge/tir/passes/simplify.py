@@ -20,9 +20,9 @@ from __future__ import annotations
 import dataclasses
 
 from ...arith import Analyzer, Interval
-from ...te import expr as E
-from ...te.expr import Range
-from ..functor import Mutator, post_order_visit, substitute, uses_var
+from ...ir import expr as E
+from ...ir.expr import Range
+from ...ir.functor import Mutator, post_order_visit, substitute, uses_var
 from .. import nodes as N
 
 
@@ -134,7 +134,7 @@ def _is_one(e: E.Expr) -> bool:
 
 
 def _is_integer_scalar(e: E.Expr) -> bool:
-    from ...te import dtype as dt
+    from ...ir import dtype as dt
     return dt.is_integer(e.dtype) and dt.lanes(e.dtype) == 1
 
 

@@ -6,10 +6,10 @@ and the code generator asks the C compiler to unroll them.
 from __future__ import annotations
 
 from ...arith.fold import fold_binary
-from ...te import expr as E
-from ...te.expr import IntImm, const
+from ...ir import expr as E
+from ...ir.expr import IntImm, const
 from .. import nodes as N
-from ..functor import Mutator
+from ...ir.functor import Mutator
 
 MAX_UNROLL = 128
 

@@ -9,10 +9,10 @@ store of a vector to one address, a non-power-of-two extent) the loop stays a sc
 """
 from __future__ import annotations
 
-from ...te import dtype as dt
-from ...te import expr as E
+from ...ir import dtype as dt
+from ...ir import expr as E
 from .. import nodes as N
-from ..functor import Mutator, post_order_visit, uses_var
+from ...ir.functor import Mutator, post_order_visit, uses_var
 
 MAX_LANES = 64
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
-from ..te.expr import BinaryOp, Expr, FloatImm, IntImm, StringImm, Var
-from .nodes import Stmt
+from .expr import BinaryOp, FloatImm, IntImm, Node, StringImm, Var
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
 _CHILDREN: dict[type, tuple[str, ...]] = {}
@@ -39,7 +38,7 @@ def _child_fields(cls: type) -> tuple[str, ...]:
 
 
 def _is_node(x: Any) -> bool:
-    return isinstance(x, (Expr, Stmt))
+    return isinstance(x, Node)
 
 
 def _dispatch(visitor: Any, cls: type):

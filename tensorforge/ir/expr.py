@@ -16,7 +16,14 @@ from typing import Any, Sequence
 from . import dtype as dt
 
 
-class Expr:
+class Node:
+    """Base class of every IR node (expressions here, statements in `tir`): what the visitors of
+    `ir.functor` walk into."""
+
+    __slots__ = ()
+
+
+class Expr(Node):
     """Base class of scalar (or vector) expressions; `dtype` is a dtype string."""
 
     __slots__ = ()
@@ -57,7 +64,7 @@ class Expr:
         return cast(self, dtype)
 
     def __repr__(self) -> str:
-        from ..tir.printer import expr_str
+        from .printer import expr_str
         return expr_str(self)
 
 
@@ -299,7 +306,7 @@ class CommReducer:
     name: str = "reducer"
 
     def combine(self, lhs: Sequence[Expr], rhs: Sequence[Expr]) -> list[Expr]:
-        from ..tir.functor import substitute
+        from .functor import substitute
         mapping = dict(zip(self.lhs, lhs))
         mapping.update(zip(self.rhs, rhs))
         return [substitute(r, mapping) for r in self.result]
