@@ -11,9 +11,12 @@
 """
 __version__ = "0.1.0"
 
-from . import te
-from .driver import build, compile, lower  # noqa: A004
-from .te.schedule import ScheduleError
+# Everything loads on first use: `tensorforge.load` needs only the runtime, and
+# `import tensorforge` stays cheap.
+_LAZY = {"te": (".te", None), "lower": (".build_module", "lower"), "build": (".build_module", "build"),
+         "compile": (".driver", "compile"), "ScheduleError": (".te.schedule", "ScheduleError"),
+         "nd": (".runtime.ndarray", None), "Target": (".target", "Target"),
+         "frontend": (".frontend", None), "autotune": (".autotune", None)}
 
 __all__ = ["te", "lower", "build", "compile", "load", "ScheduleError", "nd", "Target", "frontend", "autotune"]
 
@@ -24,14 +27,12 @@ def load(path: str):
     return _load(path)
 
 
-def __getattr__(name):  # runtime pieces load on first use
-    if name == "nd":
-        from .runtime import ndarray
-        return ndarray
-    if name == "Target":
-        from .target import Target
-        return Target
-    if name in ("frontend", "autotune"):
-        import importlib
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(f"module 'tensorforge' has no attribute {name!r}")
+def __getattr__(name):
+    entry = _LAZY.get(name)
+    if entry is None:
+        raise AttributeError(f"module 'tensorforge' has no attribute {name!r}")
+    import importlib
+    module = importlib.import_module(entry[0], __name__)
+    value = module if entry[1] is None else getattr(module, entry[1])
+    globals()[name] = value
+    return value

@@ -1,120 +1,151 @@
-"""The pipeline as straight-line code: schedule -> loop program -> passes -> backend module.
+"""`compile()`: a Graph through the whole spine to a runnable Model, one named step per arrow.
 
-(`compile()` for whole graphs joins this file with the graph compiler.)
+    graph --optimize--> graph --fuse--> fused groups --apply records--> configs
+          --lower each group--> kernels (loop programs) + steps --build--> one library
+          --plan memory--> ModelSpec --> Model
+
+Each step is a function below with one job; `timings` records the three that cost time.  The
+low-level path for one schedule (`lower`, `build`) is in build_module.py.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from .te.schedule import Schedule
-from .te.tensor import Tensor
-from .tir import nodes as N
-from .tir.build import schedule_to_primfunc
-from .tir.pipeline import run_pipeline
-
-
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> N.PrimFunc:
-    """The loop program of `sch` with `args` as its parameters, after all loop-IR passes.
-    `print()` it to read it."""
-    if not isinstance(sch, Schedule):
-        raise TypeError(f"lower expects a te.Schedule, got {type(sch).__name__}")
-    return run_pipeline(schedule_to_primfunc(sch, args, name))
-
-
-def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = "main"):
-    """Compile to a callable Module.
-
-    `inputs` is a Schedule (with `args`), a PrimFunc, or a list of PrimFuncs (several kernels go
-    into one library with one compiler call).
-    """
-    from .backends import backend_for
-    from .target import Target
-
-    tgt = Target.parse(target)
-    if isinstance(inputs, Schedule):
-        if args is None:
-            raise TypeError("build(schedule, args): the argument tensors are required")
-        funcs = [lower(inputs, args, name)]
-    elif isinstance(inputs, N.PrimFunc):
-        funcs = [inputs]
-    elif isinstance(inputs, (list, tuple)) and all(isinstance(f, N.PrimFunc) for f in inputs):
-        funcs = list(inputs)
-        names = [f.name for f in funcs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"functions in one module need distinct names, got {names}")
-    else:
-        raise TypeError("build expects a Schedule (with args), a PrimFunc or a list of PrimFuncs")
-    return backend_for(tgt).build(funcs, tgt)
+from .backends import backend_for
+from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
+from .graph.fuse import fuse
+from .graph.ir import Graph
+from .graph.pipeline import optimize
+from .graph.plan_memory import plan_memory
+from .lowering import cache_path, lower_group_cached, text_path
+from .ops import registry
+from .runtime.executor import ModelSpec
+from .runtime.model import Model
+from .runtime.module import get_num_threads
+from .target import Target
 
 
-def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None):  # noqa: A001
+def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
+            threads: int | None = None):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
-    (all built with one compiler call), a static memory plan."""
-    import time
+    (all built with one compiler call), a static memory plan.
 
-    from .graph.fuse import fuse
-    from .graph.ir import Graph
-    from .graph.pipeline import optimize
-    from .graph.plan_memory import plan_memory
-    from .lowering import cache_path, lower_group_cached, text_path
-    from .runtime.executor import ModelSpec
-    from .runtime.model import Model
-    from .target import Target
-
+    `records`: tuning records (a path or Record objects) to apply; only those measured with
+    `threads` threads apply (default: the thread count this process runs kernels with).
+    """
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
     tgt = Target.parse(target)
-    timings = {}
-    t0 = time.perf_counter()
-    graph = optimize(graph, opt_level)
-    groups = fuse(graph, enabled=opt_level >= 1)
-    t1 = time.perf_counter()
-    timings["graph passes + fusion"] = t1 - t0
-    configs = _tuned_configs(groups, records, tgt) if records is not None else {}
-    steps, funcs, labels = [], [], []
-    kernels: dict = {}      # group signature -> symbol of the kernel already built for it
-    texts: dict = {}        # kernel name -> where its printed C is cached
+    threads = threads or get_num_threads()
+    timings: dict = {}
+    with _timed(timings, "graph passes + fusion"):
+        graph = optimize(graph, opt_level)
+        groups = fuse(graph, enabled=opt_level >= 1)
+    configs = _apply_records(groups, records, tgt, threads)
+    with _timed(timings, "lowering"):
+        kernels = lower_groups(groups, tgt, configs)
+    with _timed(timings, "C compile"):
+        module, runs = build_kernels(kernels, tgt)
+    plan = plan_values(graph, groups)
+    spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name)
+    params = {v.name: a for v, a in graph.params.items()}
+    info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
+            "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads}
+    return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+@contextmanager
+def _timed(timings: dict, step: str):
+    start = time.perf_counter()
+    yield
+    timings[step] = time.perf_counter() - start
+
+
+def _apply_records(groups, records, target, threads: int) -> dict:
+    if records is None:
+        return {}
+    from .autotune.dispatch import apply_records   # the tuner is optional at compile time
+    return apply_records(groups, records, target, threads)
+
+
+@dataclass
+class Kernels:
+    """The lowered form of a graph's groups: one executor step per group (a kernel call or an
+    opaque host step), the PrimFuncs to build (one per distinct group signature), a label per
+    step, and where each kernel's printed C is cached."""
+
+    steps: list = field(default_factory=list)
+    funcs: list = field(default_factory=list)
+    labels: list = field(default_factory=list)
+    texts: dict = field(default_factory=dict)
+
+
+def lower_groups(groups, target: Target, configs: dict) -> Kernels:
+    """Lower every fused group to a loop program (from the lowering cache when it has it).
+    Groups with one signature share one kernel."""
+    out = Kernels()
+    symbols: dict = {}      # group signature -> name of the kernel already lowered for it
     for k, g in enumerate(groups):
-        if g.pattern == "opaque":
-            node = g.nodes[0]
-            steps.append({"kind": "opaque", "op": node.op, "attrs": dict(node.attrs),
-                          "inputs": [v.name if v is not None else None for v in node.inputs],
-                          "outputs": [v.name for v in node.outputs]})
-            labels.append(f"{k}:{node.op}")
+        node = g.nodes[0]
+        if g.pattern == "opaque" and registry.get(node.op).is_opaque_kernel:
+            attrs = registry.get(node.op).attrs_with_defaults(node.attrs)
+            out.steps.append({"kind": "opaque", "op": node.op, "attrs": attrs,
+                              "inputs": [v.name if v is not None else None for v in node.inputs],
+                              "outputs": [v.name for v in node.outputs]})
+            out.labels.append(f"{k}:{node.op}")
             continue
         args = [v.name for v in tuple(g.inputs) + tuple(g.outputs)]
         sig = _group_signature(g, configs.get(id(g)))
-        if sig in kernels:
-            # the same computation on values of the same shapes: one kernel serves both
-            steps.append({"kind": "kernel", "symbol": kernels[sig], "args": args})
-        else:
+        if sig not in symbols:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-            path = cache_path(sig, tgt)
-            funcs.append(lower_group_cached(g, tgt, fname, configs.get(id(g)), path))
-            texts[fname] = text_path(path)
-            steps.append({"kind": "kernel", "symbol": fname, "args": args})
-            kernels[sig] = fname
-        labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
-    t2 = time.perf_counter()
-    timings["lowering"] = t2 - t1
-    module = None
-    runs: list = []
-    if funcs:
-        from .backends import backend_for
-        sequences = _kernel_runs(steps) if tgt.kind == "c" and not any(f.shape_vars for f in funcs) else []
-        module = backend_for(tgt).build(funcs, tgt, sequences=[(r["symbol"], r["calls"]) for r in sequences],
-                                        text_cache=texts) if tgt.kind == "c" else build(funcs, target=tgt)
-        runs = [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
-        for step in steps:
-            if step["kind"] == "kernel":
-                step["symbol"] = _symbol(module, step["symbol"])
-    t3 = time.perf_counter()
-    timings["C compile"] = t3 - t2
+            path = cache_path(sig, target)
+            out.funcs.append(lower_group_cached(g, target, fname, configs.get(id(g)), path))
+            out.texts[fname] = text_path(path)
+            symbols[sig] = fname
+        # the same computation on values of the same shapes: one kernel serves both
+        out.steps.append({"kind": "kernel", "symbol": symbols[sig], "args": args})
+        out.labels.append(f"{k}:{'+'.join(n.op for n in g.nodes)}")
+    return out
 
+
+def build_kernels(kernels: Kernels, target: Target):
+    """Build every kernel into one library with the target's backend; returns (module, runs).
+    Where the backend supports them, consecutive kernel steps are also compiled into one C
+    function each (`runs`, see _kernel_runs); kernel steps then name the built symbols."""
+    if not kernels.funcs:
+        return None, []
+    backend = backend_for(target)
+    sequences = []
+    if getattr(backend, "SUPPORTS_SEQUENCES", False) and not any(f.shape_vars for f in kernels.funcs):
+        sequences = _kernel_runs(kernels.steps)
+    module = backend.build(kernels.funcs, target, sequences=[(r["symbol"], r["calls"]) for r in sequences],
+                           text_cache=kernels.texts)
+    for step in kernels.steps:
+        if step["kind"] == "kernel":
+            step["symbol"] = _symbol(module, step["symbol"])
+    return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
+
+
+def plan_values(graph, groups):
+    """The static memory plan of the values passed between groups (graph inputs, params and
+    outputs live outside the arena)."""
     external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
     plan = plan_memory([(g.inputs, g.outputs) for g in groups], external)
     plan.graph_bytes = sum(v.nbytes for n in graph.nodes for v in n.outputs if v not in external)
+    return plan
+
+
+def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name: str) -> ModelSpec:
+    """The plain-data description the executor runs: every value with its shape, dtype and
+    place (input, param, output, or an offset in the arena), the steps and the kernel runs."""
+    _check_unique_names(graph)
     values = {}
     for v in graph.inputs:
         values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "input", "offset": 0}
@@ -125,13 +156,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             where = "output" if v in graph.outputs else "arena"
             values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": where,
                               "offset": plan.offsets.get(v, 0)}
-    _check_unique_names(graph)
-    spec = ModelSpec(name or graph.name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
+    return ModelSpec(name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
                      values, steps, plan.total_bytes, labels, runs)
-    params = {v.name: a for v, a in graph.params.items()}
-    info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings, "funcs": funcs,
-            "target": tgt, "tuned_groups": len(configs)}
-    return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
 
 
 def _kernel_runs(steps: list) -> list[dict]:
@@ -185,39 +211,6 @@ def _group_signature(group, config) -> tuple:
             where[v] = ("node", k, j)
     return (group.pattern, tuple(nodes), tuple((tuple(v.shape), v.dtype) for v in group.inputs),
             tuple(where[v] for v in group.outputs), None if config is None else repr(config.to_json()))
-
-
-def _tuned_configs(groups, records, target) -> dict:
-    """{id(group): best ConfigEntity} for the groups whose task has a successful record in
-    `records` (a path or records); the others keep their default schedules."""
-    import logging
-
-    from .autotune.records import _records, best_configs
-    from .autotune.task import task_of_group
-    from .runtime.module import get_num_threads
-
-    all_records = list(_records(records))
-    threads = get_num_threads()
-    best = best_configs(all_records, target=target, threads=threads)
-    anywhere = best_configs(all_records, target=target)
-    configs, tunable, elsewhere = {}, 0, set()
-    for g in groups:
-        task = task_of_group(g, target)
-        if task is None:
-            continue
-        tunable += 1
-        record = best.get(task.key)
-        if record is not None:
-            configs[id(g)] = task.config_space.from_json(record.config)
-        elif task.key in anywhere:
-            elsewhere.add(anywhere[task.key].threads)
-    log = logging.getLogger("tensorforge")
-    log.info("tuning records applied to %d of %d tunable kernels", len(configs), tunable)
-    if elsewhere:
-        log.warning("some kernels have tuning records only for %s thread(s), not for the %d this process "
-                    "uses: they keep their default schedules (tune with --threads %d)",
-                    "/".join(str(n) for n in sorted(elsewhere)), threads, threads)
-    return configs
 
 
 def _symbol(module, name: str) -> str:

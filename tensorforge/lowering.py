@@ -100,7 +100,7 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
 
 
 def te_lower(s, args, name):
-    from .driver import lower
+    from .build_module import lower
     return lower(s, args, name)
 
 

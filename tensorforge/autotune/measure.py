@@ -138,12 +138,12 @@ def _build_job(task_json: dict, config_json: dict, modules: list, limit: float) 
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         _import(modules)
-        import tensorforge
+        from ..build_module import build
         from .task import build_candidate
         task = Task.from_json(task_json)
         config = task.config_space.from_json(config_json)
         func = build_candidate(task, config)
-        module = tensorforge.build(func, target=task.target)
+        module = build(func, target=task.target)
         symbol = module.get_function(func.name)._cfunc.__name__
         return {"lib_path": module.lib_path, "func": func, "symbol": symbol,
                 "build_s": time.perf_counter() - start}
@@ -291,12 +291,13 @@ def _flush_caches() -> None:
 
 
 def _check_and_time(msg: dict, prepared: tuple) -> dict:
-    from ..runtime.module import Module
+    from ..codegen.analysis import kernel_signature
     from ..ir import dtype as dt
+    from ..runtime.module import Module
 
     inputs, expected = prepared
     func = msg["func"]
-    module = Module([func], msg["lib_path"], "", symbols={func.name: msg["symbol"]})
+    module = Module([kernel_signature(func)], msg["lib_path"], "", symbols={func.name: msg["symbol"]})
     outs = []
     for buf in func.params[len(inputs):]:
         shape = tuple(int(d.value) for d in buf.shape)

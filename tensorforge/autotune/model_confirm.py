@@ -61,14 +61,13 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     """Time each tunable task's default and `top` best recorded configs inside the running model
     (module docstring) with the current thread count; append "model" records to `records`.
     Returns {task: the config chosen (a ConfigEntity)} for the tasks it timed."""
-    import ctypes
-
-    from .. import build, compile as compile_model
+    from ..build_module import build
+    from ..driver import compile as compile_model
     from ..graph.ir import Graph
     from ..lowering import lower_group
     from ..runtime.module import get_num_threads
     from ..target import Target
-    from ..testing import random_array
+    from ..ir.dtype import random_array
 
     if not isinstance(graph, Graph):
         raise TypeError(f"confirm_in_model expects a tensorforge Graph, got {type(graph).__name__}")
@@ -85,62 +84,47 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
         if task is not None:
             by_task.setdefault(task, []).append(k)
     rng = np.random.default_rng(seed)
-    named = {name: random_array(shape, dtype.name, rng) for name, shape, dtype in ex._input_info}
-    reference = ex._run(named)
-    base_steps = list(ex._steps)
+    named = {name: random_array(shape, dtype.name, rng) for name, shape, dtype in ex.input_info}
+    reference = ex.run(**named)
     chosen: dict[Task, object] = {}
-    try:
-        with RecordWriter(records) as writer:
-            for ti, (task, steps) in enumerate(by_task.items()):
-                configs = _candidates(task, previous, top)
-                if len(configs) < 2:
-                    continue
-                funcs, names = [], []
-                for ci, c in enumerate(configs):
-                    names.append([f"m{ti}_c{ci}_k{k}" for k in steps])
-                    funcs += [lower_group(groups[k], tgt, name, c).func for k, name in zip(steps, names[-1])]
-                module = build(funcs, target=tgt)
-                variants = []
-                for row in names:
-                    swapped = list(base_steps)
-                    for k, name in zip(steps, row):
-                        _, _, args, fixed = base_steps[k]
-                        fn = module._lib[module.get_function(name)._cfunc.__name__]     # its own ctypes object
-                        fn.argtypes, fn.restype = [ctypes.c_void_p] * len(args), ctypes.c_int32
-                        swapped[k] = ("kernel", fn, args, fixed)
-                    variants.append(swapped)
-                ok = []
-                for swapped in variants:
-                    ex._steps = swapped
-                    got = ex._run(named, [0.0] * len(swapped))
-                    ok.append(all(np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
-                                  for a, b in zip(got, reference)))
-                totals = [[] for _ in configs]
-                for _ in range(rounds):
-                    for ci, swapped in enumerate(variants):
-                        if not ok[ci]:
-                            continue
-                        ex._steps = swapped
-                        timings = [0.0] * len(swapped)
-                        for _ in range(runs):
-                            ex._run(named, timings)
-                        totals[ci].append(sum(timings[k] for k in steps) / runs)
-                ex._steps = base_steps
-                now = time.time()
-                for ci, c in enumerate(configs):
-                    if ok[ci]:
-                        rec = Record(task, c.to_json(), tuple(totals[ci]), timestamp=now, stage="model",
-                                     threads=threads)
-                    else:
-                        rec = Record(task, c.to_json(), (), ErrorKind.WRONG, "differs from the default inside "
-                                     "the model", timestamp=now, stage="model", threads=threads)
-                    writer.write(rec)
-                times = [min(t) if ok[ci] else math.inf for ci, t in enumerate(totals)]
-                best = min(range(len(configs)), key=lambda ci: times[ci])
-                chosen[task] = configs[best]
-                what = "the default" if best == 0 else f"config {configs[best].index}"
-                say(f"{task.name} x{len(steps)}: in the model, {what} "
-                    f"({times[best] * 1e3:.3f} ms; default {times[0] * 1e3:.3f} ms)")
-    finally:
-        ex._steps = base_steps
+    with RecordWriter(records) as writer:
+        for ti, (task, steps) in enumerate(by_task.items()):
+            configs = _candidates(task, previous, top)
+            if len(configs) < 2:
+                continue
+            funcs, names = [], []
+            for ci, c in enumerate(configs):
+                names.append([f"m{ti}_c{ci}_k{k}" for k in steps])
+                funcs += [lower_group(groups[k], tgt, name, c).func for k, name in zip(steps, names[-1])]
+            module = build(funcs, target=tgt)
+            variants = [{k: module.raw_function(name) for k, name in zip(steps, row)} for row in names]
+            ok = []
+            for swapped in variants:
+                got = ex.run_with(named, swapped)
+                ok.append(all(np.allclose(a, b, rtol=1e-3, atol=1e-3, equal_nan=True)
+                              for a, b in zip(got, reference)))
+            totals = [[] for _ in configs]
+            for _ in range(rounds):
+                for ci, swapped in enumerate(variants):
+                    if not ok[ci]:
+                        continue
+                    timings = [0.0] * len(model.spec.steps)
+                    for _ in range(runs):
+                        ex.run_with(named, swapped, timings)
+                    totals[ci].append(sum(timings[k] for k in steps) / runs)
+            now = time.time()
+            for ci, c in enumerate(configs):
+                if ok[ci]:
+                    rec = Record(task, c.to_json(), tuple(totals[ci]), timestamp=now, stage="model",
+                                 threads=threads)
+                else:
+                    rec = Record(task, c.to_json(), (), ErrorKind.WRONG, "differs from the default inside "
+                                 "the model", timestamp=now, stage="model", threads=threads)
+                writer.write(rec)
+            times = [min(t) if ok[ci] else math.inf for ci, t in enumerate(totals)]
+            best = min(range(len(configs)), key=lambda ci: times[ci])
+            chosen[task] = configs[best]
+            what = "the default" if best == 0 else f"config {configs[best].index}"
+            say(f"{task.name} x{len(steps)}: in the model, {what} "
+                f"({times[best] * 1e3:.3f} ms; default {times[0] * 1e3:.3f} ms)")
     return chosen

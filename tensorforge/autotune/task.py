@@ -137,7 +137,7 @@ class Task:
 
     def reference_io(self, seed: int = 0) -> tuple[list, list]:
         """(input arrays, expected output arrays): seeded random inputs and the NumPy reference."""
-        from ..testing import random_array
+        from ..ir.dtype import random_array
 
         rng = np.random.default_rng(seed)
         arrays = [None if s is None else random_array(s[0], s[1], rng) for s in self.inputs]
@@ -181,7 +181,7 @@ def instantiate(task: Task, config: ConfigSpace | ConfigEntity | None = None):
 
 def build_candidate(task: Task, config: ConfigEntity | None, name: str = "candidate"):
     """The loop program (PrimFunc, after all loop-IR passes) of `task` under `config`."""
-    from ..driver import lower
+    from ..build_module import lower
 
     s, args = instantiate(task, config)
     return lower(s, args, name)

@@ -10,6 +10,7 @@ import functools
 import platform
 from typing import Sequence
 
+from ..codegen.analysis import kernel_signature
 from ..codegen.c import codegen_c
 from ..runtime.compile import compile_source
 from ..runtime.module import Module
@@ -17,6 +18,8 @@ from ..target import Target
 from ..tir import nodes as N
 
 KINDS = ("c",)
+# consecutive kernels can be compiled into one C function that calls them in order
+SUPPORTS_SEQUENCES = True
 MEMORY_SCOPES = ("global", "local")
 
 
@@ -58,4 +61,5 @@ def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(),
     # one translation unit per core: the C compiler builds them at the same time
     source = codegen_c(funcs, target, sequences, text_cache, units=target.num_cores)
     lib_path = compile_source(source.text, compile_flags(target), units=source.units)
-    return Module(funcs, lib_path, source.text, symbols=source.symbols, target=target)
+    return Module([kernel_signature(f) for f in funcs], lib_path, source.text, symbols=source.symbols,
+                  target=target)

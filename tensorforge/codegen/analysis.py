@@ -13,6 +13,7 @@ from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
 from ..ir.functor import Visitor, post_order_visit
+from ..runtime.module import KernelSignature, ParamSpec
 
 
 def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:
@@ -149,3 +150,10 @@ def stored_params(func: N.PrimFunc) -> tuple[bool, ...]:
     collector = _StoreCollector()
     collector.visit(func.body)
     return tuple(b.data in collector.vars or b.name in collector.names for b in func.params)
+
+
+def kernel_signature(func: N.PrimFunc) -> KernelSignature:
+    """What the runtime needs to check and call `func`'s compiled kernel."""
+    params = tuple(ParamSpec(b.name, b.dtype, tuple(b.shape), written)
+                   for b, written in zip(func.params, stored_params(func)))
+    return KernelSignature(func.name, params, tuple(func.shape_vars))

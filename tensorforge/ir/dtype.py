@@ -101,3 +101,15 @@ def promote(a: str, b: str) -> str:
     if is_integer(ea) and is_integer(eb) and result not in SCALAR_TYPES:
         result = "int64"
     return with_lanes(result, n)
+
+
+def random_array(shape, dtype: str, rng: np.random.Generator, low=-1.0, high=1.0) -> np.ndarray:
+    """Random data of `dtype`: uniform floats in [low, high), small integers, random bools
+    (inputs for checks and measurements)."""
+    if is_float(dtype):
+        return rng.uniform(low, high, size=shape).astype(dtype)
+    if is_bool(dtype):
+        return rng.integers(0, 2, size=shape).astype(bool)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -100), min(info.max, 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(dtype)

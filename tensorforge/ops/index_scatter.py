@@ -1,6 +1,6 @@
 """Scatters: scatter_elements (ONNX ScatterElements / Scatter) and scatter_nd (ONNX ScatterND).
 
-Both are OPAQUE kernels run on arrays by the executor: an output element may receive any number of
+Both are OPAQUE kernels run on arrays by the executor (runtime/host_kernels.py): an output element may receive any number of
 updates, decided by index values known only at run time, which a TE compute could express only as
 a search over every index per output element.  The kernels use NumPy's unbuffered `ufunc.at`, so
 repeated indices combine with the reduction (none: the last update wins, as in ONNX Runtime).
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime import host_kernels
 from .common import normalize_axis
 from .index_math import check_index_dtype
 from .registry import OPAQUE, OpError, TensorType, op
 
 REDUCTIONS = ("none", "add", "mul", "max", "min")
-_UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
 def _check_reduction(reduction: str, op_name: str, dtype: str) -> None:
@@ -22,21 +22,6 @@ def _check_reduction(reduction: str, op_name: str, dtype: str) -> None:
         raise OpError(f"{op_name}: reduction {reduction!r} is not one of {REDUCTIONS}")
     if reduction in ("add", "mul") and dtype == "bool":
         raise OpError(f"{op_name}: reduction {reduction} is not defined for bool data")
-
-
-def _apply(out: np.ndarray, where: tuple, updates: np.ndarray, reduction: str) -> np.ndarray:
-    if reduction == "none":
-        out[where] = updates
-    else:
-        _UFUNCS[reduction].at(out, where, updates)
-    return out
-
-
-def _wrapped(idx: np.ndarray, dim: int, op_name: str) -> np.ndarray:
-    idx = np.asarray(idx).astype(np.int64)
-    if idx.size and (idx.min() < -dim or idx.max() >= dim):
-        raise IndexError(f"{op_name}: an index is out of range for an axis of size {dim}")
-    return np.where(idx < 0, idx + dim, idx)
 
 
 @op("scatter_elements", pattern=OPAQUE, attr_defaults={"axis": 0, "reduction": "none"})
@@ -57,11 +42,8 @@ class scatter_elements:
 
     def reference(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, axis: int = 0,
                   reduction: str = "none") -> np.ndarray:
-        axis = normalize_axis(axis, data.ndim, "scatter_elements")
-        where = list(np.indices(indices.shape, sparse=True))
-        where[axis] = _wrapped(indices, data.shape[axis], "scatter_elements")
-        where = tuple(np.broadcast_arrays(*where))
-        return _apply(data.copy(), where, updates, reduction)
+        normalize_axis(axis, data.ndim, "scatter_elements")
+        return host_kernels.scatter_elements(data, indices, updates, axis, reduction)
 
 
 def scatter_nd_check(data: tuple, indices: tuple, updates: tuple) -> None:
@@ -90,9 +72,4 @@ class scatter_nd:
 
     def reference(data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str = "none") -> np.ndarray:
         scatter_nd_check(data.shape, indices.shape, updates.shape)
-        k = indices.shape[-1]
-        idx = np.asarray(indices).astype(np.int64).reshape(-1, k)
-        for j in range(k):
-            idx[:, j] = _wrapped(idx[:, j], data.shape[j], "scatter_nd")
-        flat_updates = updates.reshape((idx.shape[0],) + data.shape[k:])
-        return _apply(data.copy(), tuple(idx.T), flat_updates, reduction)
+        return host_kernels.scatter_nd(data, indices, updates, reduction)

@@ -1,6 +1,7 @@
 """topk: the k largest (or smallest) elements along an axis and their int64 indices.
 
-OPAQUE: sorting does not fit a tensor expression, so the executor runs this NumPy kernel.  Order
+OPAQUE: sorting does not fit a tensor expression, so the executor runs the NumPy kernel of
+runtime/host_kernels.py.  Order
 as ONNX: by value (descending for largest), equal values by ascending index; `sorted=0` leaves the
 order unspecified, and this kernel returns it sorted.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..runtime import host_kernels
 from .common import normalize_axis
 from .registry import OPAQUE, OpError, TensorType, op
 
@@ -22,17 +24,6 @@ def _check(x: TensorType | np.ndarray, k: int, axis: int) -> int:
     return a
 
 
-def _order(x: np.ndarray, axis: int, largest: bool) -> np.ndarray:
-    """Indices that sort `x` along `axis` by value, ties by ascending index (stable)."""
-    if not largest:
-        return np.argsort(x, axis=axis, kind="stable")
-    # descending by value with ties by ascending index == reversed stable ascending sort of the
-    # reversed array, mapped back to positions in the original
-    n = x.shape[axis]
-    order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
-    return n - 1 - np.flip(order, axis)
-
-
 @op("topk", pattern=OPAQUE, attr_defaults={"axis": -1, "largest": 1, "sorted": 1})
 class topk:
     def infer(x: TensorType, k: int, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:  # noqa: A002
@@ -44,6 +35,5 @@ class topk:
         return TensorType(tuple(shape), x.dtype), TensorType(tuple(shape), "int64")
 
     def reference(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:  # noqa: A002
-        a = _check(x, k, axis)
-        order = np.take(_order(x, a, bool(largest)), np.arange(int(k)), axis=a)
-        return np.take_along_axis(x, order, axis=a), order.astype(np.int64)
+        _check(x, k, axis)
+        return host_kernels.topk(x, k, axis, largest, sorted)

@@ -1,7 +1,8 @@
 """The graph executor: runs compiled kernels and opaque steps over a static memory plan.
 
-It needs only the runtime (NumPy, ctypes, the shared library) and, for opaque steps, the ops'
-NumPy kernels; an exported model (`tensorforge.load`) runs without the compiler front end.
+It needs only the runtime (NumPy, ctypes, the shared library) and, for opaque steps, the host
+kernels of runtime/host_kernels.py; an exported model (`tensorforge.load`) runs without the
+compiler.
 
 A model description is plain data (`ModelSpec`), so it serializes to JSON:
   values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset) or "output"
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import host_kernels
 from .module import load_library
 
 
@@ -62,8 +64,7 @@ class GraphExecutor:
                 fixed_ptrs = [self.fixed[a].ctypes.data if a in self.fixed else None for a in step["args"]]
                 self._steps.append(("kernel", fn, step["args"], fixed_ptrs))
             else:
-                from ..ops import registry
-                self._steps.append(("opaque", registry.get(step["op"]), step))
+                self._steps.append(("opaque", host_kernels.get(step["op"]), step))
         self._input_info = [(n, tuple(spec.values[n]["shape"]), np.dtype(spec.values[n]["dtype"]))
                             for n in spec.inputs]
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps
@@ -95,6 +96,11 @@ class GraphExecutor:
         return list(self.spec.inputs)
 
     @property
+    def input_info(self) -> list[tuple[str, tuple, np.dtype]]:
+        """(name, shape, dtype) of each input, in order."""
+        return list(self._input_info)
+
+    @property
     def output_names(self) -> list[str]:
         return list(self.spec.outputs)
 
@@ -111,6 +117,25 @@ class GraphExecutor:
             raise TypeError(f"model {self.spec.name}: unknown input(s) {unknown}, missing {missing}; "
                             f"inputs are {self.spec.inputs}")
         return self._run(named)
+
+    def run_with(self, named: dict, kernels: dict | None = None,
+                 timings: list | None = None) -> list[np.ndarray]:
+        """Run on `named` inputs one step at a time, with the kernel steps in `kernels`
+        ({step index: a C function of the same buffer arguments, e.g. `Module.raw_function`})
+        run instead of the model's own, and each step's seconds added to `timings[k]` when
+        given.  This is how the tuner times candidate kernels inside the running model."""
+        kernels = kernels or {}
+        steps = list(self._steps)
+        for k, fn in kernels.items():
+            if not 0 <= k < len(steps) or steps[k][0] != "kernel":
+                raise ValueError(f"step {k} of model {self.spec.name} is not a kernel step")
+            _, _, args, fixed = steps[k]
+            steps[k] = ("kernel", fn, args, fixed)
+        saved, self._steps = self._steps, steps
+        try:
+            return self._run(named, timings if timings is not None else [0.0] * len(steps))
+        finally:
+            self._steps = saved
 
     def _check(self, named: dict) -> dict:
         env = {}
@@ -161,8 +186,9 @@ class GraphExecutor:
             if status:
                 raise self._failure(k, status)
         else:
-            _, opdef, info = step
-            outs = opdef.run_kernel([env[i] if i is not None else None for i in info["inputs"]], info["attrs"])
+            _, kernel, info = step
+            outs = kernel(*[env[i] if i is not None else None for i in info["inputs"]], **info["attrs"])
+            outs = outs if isinstance(outs, (list, tuple)) else [outs]
             for name, value in zip(info["outputs"], outs):
                 np.copyto(env[name], np.asarray(value).reshape(env[name].shape), casting="unsafe")
 

@@ -15,15 +15,37 @@ import ctypes
 import os
 import time
 import weakref
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 
-from ..codegen.analysis import stored_params
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..tir import nodes as N
 from .ndarray import NDArray
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One buffer argument of a kernel: its name, element dtype, shape (integer expressions:
+    constants, shape variables, or expressions of them) and whether the kernel writes it."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    written: bool
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What the runtime needs to call one compiled kernel: its name, its buffer arguments in
+    order, then the shape variables passed after them (the convention of codegen/c.py).  The
+    compiler derives it from a PrimFunc (`codegen.analysis.kernel_signature`); the runtime
+    never sees the loop program."""
+
+    name: str
+    params: tuple[ParamSpec, ...]
+    shape_vars: tuple = ()
 
 # ctypes type of each integer shape-variable dtype (codegen/c.py declares them with these types).
 _CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32,
@@ -95,8 +117,8 @@ def load_library(path: str) -> ctypes.CDLL:
 class _Param:
     """What one buffer argument must look like."""
 
-    def __init__(self, position: int, buf: N.Buffer, written: bool):
-        self.position, self.name, self.written = position, buf.name, written
+    def __init__(self, position: int, buf: ParamSpec):
+        self.position, self.name, self.written = position, buf.name, buf.written
         self.dtype = np.dtype(dt.element_of(buf.dtype))
         self.ndim = len(buf.shape)
         self.dims = buf.shape
@@ -127,9 +149,9 @@ def _evaluate(e: E.Expr, env: dict) -> int:
 class Function:
     """One kernel of a Module: `f(*arrays)` checks the arguments and runs the kernel."""
 
-    def __init__(self, func: N.PrimFunc, cfunc):
+    def __init__(self, func: KernelSignature, cfunc):
         self.name = func.name
-        self.params = [_Param(k, b, w) for k, (b, w) in enumerate(zip(func.params, stored_params(func)))]
+        self.params = [_Param(k, b) for k, b in enumerate(func.params)]
         self.shape_vars = tuple(func.shape_vars)
         direct = {d for p in self.params for d in p.dims if isinstance(d, E.Var)}
         missing = [v.name for v in self.shape_vars if v not in direct]
@@ -234,7 +256,7 @@ class Module:
     """Compiled kernels from one library.  `m(*args)` runs its only kernel; `m["name"]` or
     `m.get_function("name")` picks one; `m.source` is the generated code."""
 
-    def __init__(self, funcs: Sequence[N.PrimFunc], lib_path: str, source: str,
+    def __init__(self, funcs: Sequence[KernelSignature], lib_path: str, source: str,
                  symbols: dict | None = None, target=None):
         self.lib_path, self.source, self.target = lib_path, str(source), target
         self._lib = load_library(lib_path)
@@ -255,6 +277,14 @@ class Module:
                            f"{', '.join(self._functions)}") from None
 
     __getitem__ = get_function
+
+    def raw_function(self, name: str):
+        """Kernel `name` as a bare C function of its buffer pointers, without argument checks
+        (its own ctypes object, so setting its types affects no other caller)."""
+        fn = self.get_function(name)
+        raw = self._lib[fn._cfunc.__name__]
+        raw.argtypes, raw.restype = [ctypes.c_void_p] * len(fn.params), ctypes.c_int32
+        return raw
 
     def __call__(self, *args) -> None:
         if len(self._functions) != 1:

@@ -7,18 +7,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..ir import dtype as dt
+from ..ir.dtype import random_array  # noqa: F401 - part of the testing helpers
 from ..te.tensor import PlaceholderOp, Tensor
-
-
-def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator, low=-1.0, high=1.0) -> np.ndarray:
-    """Random data of `dtype`: uniform floats in [low, high), small integers, random bools."""
-    if dt.is_float(dtype):
-        return rng.uniform(low, high, size=shape).astype(dtype)
-    if dt.is_bool(dtype):
-        return rng.integers(0, 2, size=shape).astype(bool)
-    info = np.iinfo(dtype)
-    lo, hi = max(info.min, -100), min(info.max, 100)
-    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
 
 
 def make_arguments(args: Sequence[Tensor], seed: int = 0, shape_env: dict | None = None):
@@ -85,11 +75,11 @@ def check_candidate(task, config, *, rtol: float = 1e-4, atol: float = 1e-4, see
     """Build a tuning task under `config` (a ConfigEntity, or None for the default), run it on
     seeded random inputs and compare every output with the task's NumPy reference (outputs
     start as NaN, so a value the kernel never writes fails)."""
-    import tensorforge
+    from ..build_module import build
     from ..autotune.task import build_candidate
 
     inputs, expected = task.reference_io(seed=seed)
-    module = tensorforge.build(build_candidate(task, config))
+    module = build(build_candidate(task, config))
     outs = [np.full(e.shape, np.nan, e.dtype) for e in expected]
     module(*inputs, *outs)
     for got, want in zip(outs, expected):

@@ -14,15 +14,15 @@ from tensorforge.runtime.executor import GraphExecutor
 
 
 def _net():
-    """relu -> exp (kernels) -> instance_norm (opaque) -> relu -> add (kernels)."""
+    """relu -> sigmoid -> softmax (kernels) -> scatter_elements (opaque: a host step) -> relu ->
+    softmax -> add (kernels)."""
     rng = np.random.default_rng(0)
     b = GraphBuilder("runs")
     x = b.input("x", (1, 4, 5, 5), "float32")
-    scale = b.const(rng.standard_normal(4).astype("float32"), "scale")
-    bias = b.const(rng.standard_normal(4).astype("float32"), "bias")
+    reverse = b.const(np.broadcast_to(np.arange(5)[::-1], (1, 4, 5, 5)).astype("int64"), "reverse")
     h = b.add1("sigmoid", [b.add1("relu", [x])])
     s = b.add1("softmax", [h], {"axes": (1,)})          # a reduction: a kernel of its own
-    n = b.add1("instance_norm", [s, scale, bias])
+    n = b.add1("scatter_elements", [s, reverse, h], {"axis": 3})
     y = b.add1("add", [b.add1("softmax", [b.add1("relu", [n])], {"axes": (3,)}), h])
     return b.finish([y, s]), rng.standard_normal((1, 4, 5, 5)).astype("float32")
 
