@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+from ..runtime import host_kernels
+
 INJECTIVE, REDUCTION, COMPLEX, OPAQUE = "injective", "reduction", "complex-out-fusable", "opaque"
 PATTERNS = (INJECTIVE, REDUCTION, COMPLEX, OPAQUE)
 
@@ -97,8 +99,8 @@ def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dic
         compute = getattr(cls, "compute", None)
         if compute is None and pattern != OPAQUE:
             raise ValueError(f"op {name}: only opaque ops may lack a TE compute")
-        _REGISTRY[name] = OpDef(name, pattern, infer, reference, compute, getattr(cls, "kernel", None),
-                                dict(schedule or {}), dict(attr_defaults or {}))
+        _add(OpDef(name, pattern, infer, reference, compute, getattr(cls, "kernel", None),
+                   dict(schedule or {}), dict(attr_defaults or {})))
         return cls
 
     return wrap
@@ -110,8 +112,16 @@ def register(opdef: OpDef) -> OpDef:
         raise ValueError(f"op {opdef.name} is registered twice")
     if opdef.pattern not in PATTERNS:
         raise ValueError(f"op {opdef.name}: bad pattern {opdef.pattern!r}")
-    _REGISTRY[opdef.name] = opdef
+    _add(opdef)
     return opdef
+
+
+def _add(opdef: OpDef) -> None:
+    """Record `opdef`; an op without a compute also becomes a host kernel of the runtime (its
+    `kernel`, else its reference), unless the runtime has its own kernel of that name."""
+    _REGISTRY[opdef.name] = opdef
+    if opdef.is_opaque_kernel and opdef.name not in host_kernels.KERNELS:
+        host_kernels.register(opdef.name, opdef.kernel or opdef.reference)
 
 
 def get(name: str) -> OpDef:

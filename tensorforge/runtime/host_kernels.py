@@ -87,12 +87,21 @@ KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_n
                                 "topk": topk}
 
 
+def register(name: str, fn: Callable) -> None:
+    """Make `fn` the host kernel `name` (an op defined outside the package registers its NumPy
+    kernel here when its `@op` record is made)."""
+    if name in KERNELS and KERNELS[name] is not fn:
+        raise ValueError(f"host kernel {name!r} is registered twice")
+    KERNELS[name] = fn
+
+
 def get(name: str) -> Callable:
     """The host kernel called `name`; ValueError naming the known ones when there is none."""
     try:
         return KERNELS[name]
     except KeyError:
-        raise ValueError(f"unknown host kernel {name!r}; this runtime has: "
+        raise ValueError(f"unknown host kernel {name!r}: if it is an op of your own, import the module "
+                         f"that defines it before loading the model; this runtime has: "
                          f"{', '.join(sorted(KERNELS))}") from None
 
 
