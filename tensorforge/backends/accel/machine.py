@@ -166,8 +166,8 @@ class Machine:
                             insn.wgt_factor_in, c.wgt_depth, "WGT")
         pdt = self._product_dtype
         # one block product per micro-op iteration: (batch, in) . (out, in)^T
-        products = np.einsum("nbk,nok->nbo", self.inp[src].astype(pdt),
-                             self.wgt[wgt].astype(pdt))
+        products = np.matmul(self.inp[src].astype(pdt),
+                             self.wgt[wgt].astype(pdt).transpose(0, 2, 1))
         self._accumulate(dst, products)
 
     def _accumulate(self, dst: np.ndarray, products: np.ndarray) -> None:
@@ -181,7 +181,7 @@ class Machine:
             sums = np.bincount(keys, weights=flat.reshape(-1).astype(np.float64),
                                minlength=c.acc_depth * lanes)
             delta = sums.astype(np.int64).reshape(self.acc.shape)
-            touched = np.unique(dst)
+            touched = np.flatnonzero(np.bincount(dst, minlength=c.acc_depth))
             self.acc[touched] = (self.acc[touched].astype(np.int64)
                                  + delta[touched]).astype(c.acc_dtype)
         else:
