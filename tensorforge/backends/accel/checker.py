@@ -6,7 +6,8 @@
 2. a pop before its matching push: replaying the stream in program order with one counter per
    token queue (pops first, then pushes), a counter goes below zero.  If that never happens the
    concurrent machine cannot deadlock (ACCEL.md 2.3);
-3. a non-zero counter at FINISH (a leftover token lets a later pop pass too early);
+3. a non-zero counter at FINISH (a leftover token lets a later pop pass too early), or an
+   instruction that does not happen before FINISH (the host would see the run end too soon);
 4. a race: two instructions in different modules touch overlapping SRAM elements, at least one
    writes, and neither happens before the other through program order and tokens.
 
@@ -141,7 +142,18 @@ def _check_races(program, config: AccelConfig, dram, matched) -> str:
         clock[module[m]] = local[i] + 1
         after[i] = clock
         last_in[m] = i
+    _check_finish_waits(program, after[-1], last_in, module)
     return "all" if dram is not None else "dma only"
+
+
+def _check_finish_waits(program, finish_clock, last_in, module) -> None:
+    """FINISH tells the host the results are in DRAM: every instruction must happen before it."""
+    for m, last in last_in.items():
+        if last >= 0 and finish_clock[module[m]] < sum(1 for insn in program
+                                                        if stage_of(insn) == m):
+            raise ProtocolError(f"FINISH does not wait for {describe(last, program[last])}: no "
+                                f"chain of tokens orders the last {m.name.lower()} instruction "
+                                f"before it, so the host could see the run end before it does")
 
 
 class _Accesses:
