@@ -57,7 +57,8 @@ def import_xgboost():
     try:
         import xgboost
     except ImportError:
-        raise ImportError('the XGBoost cost model (tuner "xgb") needs xgboost: '
+        from ..errors import MissingDependencyError
+        raise MissingDependencyError('the XGBoost cost model (tuner "xgb") needs xgboost: '
                           'pip install "tensorforge[tune]" (or: pip install xgboost-cpu)') from None
     return xgboost
 

@@ -424,8 +424,10 @@ PARALLEL_MIN = 64       # below this many uncached configs, starting processes c
 
 def _features_job(task_json: dict, modules: list, indices: list) -> np.ndarray:
     """In a pool process: the feature vectors of configs `indices` of a task."""
+    from ..errors import install_warning_format
     from .measure import _import
 
+    install_warning_format()        # a warning from a pool process is one line too, with no source
     _import(modules)
     task = Task.from_json(task_json)
     space = task.config_space

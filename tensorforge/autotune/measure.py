@@ -133,6 +133,9 @@ def _on_alarm(signum, frame):
 
 def _build_job(task_json: dict, config_json: dict, modules: list, limit: float) -> dict:
     """In a pool process: lower and compile one candidate within `limit` seconds."""
+    from ..errors import install_warning_format
+
+    install_warning_format()        # a warning from a pool process is one line too, with no source
     start = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, limit)

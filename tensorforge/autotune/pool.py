@@ -56,7 +56,8 @@ def _distributed():
     try:
         import distributed
     except ImportError as err:
-        raise ImportError(f"{_EXTRA_HINT} ({err})") from err
+        from ..errors import MissingDependencyError
+        raise MissingDependencyError(f"{_EXTRA_HINT} ({err})") from err
     return distributed
 
 

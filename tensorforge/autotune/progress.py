@@ -1,6 +1,7 @@
 """Progress of a tuning run on the terminal: a live table per task with `rich` when the terminal
 is interactive, otherwise (or without rich) one line per round, which is also what a log
-callable receives.
+callable receives.  Progress goes to stderr, all of it, so a program's output on stdout (a
+summary, a table) stays apart from it.
 
 A reporter gets `start(states, clock)`, `round(state)` after every measured batch, `note(text)`
 and `stop()`.  States are tuner._TaskState objects: trials, budget, best, default_cost,
@@ -12,6 +13,8 @@ import math
 import sys
 from typing import Callable
 
+from .report import format_speedup, speedup
+
 
 def make_reporter(log, live: bool | None):
     if log is None or log is False:
@@ -19,7 +22,7 @@ def make_reporter(log, live: bool | None):
     if callable(log) and log is not True:
         return LineReporter(log)
     if live is None:
-        live = sys.stdout.isatty()
+        live = sys.stderr.isatty()
     if live:
         try:
             return LiveReporter()
@@ -33,8 +36,8 @@ def _printer() -> Callable[[str], None]:
     try:
         from rich.console import Console
     except ImportError:
-        return lambda line: print(line, flush=True)
-    console = Console(highlight=False, soft_wrap=True)
+        return lambda line: print(line, file=sys.stderr, flush=True)
+    console = Console(highlight=False, soft_wrap=True, stderr=True)
     return lambda line: console.print(line, markup=False)
 
 
@@ -94,7 +97,7 @@ class LiveReporter:
         from rich.console import Console
         from rich.live import Live
 
-        self.console = Console()
+        self.console = Console(stderr=True)
         self.live = Live(console=self.console, refresh_per_second=4, transient=False)
         self.states, self.clock, self.notes = [], None, []
 
@@ -129,7 +132,7 @@ class LiveReporter:
                       f"{d * 1e3:.4f}" if math.isfinite(d) else "-",
                       f"{cost * 1e3:.4f}" if ok else "-",
                       f"{s.task.flops / cost / 1e9:.1f}" if ok else "-",
-                      f"{d / cost:.2f}x" if ok and math.isfinite(d) else "-",
+                      format_speedup(speedup(d, cost)),
                       f"{s.correlation:+.2f}" if s.correlation is not None else "-",
                       "done" if s.trials >= s.budget else (s.stopped or "tuning"))
         return t

@@ -488,6 +488,15 @@ class ConfigEntity(_Defines):
     def __repr__(self) -> str:
         return f"ConfigEntity(index={self.index}, {json.dumps(self.to_json())})"
 
+    def __str__(self) -> str:
+        """What reports and progress lines show: `config 17 (tile_m=[1, 2], order=[1, 0])`."""
+        return f"config {self.index} ({format_config(self.to_json())})"
+
+
+def format_config(values: dict) -> str:
+    """A config's knob values for people: `tile_m=[1, 2], order=[1, 0]` (JSON values)."""
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items()) or "no knobs"
+
 
 def config_key(values: dict) -> str:
     """Canonical JSON text of a config dict (the record files' identity of a config)."""

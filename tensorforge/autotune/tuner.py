@@ -377,6 +377,11 @@ def runner_threads(runner) -> int | None:
     return None
 
 
+def _stderr_line(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr, flush=True)
+
+
 def _confirm_state(state: _TaskState, top: int, rounds: int, builder: Builder, runner: Runner,
                    writer: RecordWriter | None) -> tuple[float, ConfigEntity | None]:
     """Re-measure the default and the `top` fastest configs of a task side by side, `rounds`
@@ -408,7 +413,7 @@ def confirm(tasks: Task | Sequence[Task], records: str, top: int = 3, rounds: in
     another process ran looks slower than one timed at a quiet moment.  Times taken in turn,
     at one moment, compare fairly."""
     tasks = [tasks] if isinstance(tasks, Task) else list(tasks)
-    say = (print if log is True else (log or (lambda line: None)))
+    say = (_stderr_line if log is True else (log or (lambda line: None)))
     own_builder, own_runner = builder is None, runner is None
     builder = builder or LocalBuilder()
     runner = runner or LocalRunner()
@@ -451,8 +456,9 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
     """Tune `tasks` and return {task: TuneResult}.
 
     Without a budget, each task in turn gets up to `trials` measured configs (default 64).
-    With `time_budget` (seconds or "10m") and/or `total_trials` (measured configs in this run,
-    all tasks together), one budget is shared: every task first measures one batch (its
+    With `time_budget` (seconds or "10m", for this run) and/or `total_trials` (measured configs of
+    all tasks together, those already in `records` included: a rerun resumes toward the same
+    total), one budget is shared: every task first measures one batch (its
     default config first), then each round goes to the task where a round is expected to
     shrink end-to-end latency most -- weight = occurrences x current best time x the task's
     recent relative improvement per trial (an optimistic rate until a task has history) --
@@ -501,8 +507,11 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
                          session, previous) for t in tasks]
     for s in states:
         s.measure_default = measure_default
-    clock = _Clock(seconds, total_trials)
+    clock = _Clock(seconds, total_trials, before=sum(s.before for s in states))
     report.start(states, clock)
+    if clock.trials is not None and clock.spent():
+        report.note(f"the budget of {clock.trials} trials is used up by the {clock.before} already in {records}; "
+                    "raise --total-trials to measure more")
     try:
         if budget_mode:
             _run_shared_budget(states, batch, builder, runner, writer, patience, clock, report)
@@ -527,12 +536,15 @@ def tune(tasks: Task | Sequence[Task], trials: int | None = None, records: str |
 
 
 class _Clock:
-    """The shared budget: wall time and/or measured trials of this run."""
+    """The shared budget: wall time of this run and/or measured trials of the tasks, those
+    already in the record file (`before`) included, so a resumed run stops where one
+    uninterrupted run with the same budget would have."""
 
-    def __init__(self, seconds: float | None, trials: int | None):
+    def __init__(self, seconds: float | None, trials: int | None, before: int = 0):
         self.seconds, self.trials = seconds, trials
         self.start = time.perf_counter()
-        self.used = 0
+        self.before = before      # trials of the tasks in the record file when the run began
+        self.used = 0             # trials measured in this run
 
     @property
     def elapsed(self) -> float:
@@ -543,11 +555,11 @@ class _Clock:
         return None if self.seconds is None else max(0.0, self.seconds - self.elapsed)
 
     def trials_left(self) -> int | None:
-        return None if self.trials is None else self.trials - self.used
+        return None if self.trials is None else self.trials - self.before - self.used
 
     def spent(self) -> bool:
         return (self.seconds is not None and self.elapsed >= self.seconds) or \
-               (self.trials is not None and self.used >= self.trials)
+               (self.trials is not None and self.before + self.used >= self.trials)
 
 
 def _round(state: _TaskState, batch: int, builder, runner, writer, patience, clock: _Clock, report) -> None:

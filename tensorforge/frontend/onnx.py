@@ -10,24 +10,34 @@ error for shapes computed at run time.  Unsupported ops are collected and report
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import InputError, MissingDependencyError, UserError
 from ..graph.builder import GraphBuilder, RuntimeValueError
 from ..graph.ir import Graph, GraphError, Value
 from ..ir.dtype import SCALAR_TYPES
 
 _CONVERTERS: dict[str, tuple[Callable, int]] = {}
 
+# The newest ONNX opset whose operators the converters follow.  A model that declares a newer
+# one converts with a warning: an operator whose meaning changed after it may convert wrongly.
+NEWEST_OPSET = 25
 
-class UnsupportedOpsError(NotImplementedError):
+
+class UnsupportedOpsError(UserError, NotImplementedError):
     """The model uses operators tensorforge lacks; the message lists every one."""
 
 
-class ModelLoadError(ValueError):
+class ModelLoadError(InputError):
     """The file is not a readable ONNX model."""
+
+
+class InputShapeError(InputError, NotImplementedError):
+    """A model input's shape is not static, not given, or `shapes` names no input."""
 
 
 def converter(*op_types: str, since: int = 1) -> Callable:
@@ -83,7 +93,7 @@ def _onnx():
     try:
         import onnx
     except ImportError:  # pragma: no cover
-        raise ImportError("the ONNX frontend needs the onnx package: pip install onnx") from None
+        raise MissingDependencyError("the ONNX frontend needs the onnx package: pip install onnx") from None
     return onnx
 
 
@@ -167,24 +177,15 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
     shapes = dict(shapes or {})
     for cname, value in (constants or {}).items():
         env[cname] = b.const(np.asarray(value), name=cname)
+    _check_opset(opset, name or g.name)
+    _check_shape_names(g, shapes)
     for inp in g.input:
         if inp.name in env:
             continue
-        t = inp.type.tensor_type
         if not inp.type.HasField("tensor_type"):
             raise NotImplementedError(f"input {inp.name}: only tensor inputs are supported")
-        dims = []
-        for k, d in enumerate(t.shape.dim):
-            if d.HasField("dim_value") and d.dim_value >= 0:
-                dims.append(d.dim_value)
-            else:
-                dims.append(None)
-        if inp.name in shapes:
-            dims = list(shapes[inp.name])
-        if any(d is None for d in dims):
-            raise NotImplementedError(
-                f"input {inp.name} has symbolic dimensions {[d.dim_param or '?' for d in t.shape.dim]}; "
-                f"give static ones with from_onnx(model, shapes={{{inp.name!r}: (...)}})")
+        t = inp.type.tensor_type
+        dims = _given_dims(inp, shapes[inp.name]) if inp.name in shapes else _static_dims(inp)
         env[inp.name] = b.input(inp.name, dims, _np_dtype(t.elem_type))
 
     missing: dict[str, list[str]] = {}
@@ -223,6 +224,59 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
         if o.name not in env or env[o.name] is None:
             raise GraphError(f"graph output {o.name} is never produced")
     return _with_output_names(b, [(o.name, env[o.name]) for o in g.output])
+
+
+def _check_opset(opset: int, model_name: str) -> None:
+    if opset > NEWEST_OPSET:
+        warnings.warn(f"model {model_name or '<unnamed>'} declares ONNX opset {opset}, newer than opset "
+                      f"{NEWEST_OPSET}, the newest tensorforge knows; an operator whose meaning changed "
+                      "since may convert wrongly", UserWarning, stacklevel=3)
+
+
+def _check_shape_names(g, shapes: dict) -> None:
+    """Every name in `shapes` is a model input (a typo must not be ignored)."""
+    weights = {i.name for i in g.initializer}
+    inputs = [i.name for i in g.input if i.name not in weights]
+    unknown = [n for n in shapes if n not in inputs and n not in weights]
+    if unknown:
+        listed = ", ".join(repr(n) for n in unknown)
+        raise InputShapeError(f"a shape was given for {listed}, which is not an input of the model; "
+                              f"its inputs are {', '.join(inputs) or '(none)'}")
+
+
+def _given_dims(inp, given) -> list[int]:
+    """A shape from `shapes`, checked against the rank the model declares (when it does)."""
+    dims = [int(d) for d in given]
+    t = inp.type.tensor_type
+    if t.HasField("shape") and len(t.shape.dim) != len(dims):
+        model_dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in t.shape.dim]
+        raise InputShapeError(f"input {inp.name} has {len(model_dims)} dimension(s) "
+                              f"[{', '.join(map(str, model_dims))}] in the model, but the shape given for it "
+                              f"has {len(dims)}: {tuple(dims)}")
+    return dims
+
+
+def _static_dims(inp) -> list[int]:
+    """The input's dimensions, or an error saying which are symbolic and how to fix them."""
+    t = inp.type.tensor_type
+    if not t.HasField("shape"):
+        raise InputShapeError(f"input {inp.name} has no shape information in the model; give its shape with "
+                              f"--shape {inp.name}=d0,d1,... on the command line, or from_onnx(model, "
+                              f"shapes={{{inp.name!r}: (d0, d1, ...)}})")
+    dims: list = []
+    for d in t.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(d.dim_param or "?")
+    if all(isinstance(d, int) for d in dims):
+        return dims
+    shown = "[" + ", ".join(str(d) for d in dims) + "]"
+    example = [d if isinstance(d, int) else 1 for d in dims]
+    raise InputShapeError(
+        f"input {inp.name} has symbolic dimensions {shown}; give static ones with --shape "
+        f"{inp.name}={','.join(map(str, example))} on the command line, or from_onnx(model, "
+        f"shapes={{{inp.name!r}: {tuple(example)}}})")
 
 
 def _with_output_names(b: GraphBuilder, outputs: list) -> Graph:

@@ -100,3 +100,56 @@ def test_bad_attribute_names_the_node():
                           opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises((GraphError, ValueError), match="badconv"):
         from_onnx(m)
+
+
+def test_symbolic_dimensions_named_with_static_ones_as_numbers():
+    from tensorforge.errors import UserError
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3, 32, 32])
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
+    with pytest.raises(UserError) as err:
+        from_onnx(m)
+    text = str(err.value)
+    assert "[batch, 3, 32, 32]" in text and "?" not in text
+    assert "--shape x=1,3,32,32" in text and "shapes={'x': (1, 3, 32, 32)}" in text
+
+
+def test_input_without_shape_information_is_an_error_not_a_scalar():
+    from tensorforge.frontend.onnx import InputShapeError
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, None)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    m = _model([helper.make_node("Relu", ["x"], ["y"])], [x], [y])
+    with pytest.raises(InputShapeError, match="input x has no shape information.*--shape x="):
+        from_onnx(m)
+    assert from_onnx(m, shapes={"x": (2, 5)}).inputs[0].shape == (2, 5)
+    scalar = helper.make_tensor_value_info("x", TensorProto.FLOAT, [])     # a real scalar still is one
+    assert from_onnx(_model([helper.make_node("Relu", ["x"], ["y"])], [scalar], [y])).inputs[0].shape == ()
+
+
+def test_shape_for_an_unknown_input_names_the_real_ones():
+    from tensorforge.frontend.onnx import InputShapeError
+
+    with pytest.raises(InputShapeError, match="shape was given for 'X', which is not an input.*inputs are x"):
+        from_onnx(relu_model(), shapes={"X": (2, 3)})
+
+
+def test_shape_of_the_wrong_rank():
+    from tensorforge.frontend.onnx import InputShapeError
+
+    with pytest.raises(InputShapeError, match=r"input x has 2 dimension\(s\) \[2, 3\].*has 1: \(6,\)"):
+        from_onnx(relu_model(), shapes={"x": (6,)})
+
+
+def test_opset_newer_than_the_frontend_knows_warns():
+    from tensorforge.frontend.onnx import NEWEST_OPSET
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    with pytest.warns(UserWarning, match=f"opset 99, newer than opset {NEWEST_OPSET}"):
+        from_onnx(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y], opset=99))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from_onnx(relu_model())                      # opset 17: no warning
