@@ -65,17 +65,6 @@ def round_float(value: float, dtype: str) -> float:
         return float(np.array(value, dtype=dt.to_numpy(dtype)))
 
 
-def make_const(value, dtype: str) -> E.Expr:
-    """A constant of `dtype` (wrapped or rounded); a vector dtype gives a Broadcast."""
-    n = dt.lanes(dtype)
-    scalar = dt.element_of(dtype)
-    if dt.is_float(scalar):
-        node: E.Expr = E.FloatImm(scalar, round_float(value, scalar))
-    else:
-        node = E.IntImm(scalar, wrap_int(int(value), scalar))
-    return node if n == 1 else E.Broadcast(node, n)
-
-
 def _np_float_op(cls: type, a: float, b: float, dtype: str):
     t = dt.to_numpy(dtype).type
     x, y = t(a), t(b)

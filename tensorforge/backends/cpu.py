@@ -11,6 +11,7 @@ import platform
 from typing import Sequence
 
 from ..codegen.analysis import kernel_signature
+from ..ir.functor import post_order_visit
 from ..codegen.c import codegen_c
 from ..runtime.compile import compile_source
 from ..runtime.module import Module
@@ -20,6 +21,7 @@ from ..tir import nodes as N
 KINDS = ("c",)
 # consecutive kernels can be compiled into one C function that calls them in order
 SUPPORTS_SEQUENCES = True
+# the memory scopes a schedule may place buffers in on this backend (local: the stack)
 MEMORY_SCOPES = ("global", "local")
 
 
@@ -58,8 +60,29 @@ def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(),
     funcs = list(funcs)
     if not funcs:
         raise ValueError("build needs at least one PrimFunc")
+    for f in funcs:
+        check_scopes(f)
     # one translation unit per core: the C compiler builds them at the same time
     source = codegen_c(funcs, target, sequences, text_cache, units=target.num_cores)
     lib_path = compile_source(source.text, compile_flags(target), units=source.units)
     return Module([kernel_signature(f) for f in funcs], lib_path, source.text, symbols=source.symbols,
                   target=target)
+
+
+def check_scopes(func: N.PrimFunc) -> None:
+    """ValueError when `func` places a buffer in a memory scope this backend does not have
+    (a `cache_read(A, "shared")` meant for a GPU would otherwise build as plain memory)."""
+    bad: dict = {}
+
+    def visit(node) -> None:
+        if isinstance(node, N.Allocate) and node.buffer.scope not in MEMORY_SCOPES:
+            bad.setdefault(node.buffer.scope, node.buffer.name)
+
+    post_order_visit(func.body, visit)
+    for b in func.params:
+        if b.scope not in MEMORY_SCOPES:
+            bad.setdefault(b.scope, b.name)
+    if bad:
+        scope, name = next(iter(bad.items()))
+        raise ValueError(f"{func.name}: buffer {name!r} is in memory scope {scope!r}, which target kind "
+                         f"'c' does not have (it has {', '.join(MEMORY_SCOPES)})")

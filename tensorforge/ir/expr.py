@@ -241,10 +241,6 @@ class Range:
     min: Expr
     extent: Expr
 
-    @staticmethod
-    def from_min_extent(min_value, extent) -> "Range":
-        return Range(convert(min_value), convert(extent))
-
     def __repr__(self) -> str:
         return f"range(min={self.min}, ext={self.extent})"
 
@@ -482,10 +478,3 @@ def call_intrin(op: str, *args: Any) -> Expr:
 
 def is_const_int(e: Any, value: int | None = None) -> bool:
     return isinstance(e, IntImm) and (value is None or e.value == value)
-
-
-def const_value(e: Expr) -> int | float | None:
-    """The value of an IntImm or FloatImm, else None."""
-    return e.value if isinstance(e, (IntImm, FloatImm)) else None
-
-

@@ -31,10 +31,6 @@ def const_shape(t: te.Tensor) -> tuple:
     return tuple(int(d.value) for d in t.shape)
 
 
-def same_type(x: TensorType) -> TensorType:
-    return TensorType(tuple(x.shape), x.dtype)
-
-
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
     if not -ndim <= axis < max(ndim, 1):
         raise OpError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")

@@ -185,7 +185,3 @@ def unary_op(name: str, te_fn: Callable, np_fn: Callable, dtypes: Sequence[str],
 def binary_op(name: str, te_fn: Callable, np_fn: Callable, dtypes: Sequence[str], **kwargs) -> OpDef:
     """Register a two-input broadcasting elementwise op; see `elementwise_op`."""
     return elementwise_op(name, 2, te_fn, np_fn, dtypes, **kwargs)
-
-
-def float_only(name: str, dtype: str) -> None:
-    check_dtype(name, "input", dtype, FLOATS)

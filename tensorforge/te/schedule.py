@@ -256,10 +256,6 @@ class Stage:
         raise ScheduleError(f"tensorize on stage {self.name}: no backend with tensor intrinsics is "
                             "available yet")
 
-    @property
-    def is_scheduled(self) -> bool:
-        return bool(self.relations) or self.leaf_iter_vars != self.all_iter_vars[:len(self.leaf_iter_vars)]
-
 
 class Schedule:
     """The stages of all operations reachable from the outputs, producers first."""

@@ -171,7 +171,3 @@ class PrimFunc:
         return func_str(self)
 
     __str__ = __repr__
-
-
-def is_one(e: Expr) -> bool:
-    return isinstance(e, IntImm) and e.value == 1

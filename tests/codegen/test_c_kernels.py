@@ -368,3 +368,20 @@ def test_local_and_global_allocations(mod):
     v = rand(64, F32)
     np.testing.assert_allclose(run(mod, "aligned_local", v), (v + 1) ** 2, rtol=1e-6)
     assert "tf_float32x16*)(vt)" in mod.source      # aligned access into the local tile
+
+
+def test_a_memory_scope_the_cpu_lacks_is_an_error():
+    """cache_read into "shared" (a GPU scope) does not silently build as plain memory."""
+    import pytest
+
+    import tensorforge
+    from tensorforge import te
+
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    s = te.create_schedule(B.op)
+    AS = s.cache_read(A, "shared", [B])
+    io, _ = s[B].split(B.op.axis[0], factor=16)
+    s[AS].compute_at(s[B], io)
+    with pytest.raises(ValueError, match="memory scope 'shared'.*target kind 'c'"):
+        tensorforge.build(s, [A, B], target="c")
