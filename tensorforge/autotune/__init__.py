@@ -9,7 +9,7 @@ records=path)` (driver.py; the other tasks keep their default schedules).
 Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (the tunable-template
 registry, and the conv2d_nchwc / matmul templates; others live beside their ops/schedules/),
 task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
-records.py (record files), tuner.py (tuners, tune), features.py (loop-program features),
+records.py (record files), tuners.py (random, grid, genetic), tuner.py (the tuning loop: tune, confirm), features.py (loop-program features),
 cost_model.py (CostModel, XGBoostCostModel), search.py (simulated annealing, ModelBasedTuner:
 tuner="xgb"), pool.py (DaskRunner: measuring on a Dask distributed pool), progress.py
 (live progress), report.py (record summaries and curves).
@@ -27,8 +27,8 @@ _EXPORTS = {
     "MeasureResult": "measure", "BuildResult": "measure", "ErrorKind": "measure",
     "Record": "records", "RecordWriter": "records", "load_records": "records",
     "best_configs": "records", "measured_keys": "records",
-    "tune": "tuner", "TuneResult": "tuner", "RandomTuner": "tuner", "GridTuner": "tuner",
-    "GATuner": "tuner", "make_tuner": "tuner",
+    "tune": "tuner", "TuneResult": "tuner", "RandomTuner": "tuners", "GridTuner": "tuners",
+    "GATuner": "tuners", "make_tuner": "tuners",
     "CostModel": "cost_model", "XGBoostCostModel": "cost_model",
     "extract_features": "features", "FeatureExtractor": "features", "feature_names": "features",
     "ModelBasedTuner": "search", "simulated_annealing": "search",

@@ -38,7 +38,7 @@ from .measure import MeasureResult
 from .records import Record
 from .space import ConfigEntity, ConfigSpace
 from .task import Task
-from .tuner import _TunerBase
+from .tuners import _TunerBase
 
 Scorer = Callable[[Sequence[ConfigEntity]], np.ndarray]
 

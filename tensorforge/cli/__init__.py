@@ -150,7 +150,7 @@ def _add_inspect(sub) -> None:
 
 
 def _tuner_names() -> tuple:
-    from tensorforge.autotune.tuner import TUNERS
+    from tensorforge.autotune.tuners import TUNERS
     return tuple(TUNERS)
 
 

@@ -8,7 +8,7 @@ from tensorforge.autotune import GATuner, GridTuner, RandomTuner, tune
 from tensorforge.autotune.measure import BuildResult, LocalBuilder, LocalRunner, MeasureResult
 from tensorforge.autotune.records import load_records
 from tensorforge.autotune.task import Task
-from tensorforge.autotune.tuner import make_tuner
+from tensorforge.autotune.tuners import make_tuner
 
 GEMM = Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")])
 

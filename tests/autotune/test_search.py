@@ -12,7 +12,8 @@ from tensorforge.autotune.measure import BuildResult, MeasureResult
 from tensorforge.autotune.records import Record
 from tensorforge.autotune.search import knob_distance, pick_batch, score_space, simulated_annealing
 from tensorforge.autotune.task import Task
-from tensorforge.autotune.tuner import RandomTuner, make_tuner, tune
+from tensorforge.autotune.tuner import tune
+from tensorforge.autotune.tuners import RandomTuner, make_tuner
 
 GEMM = Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")])        # 4608 configs
 MM = Task.for_op("matmul", [((2, 64), "float32"), ((64, 96), "float32")])           # 384 configs

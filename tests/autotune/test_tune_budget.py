@@ -38,7 +38,8 @@ def test_shared_trial_budget_goes_to_the_heavier_task(tmp_path):
 
 def test_priority_weighs_occurrences_cost_and_progress():
     from tensorforge.autotune.measure import MeasureResult
-    from tensorforge.autotune.tuner import _priority, _TaskState, make_tuner
+    from tensorforge.autotune.tuner import _priority, _TaskState
+    from tensorforge.autotune.tuners import make_tuner
 
     def state(task, costs):
         s = _TaskState(task, make_tuner("random", task.config_space), [], None)
