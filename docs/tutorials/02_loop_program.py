@@ -16,8 +16,6 @@ C compiler needed) and as C code.  Both must agree with NumPy.
 
 Run it:  python docs/tutorials/02_loop_program.py
 """
-import os
-
 import numpy as np
 
 import tensorforge
@@ -26,7 +24,7 @@ from tensorforge.tir import interp
 from tensorforge.tir.build import schedule_to_primfunc
 from tensorforge.tir.pipeline import PASSES
 
-N = int(os.environ.get("TUTORIAL_SIZE", "100"))          # not a multiple of 8: the split has a tail
+N = 100                                                  # not a multiple of 8: the split has a tail
 
 # y = 2 * x + 1 over N elements, split by 8 with the inner loop vectorized.
 X = te.placeholder((N,), name="X")
