@@ -2,8 +2,10 @@
 
 Two graphs are equal when they have the same inputs (shape, dtype, in order), the same nodes in
 the same order (op, attributes, output types), the same wiring (each node input names the same
-graph input, constant or earlier node output), the same constants where they are read (shape, dtype and values) and
-the same outputs.  Constants nothing reads are not compared (see `read_constants`).  Value and node names are ignored: a pass may name what it creates as it likes.
+graph input, constant or earlier node output), the same constants where they are read (shape,
+dtype and values) and the same outputs.  Constants that nothing reads are not compared (a pass
+may leave them for dead-code elimination).  Value and node names are ignored: a pass may name
+what it creates as it likes.
 """
 from __future__ import annotations
 
@@ -54,13 +56,6 @@ def graph_difference(got: Graph, want: Graph, *, rtol: float = 0.0, atol: float 
         if problem:
             return f"graph output {j}: {problem}"
     return None
-
-
-def read_constants(graph: Graph) -> set:
-    """The constants that some node or graph output reads (a pass may leave others for
-    dead-code elimination)."""
-    read = {v for n in graph.nodes for v in n.inputs if v is not None} | set(graph.outputs)
-    return {v for v in graph.params if v in read}
 
 
 class _Ids:
@@ -124,4 +119,6 @@ def _same_value(x, y) -> bool:
         return np.array_equal(np.asarray(x), np.asarray(y))
     if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
         return len(x) == len(y) and all(_same_value(p, q) for p, q in zip(x, y))
-    return type(x) is type(y) and x == y if isinstance(x, bool) or isinstance(y, bool) else x == y
+    if isinstance(x, bool) or isinstance(y, bool):       # True == 1, but not as an attribute value
+        return type(x) is type(y) and x == y
+    return x == y

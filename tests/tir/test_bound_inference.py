@@ -7,8 +7,6 @@ and the guards a non-dividing split or a region past the tensor's edge needs.  E
 also run on the C backend and the interpreter against NumPy."""
 from __future__ import annotations
 
-import numpy as np
-
 from tensorforge import te
 from tensorforge.arith import structural_equal
 from tensorforge.te import expr as E
