@@ -1,6 +1,8 @@
 """Interval, const_int_bound and eval_interval: exact results for the cases bound inference uses."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from tensorforge.arith import Analyzer, Interval, structural_equal
@@ -30,7 +32,7 @@ def test_interval_constructors():
 
 
 def test_interval_is_frozen():
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'min'"):
         J.min = const(1)  # type: ignore[misc]
 
 

@@ -2,10 +2,12 @@
 falls most, plateaued tasks stopped, and the live progress table drawn without errors."""
 import dataclasses
 import io
+import types
 
 import pytest
 
 from tensorforge.autotune import tune
+from tensorforge.autotune import tuner as tuner_module
 from tensorforge.autotune.records import load_records
 from tensorforge.autotune.task import Task
 from tensorforge.autotune.tuner import parse_duration
@@ -67,20 +69,24 @@ def test_budget_stops_plateaued_tasks_and_ends_early():
     assert "every task has stopped" in lines[-1]
 
 
-def test_time_budget_is_respected():
-    import time
+def test_time_budget_is_respected(monkeypatch):
+    # A virtual clock that only the runner moves: each round of measurement takes 0.05 s, so a
+    # 0.6 s budget buys exactly 12 rounds (the first batch of each task included), no matter how
+    # busy the machine is.
+    now = [0.0]
 
     class SlowRunner(FakeRunner):
         def run(self, builds):
-            time.sleep(0.05)
+            now[0] += 0.05
             return super().run(builds)
 
-    start = time.perf_counter()
-    results = tune([LIGHT, HEAVY], time_budget=0.6, tuner="random", builder=FakeBuilder(), runner=SlowRunner(),
+    monkeypatch.setattr(tuner_module, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
+    runner = SlowRunner()
+    results = tune([LIGHT, HEAVY], time_budget=0.6, tuner="random", builder=FakeBuilder(), runner=runner,
                    batch_size=4, log=False)
-    took = time.perf_counter() - start
-    assert took < 0.6 + 1.0                                    # one round past the budget at most (+ slack)
-    assert sum(r.trials for r in results.values()) >= 8
+    assert now[0] == pytest.approx(0.6)                       # stopped at the first round past the budget
+    assert len(runner.seen) == sum(r.trials for r in results.values()) == 12 * 4
+    assert all(r.trials >= 4 for r in results.values())       # each task measured its first batch
 
 
 def test_live_table_renders():

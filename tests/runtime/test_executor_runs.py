@@ -39,9 +39,17 @@ def test_runs_split_at_opaque_steps_and_match_the_reference(tmp_path):
     assert all(r["symbol"] in model.source for r in runs)
     want = run_reference(graph, x)
     got = model(x)
+    assert len(got) == len(want) == 2
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    model.profile(x, repeat=1)                         # kernels one by one, for their times
+    rows = model.profile(x, repeat=2)                  # kernels one by one, for their times
+    assert sorted(label for label, _ in rows) == sorted(model.spec.labels)
+    assert len(model.spec.labels) == len(steps)
+    seconds = [t for _, t in rows]
+    assert seconds == sorted(seconds, reverse=True)    # slowest first
+    assert all(np.isfinite(t) and t >= 0 for t in seconds) and seconds[0] > 0
+    for a, b in zip(model(x), want):                   # profiling leaves the results unchanged
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     again = tensorforge.load(model.export(str(tmp_path / "runs.tfm")))
     assert again.spec.runs == runs
     for a, b in zip(again(x), got):

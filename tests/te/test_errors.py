@@ -5,6 +5,7 @@ import pytest
 
 import tensorforge
 from tensorforge import te
+from tensorforge.codegen.c_like import CodegenError
 from tensorforge.te import ScheduleError
 from tensorforge.testing import workloads as W
 
@@ -145,7 +146,7 @@ def test_bind_needs_thread_axis(mm):
 def test_bind_refused_by_c_target(mm):
     w, s, C = mm
     s[C].bind(s[C].op.axis[0], te.thread_axis("blockIdx.x"))
-    with pytest.raises(Exception, match="thread"):
+    with pytest.raises(CodegenError, match="bound to thread axis 'blockIdx.x', but the C target has no thread axes"):
         tensorforge.build(s, w.args, target="c")
 
 

@@ -1,0 +1,428 @@
+"""Before/expected tests for every graph pass in graph/pipeline.py: build a small input graph by
+hand, run only that pass, build the graph it should produce by hand, and compare their
+structure (op sequence, attributes, wiring, constants) with `assert_graph_equal`.  Each pass
+also has a case it must leave alone.  The expected constants are computed here with plain NumPy
+(reshapes, transposes, the batch-norm algebra), not with the pass's own helpers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graph_compare import assert_graph_equal, graph_difference
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.ir import Graph, Node, Value
+from tensorforge.graph.passes.alter_layout import alter_layout
+from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from tensorforge.graph.passes.alter_layout_depthwise import alter_layout_depthwise
+from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
+from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
+from tensorforge.graph.passes.alter_layout_rows import alter_layout_rows
+from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
+from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
+from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
+from tensorforge.graph.passes.fold_constants import fold_constants
+from tensorforge.graph.passes.simplify_graph import simplify_graph
+from tensorforge.graph.pipeline import PASSES
+from tensorforge.graph.reference import run_reference
+
+RNG = np.random.default_rng(0)
+CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups": 1}
+TESTED = {"eliminate_dead_code", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+          "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
+          "alter_layout_matmul", "alter_layout_depthwise", "alter_layout_rows"}
+
+
+def builder(name="g") -> GraphBuilder:
+    b = GraphBuilder(name)
+    b.fold_constants = False         # keep constant subgraphs: some passes are about them
+    return b
+
+
+def rand(*shape) -> np.ndarray:
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def pack_oihw(w: np.ndarray, block: int) -> np.ndarray:
+    """OIHW -> (O / block, I, KH, KW, block), written out element by element."""
+    o, i, kh, kw = w.shape
+    out = np.empty((o // block, i, kh, kw, block), w.dtype)
+    for f in range(o):
+        out[f // block, :, :, :, f % block] = w[f]
+    return out
+
+
+def test_every_pipeline_pass_has_a_before_expected_test():
+    assert {name for name, _, _ in PASSES} == TESTED
+
+
+def test_the_comparison_sees_a_changed_attribute_wire_and_constant():
+    def graph(alpha=0.1, const=1.0, swap=False):
+        b = builder()
+        x = b.input("x", (2, 3), "float32")
+        c = b.const(np.full((2, 3), const, "float32"))
+        r = b.add1("leaky_relu", [x], {"alpha": alpha})
+        return b.finish([b.add1("add", [c, r] if swap else [r, c])])
+    assert graph_difference(graph(), graph()) is None
+    assert "attributes" in graph_difference(graph(alpha=0.2), graph())
+    assert "constant values differ" in graph_difference(graph(const=2.0), graph())
+    assert "reads a constant, expected output 0 of node 0" in graph_difference(graph(swap=True), graph())
+
+
+# -- eliminate_dead_code --------------------------------------------------------------------------
+
+def test_eliminate_dead_code():
+    x = Value("x", (4,), "float32")
+    used, unused = Value("w", (4,), "float32"), Value("u", (4,), "float32")
+    y, dead, dead2 = (Value(n, (4,), "float32") for n in ("y", "dead", "dead2"))
+    before = Graph((x,), (y,), (Node("exp", (x,), (dead,)), Node("add", (x, used), (y,)),
+                                Node("mul", (dead, unused), (dead2,))),
+                   {used: np.ones(4, "float32"), unused: np.zeros(4, "float32")})
+    want = Graph((x,), (y,), (Node("add", (x, used), (y,)),), {used: np.ones(4, "float32")})
+    got = eliminate_dead_code(before)
+    assert_graph_equal(got, want)
+    assert set(got.params) == {used}                          # the unread constant is gone too
+
+
+# -- fold_constants -------------------------------------------------------------------------------
+
+def test_fold_constants_evaluates_constant_subgraphs():
+    a = rand(3, 4)
+    b = builder()
+    x = b.input("x", (3, 4), "float32")
+    c = b.const(a, "a")
+    folded = b.add1("exp", [b.add1("relu", [c])])
+    before = b.finish([b.add1("add", [x, folded])])
+
+    e = builder()
+    x = e.input("x", (3, 4), "float32")
+    want = e.finish([e.add1("add", [x, e.const(np.exp(np.maximum(a, 0)))])])
+    assert_graph_equal(fold_constants(before), want, rtol=1e-6)
+
+
+def test_fold_constants_leaves_runtime_values_alone():
+    b = builder()
+    x = b.input("x", (3, 4), "float32")
+    g = b.finish([b.add1("exp", [b.add1("relu", [x])])])
+    assert fold_constants(g) is g
+
+
+# -- simplify_graph -------------------------------------------------------------------------------
+
+def test_simplify_graph_drops_identities_and_merges_reshapes():
+    b = builder()
+    x = b.input("x", (2, 3, 4), "float32")
+    i = b.add1("identity", [b.add1("identity", [x])])
+    r1 = b.add1("reshape", [i], {"shape": (6, -1)})            # (6, 4)
+    r2 = b.add1("reshape", [r1], {"shape": (0, 2, -1)})        # (6, 2, 2): 0 keeps r1's first dimension
+    before = b.finish([b.add1("relu", [r2])])
+    assert [n.op for n in before.nodes] == ["identity", "identity", "reshape", "reshape", "relu"]
+
+    e = builder()
+    x = e.input("x", (2, 3, 4), "float32")
+    e.add1("reshape", [x], {"shape": (6, -1)})     # left for dead-code elimination: simplify only rewires
+    r2 = e.add1("reshape", [x], {"shape": (6, 2, 2), "allowzero": 1})
+    want = e.finish([e.add1("relu", [r2])])
+    assert_graph_equal(simplify_graph(before), want)
+
+
+def test_simplify_graph_keeps_an_identity_that_is_a_graph_output():
+    b = builder()
+    x = b.input("x", (2, 3), "float32")
+    g = b.finish([b.add1("identity", [x])])
+    assert simplify_graph(g) is g
+
+
+# -- fold_batch_norm ------------------------------------------------------------------------------
+
+def _bn_stats(c):
+    return rand(c), rand(c), rand(c), np.abs(rand(c)) + 0.5      # gamma, beta, mean, var
+
+
+def test_fold_batch_norm_into_conv_and_bias():
+    w, bias = rand(4, 3, 3, 3), rand(4, 1, 1)
+    gamma, beta, mean, var = _bn_stats(4)
+    eps = 1e-3
+    b = builder()
+    x = b.input("x", (1, 3, 6, 6), "float32")
+    y = b.add1("conv2d", [x, b.const(w, "w")], CONV)
+    y = b.add1("add", [y, b.const(bias, "bias")])
+    y = b.add1("batch_norm", [y, *(b.const(a) for a in (gamma, beta, mean, var))], {"epsilon": eps})
+    before = b.finish([b.add1("relu", [y])])
+
+    s = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + eps)
+    e = builder()
+    x = e.input("x", (1, 3, 6, 6), "float32")
+    y = e.add1("conv2d", [x, e.const((w * s[:, None, None, None]).astype("float32"))], CONV)
+    shift = (beta - mean * s + bias.reshape(-1) * s).astype("float32").reshape(4, 1, 1)
+    y = e.add1("add", [y, e.const(shift)])
+    want = e.finish([e.add1("relu", [y])])
+    got = fold_batch_norm(before)
+    assert_graph_equal(got, want, rtol=1e-5, atol=1e-6)
+    xin = rand(1, 3, 6, 6)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_fold_batch_norm_into_dense():
+    w = rand(5, 3)
+    gamma, beta, mean, var = _bn_stats(5)
+    b = builder()
+    x = b.input("x", (2, 3), "float32")
+    y = b.add1("dense", [x, b.const(w)])
+    before = b.finish([b.add1("batch_norm", [y, *(b.const(a) for a in (gamma, beta, mean, var))])])
+
+    s = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-5)
+    e = builder()
+    x = e.input("x", (2, 3), "float32")
+    y = e.add1("dense", [x, e.const((w * s[:, None]).astype("float32"))])
+    want = e.finish([e.add1("add", [y, e.const((beta - mean * s).astype("float32"))])])
+    assert_graph_equal(fold_batch_norm(before), want, rtol=1e-5, atol=1e-6)
+
+
+def test_fold_batch_norm_leaves_a_shared_conv_output_alone():
+    b = builder()
+    x = b.input("x", (1, 3, 6, 6), "float32")
+    y = b.add1("conv2d", [x, b.const(rand(4, 3, 3, 3))], CONV)
+    n = b.add1("batch_norm", [y, *(b.const(a) for a in _bn_stats(4))])
+    g = b.finish([n, y])                           # the conv's output is also a graph output
+    assert fold_batch_norm(g) is g
+
+
+# -- alter_layout ---------------------------------------------------------------------------------
+
+def test_alter_layout_transposes_dense_weights_and_packs_convs():
+    wd, wc = rand(6, 8), rand(32, 3, 3, 3)
+    b = builder()
+    x = b.input("x", (2, 8), "float32")
+    img = b.input("img", (1, 3, 8, 8), "float32")
+    y = b.add1("dense", [x, b.const(wd)])
+    z = b.add1("relu", [b.add1("conv2d", [img, b.const(wc)], CONV)])
+    before = b.finish([y, z])
+
+    e = builder()
+    x = e.input("x", (2, 8), "float32")
+    img = e.input("img", (1, 3, 8, 8), "float32")
+    y = e.add1("matmul", [x, e.const(np.ascontiguousarray(wd.T))])
+    blocked = e.add1("conv2d_nchwc", [img, e.const(pack_oihw(wc, 32))],
+                     {k: CONV[k] for k in ("strides", "padding", "dilations")})
+    z = e.add1("relu", [e.add1("nchwc_to_nchw", [blocked])])
+    assert_graph_equal(alter_layout(before), e.finish([y, z]))
+
+
+def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
+    b = builder()
+    img = b.input("img", (1, 4, 8, 8), "float32")
+    y = b.add1("conv2d", [img, b.const(rand(8, 4, 3, 3))], CONV)              # 8 channels: no block
+    z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
+    g = b.finish([y, z])
+    assert alter_layout(g) is g
+
+
+# -- alter_layout_propagate -----------------------------------------------------------------------
+
+def test_alter_layout_propagate_keeps_values_blocked_between_convs():
+    w1, w2, bias = pack_oihw(rand(16, 16, 3, 3), 16), pack_oihw(rand(16, 16, 3, 3), 16), rand(16, 1, 1)
+    attrs = {k: CONV[k] for k in ("strides", "padding", "dilations")}
+    b = builder()
+    x = b.input("x", (1, 16, 6, 6), "float32")
+    y = b.add1("nchwc_to_nchw", [b.add1("conv2d_nchwc", [x, b.const(w1)], attrs)])
+    y = b.add1("relu", [b.add1("add", [y, b.const(bias)])])
+    y = b.add1("nchwc_to_nchw", [b.add1("conv2d_nchwc", [y, b.const(w2)], attrs)])
+    before = b.finish([y])
+
+    e = builder()
+    x = e.input("x", (1, 16, 6, 6), "float32")
+    y = e.add1("conv2d_nchwc", [x, e.const(w1)], attrs)
+    y = e.add1("relu", [e.add1("add", [y, e.const(bias.reshape(1, 1, 1, 1, 16))])])   # bias re-laid out
+    y = e.add1("conv2d_nchwc", [y, e.const(w2)], dict(attrs, data_layout="NCHW16c"))
+    want = e.finish([e.add1("nchwc_to_nchw", [y])])
+    got = alter_layout_propagate(before)
+    assert_graph_equal(got, want)
+    xin = rand(1, 16, 6, 6)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_alter_layout_propagate_converts_back_for_an_op_that_needs_nchw():
+    w = pack_oihw(rand(16, 16, 1, 1), 16)
+    attrs = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)}
+    b = builder()
+    x = b.input("x", (1, 16, 4, 4), "float32")
+    y = b.add1("nchwc_to_nchw", [b.add1("conv2d_nchwc", [x, b.const(w)], attrs)])
+    before = b.finish([b.add1("softmax", [y], {"axes": (1,)})])
+    assert_graph_equal(alter_layout_propagate(before), before)     # the transform stays where it was
+
+
+def test_alter_layout_propagate_without_blocked_values_is_a_no_op():
+    b = builder()
+    x = b.input("x", (1, 16, 4, 4), "float32")
+    g = b.finish([b.add1("relu", [x])])
+    assert alter_layout_propagate(g) is g
+
+
+# -- alter_layout_winograd ------------------------------------------------------------------------
+
+def test_alter_layout_winograd_transforms_3x3_weights_once():
+    from tensorforge.ops.nn_conv_winograd import winograd_matrices
+
+    wp = pack_oihw(rand(16, 16, 3, 3), 16)
+    attrs = {k: CONV[k] for k in ("strides", "padding", "dilations")}
+    b = builder()
+    x = b.input("x", (1, 16, 8, 8), "float32")
+    y = b.add1("conv2d_nchwc", [x, b.const(wp)], attrs)
+    before = b.finish([b.add1("nchwc_to_nchw", [y])])
+
+    _, g, _ = winograd_matrices(4)                                # 8x8 output: 4x4 tiles
+    u = np.einsum("ak,fckld,bl->abfcd", g, wp.astype(np.float64), g).astype("float32")
+    e = builder()
+    x = e.input("x", (1, 16, 8, 8), "float32")
+    xb = e.add1("nchw_to_nchwc", [x], {"block": 16})
+    y = e.add1("conv2d_winograd_nchwc", [xb, e.const(u)],
+               {"tile": 4, "padding": (1, 1, 1, 1), "data_layout": "NCHW16c"})
+    want = e.finish([e.add1("nchwc_to_nchw", [y])])
+    got = alter_layout_winograd(before)
+    assert_graph_equal(got, want, rtol=1e-5, atol=1e-5)
+    xin = rand(1, 16, 8, 8)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-3, atol=1e-3)
+
+
+def test_alter_layout_winograd_keeps_strided_and_narrow_convs_direct():
+    b = builder()
+    x = b.input("x", (1, 16, 8, 8), "float32")
+    strided = {"strides": (2, 2), "padding": (1, 1, 1, 1), "dilations": (1, 1)}
+    y = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(16, 16, 3, 3), 16))], strided)
+    z = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(16, 16, 1, 1), 16))],
+               {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
+    g = b.finish([y, z])
+    assert alter_layout_winograd(g) is g
+
+
+# -- alter_layout_conv_transpose ------------------------------------------------------------------
+
+def test_alter_layout_conv_transpose_packs_per_phase():
+    w = rand(8, 16, 3, 3)                                       # (C, M, KH, KW)
+    attrs = {"strides": (2, 2), "padding": (1, 1, 1, 1), "output_padding": (1, 1)}
+    b = builder()
+    x = b.input("x", (1, 8, 4, 4), "float32")
+    before = b.finish([b.add1("conv_transpose2d", [x, b.const(w)], attrs)])
+    got = alter_layout_conv_transpose(before)
+
+    padded = np.zeros((8, 16, 4, 4), "float32")                 # the kernel padded to the strides
+    padded[:, :, :3, :3] = w
+    packed = np.empty((1, 8, 4, 4, 16), "float32")
+    for m in range(16):
+        packed[0, :, :, :, m] = padded[:, m]
+    (conv, back) = got.nodes
+    e = builder()
+    x = e.input("x", (1, 8, 4, 4), "float32")
+    y = e.add1("conv_transpose2d_nchwc", [x, e.const(packed)], dict(conv.attrs))
+    want = e.finish([e.add1("nchwc_to_nchw", [y])])
+    assert_graph_equal(got, want)
+    assert conv.attrs["strides"] == (2, 2) and back.outputs[0].shape == (1, 16, 8, 8)
+    xin = rand(1, 8, 4, 4)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_alter_layout_conv_transpose_of_a_1x1_input_is_a_matmul():
+    w = rand(6, 4, 2, 2)
+    b = builder()
+    x = b.input("x", (3, 6, 1, 1), "float32")
+    before = b.finish([b.add1("conv_transpose2d", [x, b.const(w)], {"strides": (1, 1)})])
+
+    e = builder()
+    x = e.input("x", (3, 6, 1, 1), "float32")
+    flat = e.add1("reshape", [x], {"shape": (3, 6)})
+    y = e.add1("matmul", [flat, e.const(w.reshape(6, 16))])
+    want = e.finish([e.add1("reshape", [y], {"shape": (3, 4, 2, 2)})])
+    got = alter_layout_conv_transpose(before)
+    assert_graph_equal(got, want)
+    xin = rand(3, 6, 1, 1)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+# -- alter_layout_matmul --------------------------------------------------------------------------
+
+def test_alter_layout_matmul_packs_constant_weights_into_panels():
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (5, 8), "float32")
+    before = b.finish([b.add1("matmul", [x, b.const(w)])])
+
+    nr = 32                              # 20 columns, 16 float lanes: one panel of two vectors
+    panels = np.zeros((1, 8, nr), "float32")
+    panels[0, :, :20] = w
+    e = builder()
+    x = e.input("x", (5, 8), "float32")
+    want = e.finish([e.add1("matmul_packed", [x, e.const(panels)], {"units": 20})])
+    assert_graph_equal(alter_layout_matmul(before), want)
+
+
+def test_alter_layout_matmul_leaves_runtime_weights_alone():
+    b = builder()
+    x, w = b.input("x", (5, 8), "float32"), b.input("w", (8, 20), "float32")
+    g = b.finish([b.add1("matmul", [x, w])])
+    assert alter_layout_matmul(g) is g
+
+
+# -- alter_layout_depthwise -----------------------------------------------------------------------
+
+def test_alter_layout_depthwise():
+    w = rand(8, 1, 3, 3)
+    b = builder()
+    x = b.input("x", (1, 8, 6, 6), "float32")
+    before = b.finish([b.add1("conv2d", [x, b.const(w)], dict(CONV, groups=8))])
+
+    e = builder()
+    x = e.input("x", (1, 8, 6, 6), "float32")
+    want = e.finish([e.add1("depthwise_conv2d", [x, e.const(w)],
+                            {k: CONV[k] for k in ("strides", "padding", "dilations")})])
+    assert_graph_equal(alter_layout_depthwise(before), want)
+
+
+def test_alter_layout_depthwise_leaves_other_groupings_alone():
+    b = builder()
+    x = b.input("x", (1, 8, 6, 6), "float32")
+    g = b.finish([b.add1("conv2d", [x, b.const(rand(8, 2, 3, 3))], dict(CONV, groups=4))])
+    assert alter_layout_depthwise(g) is g
+
+
+# -- alter_layout_rows ----------------------------------------------------------------------------
+
+def test_alter_layout_rows():
+    gamma, beta = rand(6), rand(6)
+    pool = {"kernel": (2, 2), "strides": (2, 2)}
+    b = builder()
+    x = b.input("x", (2, 4, 6), "float32")
+    img = b.input("img", (1, 2, 4, 4), "float32")
+    s = b.add1("softmax", [x], {"axes": (-1,)})
+    n = b.add1("layer_norm", [s, b.const(gamma), b.const(beta)], {"axis": -1, "epsilon": 1e-3})
+    across = b.add1("softmax", [x], {"axes": (1,)})             # not the last axis: unchanged
+    p = b.add1("max_pool2d", [img], pool)
+    before = b.finish([n, across, p])
+
+    e = builder()
+    x = e.input("x", (2, 4, 6), "float32")
+    img = e.input("img", (1, 2, 4, 4), "float32")
+    s = e.add1("softmax_rows", [x])
+    n = e.add1("layer_norm_rows", [s, e.const(gamma), e.const(beta)], {"epsilon": 1e-3})
+    across = e.add1("softmax", [x], {"axes": (1,)})
+    p = e.add1("max_pool2d_rows", [img], pool)
+    assert_graph_equal(alter_layout_rows(before), e.finish([n, across, p]))
+
+
+def test_alter_layout_rows_leaves_integer_and_other_axis_ops_alone():
+    b = builder()
+    x = b.input("x", (2, 4, 6), "float32")
+    g = b.finish([b.add1("softmax", [x], {"axes": (0,)})])
+    assert alter_layout_rows(g) is g
+
+
+@pytest.mark.parametrize("name", sorted(TESTED))
+def test_each_pass_returns_a_valid_graph_on_its_own_output(name):
+    """A second run of any pass on its own output changes nothing more (the passes are
+    idempotent), checked on a graph that exercises several of them."""
+    fn = next(f for n, f, _ in PASSES if n == name)
+    b = builder()
+    x = b.input("x", (2, 8), "float32")
+    y = b.add1("dense", [b.add1("identity", [x]), b.const(rand(16, 8))])
+    y = b.add1("softmax", [y], {"axes": (-1,)})
+    once = fn(b.finish([y]))
+    assert_graph_equal(fn(once), once)

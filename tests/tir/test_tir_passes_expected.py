@@ -1,0 +1,179 @@
+"""Before/expected tests for the loop-IR passes in tir/pipeline.py (simplify has its own file,
+test_simplify_pass.py): hand-written input and expected PrimFuncs, compared with
+`structural_equal`; each rewrite is also run on the reference interpreter, before and after, to
+show that it keeps the program's meaning."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.arith import structural_equal
+from tensorforge.ir import expr as E
+from tensorforge.ir.expr import Broadcast, Ramp, Var, const
+from tensorforge.tir import interp
+from tensorforge.tir import nodes as N
+from tensorforge.tir.passes.flatten_storage import flatten_storage
+from tensorforge.tir.passes.partition_loops import partition_loops
+from tensorforge.tir.passes.unroll_loops import unroll_loops
+from tensorforge.tir.passes.vectorize_loops import vectorize_loops
+from tensorforge.tir.pipeline import PASSES
+
+i, j, k = Var("i"), Var("j"), Var("k")
+A = N.Buffer("A", (8, 16), "float32")
+B = N.Buffer("B", (8, 16), "float32")
+X = N.Buffer("X", (60,), "float32")
+Y = N.Buffer("Y", (60,), "float32")
+
+
+def loop(var, extent, body, kind=N.SERIAL, start=0) -> N.For:
+    return N.For(var, E.convert(start), E.convert(extent), kind, body)
+
+
+def load(buf, *idx):
+    return N.BufferLoad(buf, tuple(E.convert(x) for x in idx))
+
+
+def store(buf, value, *idx):
+    return N.BufferStore(buf, E.convert(value), tuple(E.convert(x) for x in idx))
+
+
+def check(pass_fn, before: N.PrimFunc, want_body: N.Stmt) -> N.PrimFunc:
+    got = pass_fn(before)
+    want = before.with_body(want_body)
+    assert structural_equal(got, want), f"got:\n{got}\nexpected:\n{want}"
+    return got
+
+
+def same_results(before: N.PrimFunc, after: N.PrimFunc, seed: int = 0) -> None:
+    """Both programs, run on the interpreter from the same inputs, write the same outputs
+    (outputs start as NaN, so an element one of them skips shows)."""
+    rng = np.random.default_rng(seed)
+    inputs = [rng.standard_normal(tuple(int(d.value) for d in b.shape)).astype(b.dtype) for b in before.params]
+    runs = []
+    for f in (before, after):
+        arrays = [a.copy() for a in inputs]
+        arrays[-1][...] = np.nan
+        interp.run(f, *arrays)
+        runs.append(arrays[-1])
+    assert not np.isnan(runs[0]).any()
+    np.testing.assert_array_equal(runs[1], runs[0])
+
+
+def test_every_pipeline_pass_has_a_before_expected_test():
+    tested = {"simplify", "partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops"}
+    assert {name for name, _ in PASSES} == tested
+
+
+# -- flatten_storage ------------------------------------------------------------------------------
+
+def test_flatten_storage_makes_row_major_offsets():
+    before = N.PrimFunc("f", (A, B), loop(i, 8, loop(j, 16, store(B, load(A, i, j) * 2.0, i, j))))
+    want = loop(i, 8, loop(j, 16, store(B, load(A, i * 16 + j) * 2.0, i * 16 + j)))
+    same_results(before, check(flatten_storage, before, want))
+
+
+def test_flatten_storage_of_three_dimensions_and_flat_accesses():
+    C = N.Buffer("C", (2, 3, 4), "float32")
+    D = N.Buffer("D", (24,), "float32")
+    body = loop(i, 2, loop(j, 3, loop(k, 4, store(D, load(C, i, j, k), (i * 3 + j) * 4 + k))))
+    before = N.PrimFunc("f", (C, D), body)
+    want = loop(i, 2, loop(j, 3, loop(k, 4, store(D, load(C, (i * 3 + j) * 4 + k), (i * 3 + j) * 4 + k))))
+    same_results(before, check(flatten_storage, before, want))
+
+
+def test_flatten_storage_keeps_one_dimensional_accesses():
+    body = loop(i, 60, store(Y, load(X, i) + 1.0, i))
+    before = N.PrimFunc("f", (X, Y), body)
+    check(flatten_storage, before, body)
+
+
+# -- partition_loops ------------------------------------------------------------------------------
+
+def test_partition_loops_peels_the_guarded_tail():
+    # A split of 60 by 16: the guard holds for io in [0, 3); in the peeled io = 3 iteration the
+    # inner loop is split again, the guard holding for ii in [0, 12).
+    io, ii = Var("io"), Var("ii")
+    copy = store(Y, load(X, io * 16 + ii), io * 16 + ii)
+    guarded = N.IfThenElse(io * 16 + ii < 60, copy)
+    before = N.PrimFunc("f", (X, Y), loop(io, 4, loop(ii, 16, guarded)))
+    want = N.seq(loop(io, 3, loop(ii, 16, copy)),
+                 loop(io, 1, N.seq(loop(ii, 12, copy), loop(ii, 4, guarded, start=12)), start=3))
+    same_results(before, check(partition_loops, before, want))
+
+
+def test_partition_loops_splits_inside_a_parallel_loop_but_not_the_parallel_loop():
+    io, ii = Var("io"), Var("ii")
+    copy = store(Y, load(X, ii), ii)
+    guarded = N.IfThenElse(io * 16 + ii < 60, copy)
+    parallel = N.PrimFunc("f", (X, Y), loop(io, 4, loop(ii, 16, guarded), kind=N.PARALLEL))
+    # with io anywhere in [0, 4), the guard is proven for ii in [0, 12)
+    want = loop(io, 4, N.seq(loop(ii, 12, copy), loop(ii, 4, guarded, start=12)), kind=N.PARALLEL)
+    check(partition_loops, parallel, want)
+
+
+def test_partition_loops_leaves_an_if_with_an_else():
+    io, ii = Var("io"), Var("ii")
+    other = N.IfThenElse(io * 16 + ii < 60, store(Y, const(1.0), ii), store(Y, const(2.0), ii))
+    with_else = N.PrimFunc("f", (X, Y), loop(io, 4, loop(ii, 16, other)))
+    check(partition_loops, with_else, with_else.body)            # an if with an else stays
+
+
+# -- vectorize_loops ------------------------------------------------------------------------------
+
+def test_vectorize_loops_turns_the_loop_into_ramps_and_broadcasts():
+    io, v = Var("io"), Var("v")
+    body = loop(io, 15, loop(v, 4, store(Y, load(X, io * 4 + v) * 2.0 + load(X, io), io * 4 + v), N.VECTORIZED))
+    before = N.PrimFunc("f", (X, Y), body)
+    lanes = Ramp(io * 4 + 0, const(1), 4)
+    value = load(X, lanes) * Broadcast(const(2.0), 4) + Broadcast(load(X, io), 4)
+    want = loop(io, 15, N.BufferStore(Y, value, (lanes,)))
+    same_results(before, check(vectorize_loops, before, want))
+
+
+def test_vectorize_loops_keeps_a_scalar_loop_where_no_vector_form_is_safe():
+    v = Var("v")
+    lane_condition = loop(v, 4, N.IfThenElse(v < 2, store(Y, const(1.0), v)), N.VECTORIZED)
+    one_address = loop(v, 4, store(Y, load(X, v), 0), N.VECTORIZED)
+    odd_lanes = loop(v, 3, store(Y, load(X, v), v), N.VECTORIZED)
+    for body in (lane_condition, one_address, odd_lanes):
+        check(vectorize_loops, N.PrimFunc("f", (X, Y), body), body)
+
+
+# -- unroll_loops ---------------------------------------------------------------------------------
+
+def test_unroll_loops_copies_the_body_per_iteration():
+    io, u = Var("io"), Var("u")
+    body = loop(io, 20, loop(u, 3, store(Y, load(X, io * 3 + u) + 1.0, io * 3 + u), N.UNROLLED, start=0))
+    before = N.PrimFunc("f", (X, Y), body)
+    copies = [store(Y, load(X, io * 3 + const(c)) + 1.0, io * 3 + const(c)) for c in range(3)]
+    want = loop(io, 20, N.seq(*copies))
+    same_results(before, check(unroll_loops, before, want))
+
+
+def test_unroll_loops_resolves_selects_on_the_unrolled_index():
+    u = Var("u")
+    pick = E.Select(u < 1, load(X, u), E.Select(u < 2, const(5.0), load(X, u) * 3.0))
+    body = loop(u, 3, store(Y, pick, u), N.UNROLLED, start=1)
+    want = N.seq(store(Y, const(5.0), const(1)), store(Y, load(X, const(2)) * 3.0, const(2)),
+                 store(Y, load(X, const(3)) * 3.0, const(3)))
+    check(unroll_loops, N.PrimFunc("f", (X, Y), body), want)
+
+
+def test_unroll_loops_leaves_long_and_serial_loops():
+    u = Var("u")
+    long = loop(u, 200, store(Y, load(X, u // 4), u // 4), N.UNROLLED)
+    serial = loop(u, 3, store(Y, load(X, u), u))
+    for body in (long, serial):
+        check(unroll_loops, N.PrimFunc("f", (X, Y), body), body)
+    short = N.PrimFunc("f", (X, Y), loop(u, 8, store(Y, load(X, u), u), N.UNROLLED))
+    assert structural_equal(unroll_loops(short, max_extent=4), short)
+
+
+@pytest.mark.parametrize("name", ["partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops"])
+def test_passes_are_idempotent(name):
+    fn = next(f for n, f in PASSES if n == name)
+    io, ii = Var("io"), Var("ii")
+    inner = N.IfThenElse(io * 16 + ii < 60, store(Y, load(X, io * 16 + ii), io * 16 + ii))
+    before = N.PrimFunc("f", (X, Y), loop(io, 4, loop(ii, 16, inner, N.VECTORIZED)))
+    once = fn(before)
+    assert structural_equal(fn(once), once)
