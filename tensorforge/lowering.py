@@ -42,7 +42,7 @@ def _stages_of(tensors) -> set:
 
 def group_to_te(group: FusedGroup):
     """Build the group's TE: returns (placeholders, {Value: te.Tensor}, master output tensors,
-    set of ops created by the master node)."""
+    set of ops created by the master node itself, not by the producers fused before it)."""
     env = {}
     placeholders = []
     for k, v in enumerate(group.inputs):
@@ -59,8 +59,9 @@ def group_to_te(group: FusedGroup):
         for v, t in zip(node.outputs, outs):
             env[v] = t
         if node is group.master:
+            # the master's own stages only: its fused producers are inlined by the template
             master_outs = outs
-            master_ops = _stages_of(outs) - _stages_of(placeholders)
+            master_ops = _stages_of(outs) - _stages_of([t for t in ins if t is not None])
     return placeholders, env, master_outs, master_ops
 
 

@@ -127,3 +127,27 @@ def test_simplify_graph_merges_reshapes_and_drops_identities():
     assert opt.nodes[0].inputs[0] is g.inputs[0]
     xin = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")
     np.testing.assert_array_equal(run_reference(opt, xin)[0], run_reference(g, xin)[0])
+
+
+def test_elementwise_producers_of_a_reduction_are_inlined():
+    """mul, relu, exp, add fused into reduce_sum: one kernel that computes them inside the
+    reduction, with no temporary buffer per producer (they used to be written in full, in
+    serial scalar loops, making the fused kernel slower than the unfused ones)."""
+    from tensorforge.graph.reference import run_reference
+    from tensorforge.ir.functor import post_order_visit
+    from tensorforge.tir import nodes as N
+
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("reduce_fused")
+    x = b.input("x", (1, 8, 6, 6), "float32")
+    c = b.const(rng.standard_normal((1, 8, 1, 1)).astype("float32"), "c")
+    h = b.add1("add", [b.add1("exp", [b.add1("relu", [b.add1("mul", [x, c])])]), x])
+    graph = b.finish([b.add1("reduce_sum", [h], {"axes": (2, 3), "keepdims": 1})])
+    model = tensorforge.compile(graph)
+    assert [[n.op for n in g.nodes] for g in model.info["groups"]] == [["mul", "relu", "exp", "add", "reduce_sum"]]
+    (func,) = model.info["funcs"]
+    allocated = []
+    post_order_visit(func.body, lambda n: allocated.append(n.buffer.name) if isinstance(n, N.Allocate) else None)
+    assert allocated == []
+    data = rng.standard_normal((1, 8, 6, 6)).astype("float32")
+    np.testing.assert_allclose(model(data)[0], run_reference(graph, data)[0], rtol=1e-5, atol=1e-5)
