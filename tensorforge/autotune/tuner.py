@@ -24,7 +24,7 @@ from typing import Callable, Protocol, Sequence
 
 from .measure import Builder, LocalBuilder, LocalRunner, MeasureInput, MeasureResult, Runner
 from .records import Record, RecordWriter, load_records
-from .space import ConfigEntity, ConfigError, ConfigSpace
+from ..te.space import ConfigEntity, ConfigError, ConfigSpace
 from .task import Task
 
 
