@@ -95,7 +95,7 @@ class MemoRunner:
 def load_known(path, task) -> dict:
     from tensorforge.autotune.measure import MeasureResult
     from tensorforge.autotune.records import load_records
-    from tensorforge.autotune.space import ConfigError
+    from tensorforge.te.space import ConfigError
 
     known = {}
     for r in load_records(path) if os.path.exists(path) else []:

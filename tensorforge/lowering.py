@@ -17,7 +17,7 @@ from . import te
 from .graph.fuse import FusedGroup
 from .ops import registry
 from .ops.registry import COMPLEX, REDUCTION
-from .ops.schedules import get_template
+from .ops.schedules import get_template, require_tunable
 from .te.tensor import ComputeOp
 from .tir import nodes as N
 
@@ -92,7 +92,6 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
     template_name = (registry.get(group.master.op).schedule.get(target.kind) if group.master else None) \
         or f"{kind}.cpu"
     if config is not None:
-        from .autotune.templates import require_tunable
         require_tunable(template_name).fn(s, master, outs, target, config)
     else:
         get_template(template_name)(s, master, outs, target, None)

@@ -8,10 +8,9 @@ the Target (vector width, cores), and `cfg` a tuning configuration.
 The template *declares its knobs* on `cfg` (`define_split`, `define_knob`, `define_reorder`,
 `define_annotate`) and *applies* their values in the same function.  Called with cfg=None it
 gets a collecting space whose lookups return each knob's default, so the default schedule and
-the space the auto-tuner searches come from one definition and cannot drift apart.  Two
-decorators register it: `@template(name)` (ops/schedules: what compile uses by default) and
-`@tunable(name)` (autotune/templates.py: what the tuner searches); the op names it in its
-`schedule={"c": name}`.
+the space the auto-tuner searches come from one definition and cannot drift apart.  One decorator
+registers it: `@template(name, tunable=True)` (ops/schedules/: what compile uses by default and
+what the tuner searches); the op names it in its `schedule={"c": name}`.
 
 The op: column sums, y[j] = sum_i x[i, j].  The naive loop order (j outside, the reduction over
 i inside) walks x by columns; the template splits j into vectors, puts the reduction loop
@@ -28,18 +27,17 @@ import numpy as np
 
 import tensorforge
 from tensorforge import te
-from tensorforge.autotune import Task, build_candidate, instantiate, tunable
-from tensorforge.autotune.space import as_config
+from tensorforge.autotune import Task, build_candidate, instantiate
 from tensorforge.graph.builder import GraphBuilder
 from tensorforge.ops.registry import REDUCTION, TensorType, op
 from tensorforge.ops.schedules import template
+from tensorforge.te.space import as_config
 
 ROWS, COLS = (int(v) for v in os.environ.get("TUTORIAL_SHAPE", "64x256").split("x"))
 NAME = "tutorial_col_sum.cpu"
 
 
-@template(NAME)
-@tunable(NAME)
+@template(NAME, tunable=True)
 def schedule_col_sum(s, master_outs, outs, target, cfg=None) -> None:
     """Column blocks of `tile_j` lanes, the reduction outside the vector, blocks in parallel."""
     cfg = as_config(cfg)

@@ -6,10 +6,12 @@ records=path)` (driver.py; the other tasks keep their default schedules).
     best = tensorforge.autotune.tune(tasks, time_budget="10m", records="tune.jsonl", confirm=3)
     model = tensorforge.compile(graph, target="c", records="tune.jsonl")
 
-Modules: space.py (knobs, ConfigSpace, ConfigEntity), templates.py (the tunable-template
-registry, and the conv2d_nchwc / matmul templates; others live beside their ops/schedules/),
-task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
-records.py (record files), tuners.py (random, grid, genetic), tuner.py (the tuning loop: tune, confirm), features.py (loop-program features),
+The knobs and config spaces (ConfigSpace, ConfigEntity) are te/space.py; the tunable templates
+are registered with the schedule templates, `@template(name, tunable=True)` and
+`@workload_template(name, reference=...)` in ops/schedules/.
+Modules: task.py (Task, extract_tasks, build_candidate), measure.py (LocalBuilder, LocalRunner),
+records.py (record files), tuners.py (random, grid, genetic), tuner.py (the tuning loop: tune,
+confirm), features.py (loop-program features),
 cost_model.py (CostModel, XGBoostCostModel), search.py (simulated annealing, ModelBasedTuner:
 tuner="xgb"), pool.py (DaskRunner: measuring on a Dask distributed pool), progress.py
 (live progress), report.py (record summaries and curves).
@@ -20,8 +22,8 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "ConfigSpace": "space", "ConfigEntity": "space", "ConfigError": "space",
-    "tunable": "templates", "tunable_workload": "templates", "get_tunable": "templates",
+    "ConfigSpace": "tensorforge.te.space", "ConfigEntity": "tensorforge.te.space",
+    "ConfigError": "tensorforge.te.space",
     "Task": "task", "extract_tasks": "task", "instantiate": "task", "build_candidate": "task",
     "LocalBuilder": "measure", "LocalRunner": "measure", "MeasureInput": "measure",
     "MeasureResult": "measure", "BuildResult": "measure", "ErrorKind": "measure",
@@ -44,7 +46,7 @@ def __getattr__(name: str):
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tensorforge.autotune' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

@@ -29,7 +29,7 @@ import numpy as np
 from .features import FeatureExtractor, Featurizer
 from .measure import MeasureResult
 from .records import Record
-from .space import ConfigEntity, ConfigError
+from ..te.space import ConfigEntity, ConfigError
 from .task import Task
 
 

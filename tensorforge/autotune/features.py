@@ -68,7 +68,7 @@ import numpy as np
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
-from .space import ConfigEntity, ConfigSpace
+from ..te.space import ConfigEntity, ConfigSpace
 from .task import Task, instantiate
 
 K_BUFFERS = 4
@@ -538,7 +538,7 @@ def knob_features(space: ConfigSpace, configs: Sequence[ConfigEntity]) -> np.nda
 
 
 def _knob_numbers(knob, index: int) -> list[float]:
-    from .space import ANNOTATIONS
+    from ..te.space import ANNOTATIONS
 
     e = knob.entities[index]
     if knob.kind == "split":

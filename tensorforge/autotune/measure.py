@@ -42,7 +42,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .space import ConfigEntity
+from ..te.space import ConfigEntity
 from .task import Task
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from .measure import ErrorKind
 from .records import Record, RecordWriter, load_records
-from .space import config_key
+from ..te.space import config_key
 from .task import Task, task_of_group
 
 

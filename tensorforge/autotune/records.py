@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .space import config_key
+from ..te.space import config_key
 from .task import Task
 
 VERSION = 1

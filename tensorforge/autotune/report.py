@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 from ..errors import MissingDependencyError
 from .records import Record, _records
-from .space import config_key, format_config
+from ..te.space import config_key, format_config
 
 
 @dataclass

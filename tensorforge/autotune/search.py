@@ -36,7 +36,7 @@ from .cost_model import XGBoostCostModel
 from .features import FeatureExtractor, knob_features
 from .measure import MeasureResult
 from .records import Record
-from .space import ConfigEntity, ConfigSpace
+from ..te.space import ConfigEntity, ConfigSpace
 from .task import Task
 from .tuners import _TunerBase
 

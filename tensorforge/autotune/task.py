@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .space import ConfigEntity, ConfigSpace, as_config
-from .templates import TunableTemplate, get_tunable, require_tunable
+from ..ops.schedules import Template, get_tunable, require_tunable
+from ..te.space import ConfigEntity, ConfigSpace, as_config
 
 TASK_FIELDS = ("template", "op", "inputs", "attrs")
 
@@ -121,7 +121,7 @@ class Task:
 
     # The workload -----------------------------------------------------------------------------
     @property
-    def tunable(self) -> TunableTemplate:
+    def tunable(self) -> Template:
         return require_tunable(self.template)
 
     @property

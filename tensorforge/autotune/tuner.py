@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 
 from .measure import Builder, LocalBuilder, LocalRunner, MeasureInput, MeasureResult, Runner
 from .records import Record, RecordWriter, load_records
-from .space import ConfigEntity, ConfigError
+from ..te.space import ConfigEntity, ConfigError
 from .task import Task
 from .tuners import Tuner, make_tuner
 

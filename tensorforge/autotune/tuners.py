@@ -12,7 +12,7 @@ import random
 from typing import Callable, Protocol, Sequence
 
 from .measure import MeasureResult
-from .space import ConfigEntity, ConfigSpace
+from ..te.space import ConfigEntity, ConfigSpace
 from .task import Task
 
 

@@ -6,7 +6,7 @@ import time
 import numpy as np
 
 from tensorforge import te
-from tensorforge.autotune.templates import tunable_workload
+from tensorforge.ops.schedules import workload_template
 
 FAULTS = ("none", "segfault", "hang", "wrong", "build_error", "build_hang")
 FAR = (1 << 31) - (1 << 20)       # elements past the input: gigabytes away from any mapping
@@ -16,7 +16,7 @@ def _reference(a, b):
     return a + b
 
 
-@tunable_workload("vector_add_faults.test", reference=_reference)
+@workload_template("vector_add_faults.test", reference=_reference)
 def vector_add_faults(cfg, target, inputs):
     a, b = inputs
     n = int(a.shape[0].value)

@@ -6,7 +6,7 @@ import pytest
 
 from tensorforge.autotune.records import (Record, RecordWriter, best_configs, load_records,
                                           measured_keys)
-from tensorforge.autotune.space import config_key
+from tensorforge.te.space import config_key
 from tensorforge.autotune.task import Task
 
 TASK = Task.for_op("matmul", [((8, 16), "float32"), ((16, 32), "float32")])

@@ -1,5 +1,6 @@
-"""Config spaces: knob enumeration, indices, neighbours, JSON, and templates whose default
-point schedules exactly like the hand-written template it mirrors."""
+"""Config spaces: knob enumeration, indices, neighbours, JSON, and tunable templates whose
+default point (a ConfigEntity) schedules exactly like the same template called without a
+config (its heuristic default, as compiling without records uses it)."""
 import json
 import math
 import random
@@ -8,12 +9,11 @@ import pytest
 
 import tensorforge
 from tensorforge import te
-from tensorforge.autotune.space import ConfigEntity, ConfigError, ConfigSpace, split_entities
-from tensorforge.autotune.task import Task, build_candidate
-from tensorforge.autotune.templates import get_tunable
+from tensorforge.autotune.task import Task, build_candidate, task_of_group
 from tensorforge.ops import registry
-from tensorforge.ops.schedules import get_template
+from tensorforge.ops.schedules import get_template, get_tunable
 from tensorforge.target import Target
+from tensorforge.te.space import ConfigEntity, ConfigError, ConfigSpace, split_entities
 
 
 def sizes(entities):
@@ -132,8 +132,8 @@ def test_a_template_declares_and_applies_knobs():
 
 
 def hand_vs_tunable(task: Task) -> tuple[str, str]:
-    """Loop programs of the task's op under the ops/schedules template and under the tunable
-    template's default config."""
+    """Loop programs of the task's op under its schedule template without a config (as lowering
+    calls it) and under the default point of the template's space."""
     ph = [te.placeholder(shape, dtype, name=f"in{k}") for k, (shape, dtype) in enumerate(task.inputs)]
     outs = registry.get(task.op).build_compute(ph, dict(task.attrs))
     s = te.create_schedule([o.op for o in outs])
@@ -157,7 +157,7 @@ def test_default_point_is_the_hand_template(task):
 
 def test_conv_default_with_fused_epilogue_is_the_hand_template():
     """A group (conv in NCHW[x]c, bias, relu, back to NCHW): the tile is computed inside the
-    epilogue, under both templates alike."""
+    epilogue alike without a config and at the default point of the conv's own task."""
     from tensorforge.lowering import group_to_te
     from tensorforge.te.tensor import ComputeOp
     from autotune_graphs import conv_net, groups_of
@@ -178,4 +178,6 @@ def test_conv_default_with_fused_epilogue_is_the_hand_template():
         return str(tensorforge.lower(s, placeholders + outs, "k"))
 
     assert len(group.nodes) > 1
-    assert lower_with(get_tunable("conv2d_nchwc.cpu").fn, None) == lower_with(get_template("conv2d_nchwc.cpu"), None)
+    default = task_of_group(group, target).config_space.default_config()
+    assert isinstance(default, ConfigEntity)
+    assert lower_with(get_tunable("conv2d_nchwc.cpu").fn, default) == lower_with(get_template("conv2d_nchwc.cpu"), None)

@@ -9,9 +9,8 @@ import tensorforge
 from tensorforge import te
 from tensorforge.autotune import extract_tasks
 from tensorforge.autotune.task import Task
-from tensorforge.autotune.templates import get_tunable
 from tensorforge.lowering import group_to_te
-from tensorforge.ops.schedules import get_template
+from tensorforge.ops.schedules import get_template, get_tunable
 from tensorforge.target import Target
 from tensorforge.te.tensor import ComputeOp
 from tensorforge.testing import check_candidate

@@ -25,7 +25,7 @@ from tensorforge.autotune.measure import ErrorKind, LocalBuilder, LocalRunner, M
 from tensorforge.autotune.pool import DaskRunner, _default_worker_host, add_pool_commands  # noqa: E402
 from tensorforge.autotune.records import load_records  # noqa: E402
 from tensorforge.autotune.task import Task  # noqa: E402
-from tensorforge.autotune.templates import tunable_workload  # noqa: E402
+from tensorforge.ops.schedules import workload_template  # noqa: E402
 
 import autotune_fault_templates  # noqa: E402,F401  (registers vector_add_faults.test)
 
@@ -35,7 +35,7 @@ FAULTS = Task.create("vector_add_faults.test", [((64,), "float32"), ((64,), "flo
 MEASURE = {"number": 2, "repeat": 2, "num_threads": 1}
 
 
-@tunable_workload("pool_work.test", reference=lambda a, b: a * b)
+@workload_template("pool_work.test", reference=lambda a, b: a * b)
 def pool_work(cfg, target, inputs):
     """c = a * b, computed as max over r < work of (a * b - r): the knob only changes the amount
     of work, by 64x from one value to the next, so timing noise cannot reorder the configs."""

@@ -32,10 +32,9 @@ The template is tunable; its knobs (the heuristic above is the default point of 
 """
 from __future__ import annotations
 
-from ...autotune.space import as_config
-from ...autotune.templates import tunable
+from ...te.space import as_config
 from . import template
-from .cpu import PARALLEL_MIN_ELEMS, _const_extent, _divisor_at_most, _shape
+from .common import PARALLEL_MIN_ELEMS, const_extent, const_shape, divisor_at_most
 
 ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
 MAX_TILE_ROWS = 4      # knob limits (see _define_knobs)
@@ -44,7 +43,7 @@ _REDUCE_ORDERS = ((0, 1, 2), (1, 2, 0), (1, 0, 2))     # over (input channel, ke
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 1)
+    return const_extent(iv, 1)
 
 
 def schedule_rows(s, t, target) -> None:
@@ -60,14 +59,13 @@ def schedule_rows(s, t, target) -> None:
     if outer:
         fused = st.fuse(*outer) if len(outer) > 1 else outer[0]
         size = 1
-        for d in _shape(t):
+        for d in const_shape(t):
             size *= d
         if target.num_cores > 1 and size >= PARALLEL_MIN_ELEMS:
             st.parallel(fused)
 
 
-@template("conv_transpose2d_nchwc.cpu")
-@tunable("conv_transpose2d_nchwc.cpu")
+@template("conv_transpose2d_nchwc.cpu", tunable=True)
 def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """The phase-tiled loops of the module docstring, with their choices as knobs (see there);
     `cfg` None is the heuristic default, the space's default point."""
@@ -137,19 +135,19 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
     yb x xb positions (x B channels), or for a narrow block every channel times yb rows of xv
     vectors along a phase row."""
     if narrow:
-        _, _, _, _, block, yq_n, xq_n = _shape(phases)
+        _, _, _, _, block, yq_n, xq_n = const_shape(phases)
         width = min(lanes, xq_n)
         xv = max(1, min(-(-xq_n // width), ACCUMULATORS // block))
-        yb = _divisor_at_most(yq_n, max(1, ACCUMULATORS // (block * xv)))
+        yb = divisor_at_most(yq_n, max(1, ACCUMULATORS // (block * xv)))
         widths = sorted({width, max(1, width // 2)})
         cands = [(v, w) for w in widths for v in range(1, -(-xq_n // w) + 1) if v * block <= 2 * ACCUMULATORS]
         cfg.define_split("tile_x", xq_n, 3, policy="candidate", allow_tail=True,
                          candidates=cands if (xv, width) in cands else cands + [(xv, width)], default=(xv, width))
     else:
-        _, _, _, _, yq_n, xq_n, block = _shape(phases)
+        _, _, _, _, yq_n, xq_n, block = const_shape(phases)
         per_position = max(1, block // lanes)
-        xb = _divisor_at_most(xq_n, max(1, ACCUMULATORS // per_position))
-        yb = _divisor_at_most(yq_n, max(1, ACCUMULATORS // (per_position * xb)))
+        xb = divisor_at_most(xq_n, max(1, ACCUMULATORS // per_position))
+        yb = divisor_at_most(yq_n, max(1, ACCUMULATORS // (per_position * xb)))
         cfg.define_split("tile_x", xq_n, 2, policy="factors", max_factor=max(xb, min(xq_n, ACCUMULATORS)),
                          default=(xb,))
     # at most MAX_TILE_ROWS rows and MAX_INNER_RC channels: the tile, the taps and the inner

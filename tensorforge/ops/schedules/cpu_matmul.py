@@ -8,19 +8,30 @@ nr columns as nr / lanes vectors), with the k loop outside the tile.  The tile l
 first (columns outer, rows inner), so one (K x nr) panel of the right operand stays in cache
 while every row tile uses it.  An elementwise epilogue (bias, activation, residual add) is
 applied to the tile as it leaves the registers; the accumulator is then the master stage itself,
-attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.  The schedule
-itself is the default point of the tunable GEMM in autotune/templates.py, which declares the knobs.
+attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.
+
+Both are tunable; the heuristic above (`panel_width`, `row_tile`) is the default point of the
+space.  Knobs:
+  tile_m  rows per register tile (mr), tails allowed;
+  tile_n  (panels, vectors per tile, lanes per vector): nr = vectors * lanes columns per tile;
+  tile_k  inner split of the reduction, unrolled when > 1;
+  order   tile loops panel-first (a column panel of the right operand stays in cache) or rows-first;
+  pack_b  (matmul.cpu only) copy the (K x nr) panel of the right operand into a contiguous
+          buffer once per panel (`cache_read` attached at the panel loop).
 """
 from __future__ import annotations
 
+from ...te.space import as_config
+from ...te.tensor import PlaceholderOp
 from . import template
-from .cpu import _const_extent, _shape, complex_out, reads_only_at
+from .common import const_extent, const_shape, reads_only_at, schedule_elementwise_stage
+from .cpu import complex_out
 
 REGISTERS = {16: 32, 8: 16, 4: 16}     # SIMD lanes of float32 -> vector registers (AVX-512, AVX2, SSE)
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 0)
+    return const_extent(iv, 0)
 
 
 def panel_width(m: int, n: int, lanes: int) -> int:
@@ -60,7 +71,7 @@ def _elementwise_reader(s, out, main) -> bool:
     """Whether `out` reads `main` only at its own index (so it can take the tile from registers);
     `main` may be wider than `out` (whole panels)."""
     own = tuple(iv.var for iv in s[out].op.axis)
-    return _shape(out)[:-1] == _shape(main)[:-1] and reads_only_at(s, out, main, own)
+    return const_shape(out)[:-1] == const_shape(main)[:-1] and reads_only_at(s, out, main, own)
 
 
 def _blockable(main, target) -> bool:
@@ -68,32 +79,123 @@ def _blockable(main, target) -> bool:
             and len(main.op.reduce_axis) == 1 and all(_ext(iv) > 0 for iv in main.op.axis))
 
 
-@template("matmul.cpu")
+def _tile_n_candidates(n: int, lanes: int, default: tuple) -> list[tuple]:
+    """(vectors, lanes per vector) pairs for the column tile: half, one or two machine vectors
+    per vector, tiles up to 64 columns (or the default's width)."""
+    widths = sorted({max(1, lanes // 2), lanes, 2 * lanes})
+    limit = max(64, default[0] * default[1])
+    out = [(v, w) for w in widths for v in range(1, 7) if v * w <= limit]
+    return out if default in out else out + [default]
+
+
+def _right_operand(main):
+    """The placeholder the main stage reads as its right operand (the one indexed by the
+    reduction axis and the column axis), or None."""
+    from ...ir.expr import TensorLoad
+    from ...ir.functor import post_order_visit
+
+    k = main.op.reduce_axis[0].var
+    j = main.op.axis[-1].var
+    found = []
+
+    def fn(node):
+        if isinstance(node, TensorLoad) and isinstance(node.tensor.op, PlaceholderOp) and len(node.indices) >= 2:
+            if node.indices[-2] is k and node.indices[-1] is j:     # `==` would build an expression
+                found.append(node.tensor)
+    post_order_visit(main.op.body[0], fn)
+    return found[0] if len(found) == 1 else None
+
+
+def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, packable: bool = False) -> None:
+    """The register-tiled GEMM of the module docstring on the reduction stage `main`, with its
+    choices as knobs; with `cfg` collecting (None at the template) it schedules at the default
+    point.  `packed_nr`: the panel width of a right operand packed at compile time."""
+    lanes = max(1, target.simd_lanes(main.dtype))
+    m, n, kk = _ext(main.op.axis[-2]), _ext(main.op.axis[-1]), _ext(main.op.reduce_axis[0])
+    nr0 = packed_nr or panel_width(m, n, lanes)
+    nr0 = min(nr0, -(-n // lanes) * lanes)
+    mr0 = row_tile(m, nr0, lanes)
+    default_n = (nr0 // lanes, lanes) if nr0 % lanes == 0 else (1, nr0)
+    cfg.define_split("tile_m", m, 2, policy="factors", allow_tail=True, max_factor=max(mr0, min(m, 16)),
+                     default=(mr0,))
+    cfg.define_split("tile_n", n, 3, policy="candidate", allow_tail=True,
+                     candidates=_tile_n_candidates(n, lanes, default_n), default=default_n)
+    cfg.define_split("tile_k", kk, 2, policy="factors", max_factor=8, default=(1,))
+    cfg.define_reorder("order", 2, policy="all", default=(0, 1))      # (panel loop, row loop)
+    right = _right_operand(main) if packable else None
+    if right is not None:
+        cfg.define_knob("pack_b", [False, True], default=False)
+    pack = right is not None and cfg["pack_b"].val
+    if pack:
+        packed = s.cache_read(right, "global", [main])
+
+    epilogue = [t for t in outs if t is not main]
+    if len(epilogue) == 1 and not s[main].is_output and _elementwise_reader(s, epilogue[0], main):
+        out = epilogue[0]
+        s[main].set_scope("local")
+        acc = main
+    else:
+        out = main
+        acc = s.cache_write(main, "local")
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+    ost = s[out]
+    *batch, i, j = ost.op.axis
+    io, ii = cfg["tile_m"].apply(s, ost, i)
+    jo, jv, jl = cfg["tile_n"].apply(s, ost, j)
+    first, second = cfg["order"].apply(s, ost, [jo, io])
+    ost.reorder(*batch, first, second, ii, jv, jl)
+    ost.unroll(jv)
+    ost.vectorize(jl)
+    s[acc].compute_at(ost, second)
+    vl = cfg["tile_n"].size[2]
+    *_, ai, aj = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    ajo, aji = s[acc].split(aj, factor=vl)
+    ki = cfg["tile_k"].size[1]
+    if ki > 1:
+        ako, aki = cfg["tile_k"].apply(s, s[acc], ak)
+        s[acc].reorder(ako, aki, ai, ajo, aji)
+        s[acc].unroll(aki)
+    else:
+        s[acc].reorder(ak, ai, ajo, aji)
+    s[acc].unroll(ai)
+    s[acc].unroll(ajo)
+    s[acc].vectorize(aji)
+    outer = first
+    if target.num_cores > 1:
+        outer = ost.fuse(*batch, first) if batch else first
+        ost.parallel(outer)
+    if pack:
+        # once per panel: at the panel loop (fused with the batch loops when it is outermost)
+        s[packed].compute_at(ost, outer if first is jo else jo)
+        pc = s[packed].op.axis[-1]
+        pco, pci = s[packed].split(pc, factor=vl)
+        s[packed].vectorize(pci)
+
+
+@template("matmul.cpu", tunable=True)
 def matmul(s, master_outs, outs, target, cfg=None) -> None:
-    """Register tiles for float32 matmuls with an output of rank >= 2 (its last two axes); others
-    (other dtypes, vector results, float16's cast stage) get the generic complex template."""
+    """Register tiles for float32 matmuls with an output of rank >= 2 (its last two axes), operands
+    as they come (`pack_b` packs the right operand's panels on the fly); others (other dtypes,
+    vector results, float16's cast stage) get the generic complex template (no knobs)."""
+    cfg = as_config(cfg)
     main = _main_stage(s, master_outs)
     if main is None or main is not master_outs[0] or not _blockable(main, target):
-        return complex_out(s, master_outs, outs, target, cfg)
-    _default_gemm(s, main, outs, target, packable=True)
+        return complex_out(s, master_outs, outs, target, None)
+    schedule_gemm(s, main, outs, target, cfg, packable=True)
 
 
-@template("matmul_packed.cpu")
+@template("matmul_packed.cpu", tunable=True)
 def matmul_packed(s, master_outs, outs, target, cfg=None) -> None:
-    """The main stage covers whole panels; the stage keeping the first N columns (if any) is
-    inlined into the epilogue, or is itself the output the tiles are written to."""
+    """Register tiles over a right operand packed into column panels at compile time: the main
+    stage covers whole panels; the stage keeping the first N columns (if any) is inlined into
+    the epilogue, or is itself the output the tiles are written to."""
+    cfg = as_config(cfg)
     main = _main_stage(s, master_outs)
     if main is None or not _blockable(main, target):
-        return complex_out(s, master_outs, outs, target, cfg)
+        return complex_out(s, master_outs, outs, target, None)
     cols = master_outs[0]
     if cols is not main and cols not in outs:
         s[cols].compute_inline()
-    _default_gemm(s, main, outs, target, packed_nr=main.op.attrs.get("nr"))
-
-
-def _default_gemm(s, main, outs, target, **options) -> None:
-    """The register-tiled GEMM at its heuristic default: the default point of the tunable GEMM
-    in autotune/templates.py (one definition declares the knobs and serves both uses)."""
-    from ...autotune.space import as_config
-    from ...autotune.templates import schedule_gemm_tunable
-    schedule_gemm_tunable(s, main, outs, target, as_config(None), **options)
+    schedule_gemm(s, main, outs, target, cfg, packed_nr=main.op.attrs.get("nr"))

@@ -41,10 +41,9 @@ from __future__ import annotations
 import itertools
 import math
 
-from ...autotune.space import as_config
-from ...autotune.templates import tunable
+from ...te.space import as_config
 from . import template
-from .cpu import _const_extent, _divisor_at_most, _shape, reads_only_at, schedule_elementwise_stage
+from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
 
 ACCUMULATORS = 16            # output vectors in one register tile
 MAX_UNROLLED_TAPS = 25
@@ -57,7 +56,7 @@ _TAP_ORDERS = ((0, 1, 2), (0, 2, 1), (2, 0, 1))      # over (kernel row, kernel 
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 0)
+    return const_extent(iv, 0)
 
 
 def _main_stage(t):
@@ -71,7 +70,7 @@ def _main_stage(t):
 
 def _own_index_reader(s, out, main) -> bool:
     """`out` has `main`'s shape and reads it (through inlined stages) only at its own index."""
-    return _shape(out) == _shape(main) and reads_only_at(s, out, main, tuple(iv.var for iv in s[out].op.axis))
+    return const_shape(out) == const_shape(main) and reads_only_at(s, out, main, tuple(iv.var for iv in s[out].op.axis))
 
 
 def _split_block(s, stage, ax, lanes: int):
@@ -82,8 +81,7 @@ def _split_block(s, stage, ax, lanes: int):
     return None, ax
 
 
-@template("window2d_nchwc.cpu")
-@tunable("window2d_nchwc.cpu")
+@template("window2d_nchwc.cpu", tunable=True)
 def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """The register-tiled window loops of the module docstring, with their choices as knobs
     (see the module docstring); `cfg` None is the heuristic default, the space's default point."""
@@ -100,7 +98,7 @@ def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     block = _ext(mci)
     vectors = max(1, block // lanes)
     split_block = block > lanes and block % lanes == 0
-    xb0 = _divisor_at_most(_ext(mx), max(1, ACCUMULATORS // vectors))
+    xb0 = divisor_at_most(_ext(mx), max(1, ACCUMULATORS // vectors))
     cfg.define_split("tile_x", _ext(mx), 2, policy="factors", max_factor=max(xb0, min(_ext(mx), ACCUMULATORS)),
                      default=(xb0,))
     nvec = vectors if split_block else 1
@@ -181,7 +179,7 @@ def _pad_rows(pad, main) -> int:
     padded plane is at most PLANE_BYTES, else the rows of a tile of output rows whose input rows
     fit in that size (rows shared by neighbouring tiles are copied twice).  A plane or tile in
     cache is what the taps read; a whole padded tensor built first would go through memory twice."""
-    _, _, rows, cols, b = _shape(pad)
+    _, _, rows, cols, b = const_shape(pad)
     row_bytes = cols * b * 4
     if rows * row_bytes <= PLANE_BYTES:
         return 0

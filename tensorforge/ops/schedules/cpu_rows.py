@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from ...te.tensor import ComputeOp
 from . import template
-from .cpu import (PARALLEL_MIN_ELEMS, _const_extent, _shape, complex_out, reads_only_at,
-                  schedule_elementwise_stage)
+from .common import PARALLEL_MIN_ELEMS, const_extent, const_shape, reads_only_at, schedule_elementwise_stage
+from .cpu import complex_out
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 0)
+    return const_extent(iv, 0)
 
 
 def _op_stages(master_outs) -> list:
@@ -53,13 +53,13 @@ def _vectorize_last(stage, lanes: int) -> None:
 @template("rows.cpu")
 def rows(s, master_outs, outs, target, cfg=None) -> None:
     out = master_outs[0]
-    shape = _shape(out)
+    shape = const_shape(out)
     if not shape or any(d == 0 for d in shape):
         return complex_out(s, master_outs, outs, target, cfg)
     lanes = max(1, target.simd_lanes(out.dtype))
     epilogue = [t for t in outs if t is not out]
     own = lambda t: tuple(iv.var for iv in s[t].op.axis)  # noqa: E731
-    if len(epilogue) == 1 and out not in outs and _shape(epilogue[0]) == shape \
+    if len(epilogue) == 1 and out not in outs and const_shape(epilogue[0]) == shape \
             and reads_only_at(s, epilogue[0], out, own(epilogue[0])):
         s[out].compute_inline()
         final = epilogue[0]

@@ -12,7 +12,8 @@ epilogue (bias, activation) takes the tile from the accumulator and stores whole
 from __future__ import annotations
 
 from . import template
-from .cpu import _const_extent, _divisor_at_most, _shape, complex_out, reads_only_at, schedule_elementwise_stage
+from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
+from .cpu import complex_out
 
 ACCUMULATORS = 16     # output vectors in one register tile
 MAX_UNROLLED_TAPS = 25
@@ -21,18 +22,19 @@ LOCAL_PLANE_ELEMS = 32768   # padded planes up to 128 KiB (float32) live on the 
 
 def _elems(t) -> int:
     n = 1
-    for d in _shape(t):
+    for d in const_shape(t):
         n *= d
     return n
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 0)
+    return const_extent(iv, 0)
 
 
 def _elementwise_reader(s, out, conv) -> bool:
     """`out` reads the (wider) main stage only at its own index."""
-    return _shape(out)[:-1] == _shape(conv)[:-1] and reads_only_at(s, out, conv, tuple(iv.var for iv in s[out].op.axis))
+    own = tuple(iv.var for iv in s[out].op.axis)
+    return const_shape(out)[:-1] == const_shape(conv)[:-1] and reads_only_at(s, out, conv, own)
 
 
 def _main_stage(t):
@@ -42,12 +44,12 @@ def _main_stage(t):
 @template("window2d.cpu")
 def window2d(s, master_outs, outs, target, cfg=None) -> None:
     conv = _main_stage(master_outs[0])
-    if any(d == 0 for d in _shape(master_outs[0])):
+    if any(d == 0 for d in const_shape(master_outs[0])):
         return complex_out(s, master_outs, outs, target, cfg)
     pads = [t for t in conv.op.input_tensors() if t.op.name == "pad"]
-    _, _, oh, owp = _shape(conv)
+    _, _, oh, owp = const_shape(conv)
     lanes = min(max(1, target.simd_lanes(conv.dtype)), owp)   # rows are whole vectors (owp)
-    yb = _divisor_at_most(oh, max(1, ACCUMULATORS // (owp // lanes)))
+    yb = divisor_at_most(oh, max(1, ACCUMULATORS // (owp // lanes)))
     cols = master_outs[0]
     if cols is not conv and cols not in outs:
         s[cols].compute_inline()
@@ -80,7 +82,7 @@ def window2d(s, master_outs, outs, target, cfg=None) -> None:
     nc = ost.fuse(n, c)
     for pad in pads:
         s[pad].compute_at(ost, nc)
-        if _elems(pad) // max(1, _shape(pad)[0] * _shape(pad)[1]) <= LOCAL_PLANE_ELEMS:
+        if _elems(pad) // max(1, const_shape(pad)[0] * const_shape(pad)[1]) <= LOCAL_PLANE_ELEMS:
             s[pad].set_scope("local")      # on the stack: no allocation per plane
         *_, last = s[pad].op.axis
         if pad.op.tag == "pad_blocks":

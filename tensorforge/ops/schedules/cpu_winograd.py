@@ -22,17 +22,17 @@ Knobs:
 """
 from __future__ import annotations
 
-from ...autotune.space import as_config
-from ...autotune.templates import tunable
+from ...te.space import as_config
 from ...te.tensor import ComputeOp
 from . import template
-from .cpu import _blocked_epilogue, _const_extent, _divisor_at_most, schedule_elementwise_stage
+from .common import (blocked_epilogue, const_extent, divisor_at_most, schedule_elementwise_stage,
+                     schedule_pad)
 
 ACCUMULATORS = 24            # output vectors in the product's register tile
 
 
 def _ext(iv) -> int:
-    return _const_extent(iv, 0)
+    return const_extent(iv, 0)
 
 
 def _stages(y):
@@ -56,8 +56,7 @@ def _vectorize_block(st, ax, lanes: int) -> None:
         st.vectorize(ax)
 
 
-@template("conv2d_winograd_nchwc.cpu")
-@tunable("conv2d_winograd_nchwc.cpu")
+@template("conv2d_winograd_nchwc.cpu", tunable=True)
 def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """The three loop nests of the module docstring, with their choices as knobs; `cfg` None is
     the heuristic default (the space's default point)."""
@@ -72,7 +71,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     n, kb, p, eps, nu, ki = s[wm].op.axis
     ntiles, block = _ext(p) or 1, _ext(ki) or 1
     vectors = max(1, block // lanes)
-    xb0 = _divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1
+    xb0 = divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1
     if xb0 < 4 and ntiles > 4:
         xb0 = min(ntiles, max(1, ACCUMULATORS // vectors // 2))     # a tail beats a narrow tile
     cfg.define_split("tile_p", ntiles, 2, policy="factors", allow_tail=True,
@@ -88,8 +87,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         if cfg["pad_inline"].val:
             s[pad].compute_inline()
         else:
-            from ...autotune.templates import _schedule_pad
-            _schedule_pad(s, pad, target)
+            schedule_pad(s, pad, target)
     vn, vc, vp, ve, vnu, vci = s[wv].op.axis
     s[wv].reorder(vn, vc, vp, ve, vnu, vci)
     s[wv].unroll(ve)
@@ -123,7 +121,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
 
     # output transform, through the fused epilogue when there is one
     epilogue = [t for t in outs if t is not y]
-    out = epilogue[0] if len(epilogue) == 1 and _blocked_epilogue(s, epilogue[0], y) else None
+    out = epilogue[0] if len(epilogue) == 1 and blocked_epilogue(s, epilogue[0], y) else None
     if out is None:
         for t in epilogue:
             schedule_elementwise_stage(s, t, target)

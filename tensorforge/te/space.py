@@ -1,6 +1,9 @@
-"""Knobs and configuration spaces: the `template -> space of schedules` arrow of autotune/.
+"""Knobs and configuration spaces: the `template -> space of schedules` arrow of the
+auto-tuner.  It lives beside the schedule it acts on (it needs only ir/ and te/schedule.py),
+so the schedule templates of ops/schedules/ declare their knobs without importing autotune/.
 
-A tunable template is one function that both declares its knobs and applies them:
+A tunable template (`@template(name, tunable=True)`, ops/schedules/) is one function that both
+declares its knobs and applies them:
 
     cfg.define_split("tile_x", x, num_outputs=2, policy="factors", default=(7, 8))
     xo, xi = cfg["tile_x"].apply(s, s[C], x)
@@ -32,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from ..ir.expr import IntImm, IterVar
-from ..te.schedule import Stage
+from .schedule import Stage
 
 ANNOTATIONS = ("none", "unroll", "vec", "parallel")
 SPLIT_POLICIES = ("factors", "power2", "candidate")

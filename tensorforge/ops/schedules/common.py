@@ -1,0 +1,173 @@
+"""Helpers shared by the CPU schedule templates of this package: constant extents and shapes,
+the flat vectorized loop of an elementwise stage, the padded-input copy of the convolutions,
+and the tests that decide whether an epilogue can take a tile straight from registers
+(`reads_only_at`, `blocked_epilogue`).
+
+They only read a schedule's stages or add relations to them; none declares knobs, so a template
+that uses them schedules the same with any config.
+"""
+from __future__ import annotations
+
+from ...ir.expr import IntImm
+from ...te.tensor import ComputeOp
+from ..common import const_shape
+
+__all__ = ["PARALLEL_MIN_ELEMS", "PAD_UNROLL_VECTORS", "blocked_epilogue", "const_extent", "const_shape",
+           "divisor_at_most", "inner_data_stages", "known_shape", "master_reads", "num_elements",
+           "reads_only_at", "schedule_elementwise_stage", "schedule_pad"]
+
+# A stage with at least this many elements runs its outer loop on the thread pool.
+PARALLEL_MIN_ELEMS = 16384
+
+# A padded row up to this many vectors wide is unrolled (see schedule_pad).  With 64-bit
+# indices (codegen/c_like.py) the C compiler makes a wider row's guarded vectors masked
+# contiguous loads, not gathers: unrolling rows of two to four vectors no longer paid, and their
+# dozens of statements per loop cost GCC's vectorizer a second of analysis on ResNet-18.
+PAD_UNROLL_VECTORS = 1
+
+
+# Extents and shapes --------------------------------------------------------------------------
+
+def const_extent(iv, default):
+    """An iteration variable's extent when it is a constant, else `default`."""
+    e = iv.dom.extent
+    return e.value if isinstance(e, IntImm) else default
+
+
+def known_shape(t) -> tuple:
+    """A tensor's shape with each constant dimension as an int and each symbolic one as None."""
+    return tuple(d.value if isinstance(d, IntImm) else None for d in t.shape)
+
+
+def num_elements(t) -> int:
+    """A tensor's element count, a symbolic dimension counted as 2**20 (so a stage of unknown
+    size is treated as a large one)."""
+    n = 1
+    for d in t.shape:
+        n *= d.value if isinstance(d, IntImm) else 1 << 20
+    return n
+
+
+def divisor_at_most(n: int, limit: int) -> int:
+    """The largest divisor of `n` that is at most `limit` (1 when there is none)."""
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+# Stages ------------------------------------------------------------------------------------
+
+def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
+    """Flat vectorized loop over all of `t`'s elements: the axes fused, split by the vector
+    width, the outer part on the thread pool when there are PARALLEL_MIN_ELEMS elements."""
+    st = s[t]
+    axes = list(st.op.axis)
+    if not axes or num_elements(t) == 0:
+        return
+    lanes = max(1, target.simd_lanes(t.dtype))
+    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
+    total = num_elements(t)
+    if total >= lanes * 2:
+        outer, inner = st.split(fused, factor=lanes)
+        st.vectorize(inner)
+    else:
+        outer = fused
+    if parallel and total >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        st.parallel(outer)
+
+
+def inner_data_stages(s, master_outs) -> list:
+    """The compute ops of the master op (its own padding/packing stages included), outputs
+    first."""
+    seen, todo = [], [t.op for t in master_outs]
+    while todo:
+        op = todo.pop()
+        if not isinstance(op, ComputeOp) or op in seen:
+            continue
+        seen.append(op)
+        todo.extend(t.op for t in op.input_tensors())
+    return seen
+
+
+def schedule_pad(s, t, target) -> None:
+    """The zero-padded copy of a conv's input, (N, C, H', W') or blocked (N, C/b, H', W', b):
+    a loop per image and channel (block) (on the thread pool), one per row, the row's elements
+    inside, so no index needs a div/mod per element.
+
+    The copy's load sits under a test of the column, which the loop vectorizer leaves to the C
+    compiler; with 64-bit indices it makes each vector one masked contiguous load.  A row of at
+    most `PAD_UNROLL_VECTORS` vectors is unrolled (the column tests fold to constants); a wider
+    row is split into vectors.  (Scheduled as one flat loop like other elementwise stages,
+    this copy took 15-20% of a 56x56, 64-channel 3x3 conv.)  In the blocked layout the test
+    depends on the row and column only, not on the channel within the block: the block is the
+    vector loop, and each vector is one guarded contiguous copy or zeros."""
+    st = s[t]
+    if len(st.op.axis) not in (4, 5):
+        schedule_elementwise_stage(s, t, target)
+        return
+    n, c, h, w, *block = st.op.axis
+    lanes = max(1, target.simd_lanes(t.dtype))
+    width = const_extent(w, 0)
+    if block:
+        (ci,) = block
+        if const_extent(ci, 0) > lanes and const_extent(ci, 0) % lanes == 0:
+            _, cii = st.split(ci, factor=lanes)
+            st.vectorize(cii)
+        else:
+            st.vectorize(ci)
+    elif 0 < width <= PAD_UNROLL_VECTORS * lanes:
+        st.unroll(w)
+    elif width >= 2 * lanes:
+        _, wi = st.split(w, factor=lanes)
+        st.vectorize(wi)
+    if target.num_cores > 1 and num_elements(t) >= PARALLEL_MIN_ELEMS:
+        # planes to the threads; rows too when planes are few (an RGB image), for balance
+        few = (const_extent(n, 0) or 1) * (const_extent(c, 0) or 1) < 4 * target.num_cores
+        st.parallel(st.fuse(n, c, h) if few else st.fuse(n, c))
+    else:
+        st.fuse(n, c)
+
+
+# Epilogues that read the master stage --------------------------------------------------------
+
+def master_reads(s, out, master) -> list:
+    """The index tuples (over `out`'s axis variables) at which `out`, through its inlined stages,
+    reads `master`."""
+    from ...ir.expr import TensorLoad
+    from ...ir.functor import post_order_visit, substitute
+
+    found: list = []
+
+    def visit(expr) -> None:
+        def fn(n):
+            if not isinstance(n, TensorLoad):
+                return
+            if n.tensor.op is master.op:
+                found.append(n.indices)
+                return
+            st = s.stage_map.get(n.tensor.op)
+            if st is not None and st.attach_type == "inline":
+                visit(substitute(st.op.body[n.tensor.value_index],
+                                 {iv.var: i for iv, i in zip(st.op.axis, n.indices)}))
+        post_order_visit(expr, fn)
+
+    for b in s[out].op.body:
+        visit(b)
+    return found
+
+
+def reads_only_at(s, out, master, expected) -> bool:
+    """Whether every read of `master` by `out` is at index `expected` (after simplification)."""
+    from ...arith import simplify, structural_equal
+    reads = master_reads(s, out, master)
+    return bool(reads) and all(len(r) == len(expected) and all(
+        structural_equal(simplify(a), simplify(b)) for a, b in zip(r, expected)) for r in reads)
+
+
+def blocked_epilogue(s, out, conv) -> bool:
+    """`out` has the blocked conv's shape (N, F/B, OH, OW, B) and reads it only at its own index
+    (so the conv's register tile can go through `out` to memory once)."""
+    if known_shape(out) != known_shape(conv) or len(s[out].op.axis) != 5:
+        return False
+    return reads_only_at(s, out, conv, tuple(iv.var for iv in s[out].op.axis))

@@ -1,0 +1,124 @@
+"""CPU template `conv2d_nchwc.cpu` for the convolution in the blocked layout NCHW[x]c
+(ops/nn_conv_nchwc.py); tunable.
+
+Register-blocked: per (image, channel block, output row, tile of `xb` columns) a local
+(xb x B) accumulator, the reduction loops (input channel, kernel row, kernel column) outside the
+unrolled columns and the vectorized B output channels.  With an epilogue (bias, activation,
+residual add) the tile is computed inside the epilogue's loops, NCHW or blocked, and goes from
+registers through the epilogue to memory once.  The zero-padded input is built by its own loop
+nest first (common.schedule_pad).
+
+Knobs (the heuristic above is the default point of the space):
+  tile_x        output columns per register tile (xb);
+  tile_fi       the B output channels of a block as (vectors, lanes per vector);
+  order_outer   channel block loop outside or inside the output row loop;
+  order_inner   order of the reduction loops (rc, ry, rx) and the column tile (with blocked
+                input data rc is the input channel block, and the channel within the block
+                runs right inside it);
+  unroll_acc    unroll of the column and vector loops of the accumulator;
+  unroll_kw     unroll the kernel column loop.
+"""
+from __future__ import annotations
+
+from ...te.space import as_config
+from . import template
+from .common import (blocked_epilogue, const_extent, divisor_at_most, inner_data_stages, known_shape,
+                     reads_only_at, schedule_elementwise_stage, schedule_pad)
+
+_INNER_ORDERS = ((0, 1, 2, 3), (1, 2, 0, 3), (1, 0, 2, 3), (0, 1, 3, 2))   # over (rc, ry, rx, x)
+
+
+def _ext(iv) -> int:
+    return const_extent(iv, 0)
+
+
+@template("conv2d_nchwc.cpu", tunable=True)
+def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
+    """The register-blocked conv of the module docstring with its choices as knobs; `cfg` None
+    is the heuristic default (the space's default point).  With blocked input data the
+    reduction has a fourth axis, the input channel within its block (rci), which runs right
+    inside the block loop (rc) wherever order_inner puts that."""
+    cfg = as_config(cfg)
+    conv = master_outs[0]
+    for op in inner_data_stages(s, master_outs):
+        if op is not conv.op and not op.reduce_axis:
+            schedule_pad(s, op.output(0), target)
+    n, fo, y, x, fi = s[conv].op.axis
+    ow, block = _ext(x) or 1, _ext(fi) or 1
+    lanes = max(1, target.simd_lanes(conv.dtype))
+    vectors = max(1, block // lanes)
+    xb0 = divisor_at_most(ow, max(1, 24 // vectors))
+    cfg.define_split("tile_x", ow, 2, policy="factors", max_factor=max(xb0, min(ow, 32)), default=(xb0,))
+    widths = sorted({w for w in (lanes // 2, lanes, 2 * lanes, block) if w >= 1 and w <= block and block % w == 0}
+                    | {lanes})
+    cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
+                     candidates=[(w,) for w in widths], default=(lanes,))
+    cfg.define_reorder("order_outer", 2, policy="all", default=(0, 1))          # (channel block, row)
+    cfg.define_reorder("order_inner", 4, policy="candidates", candidates=_INNER_ORDERS,
+                       default=_INNER_ORDERS[0])
+    cfg.define_annotate("unroll_acc", 2, policy="try_unroll", default=("unroll", "unroll"))
+    cfg.define_knob("unroll_kw", [False, True], default=False)
+
+    epilogue = [t for t in outs if t is not conv]
+    fused_out = epilogue[0] if len(epilogue) == 1 and _nchw_epilogue(s, epilogue[0], conv) else None
+    blocked_out = epilogue[0] if len(epilogue) == 1 and fused_out is None and blocked_epilogue(s, epilogue[0], conv) \
+        else None
+    if fused_out is not None:
+        # the (xb x B) tile is computed in registers inside the epilogue's loops, which add the
+        # bias, apply the activation and write NCHW while the tile is hot
+        on, of, oy, ox = s[fused_out].op.axis
+        ofo, ofi = s[fused_out].split(of, factor=block)
+        oxo, oxi = cfg["tile_x"].apply(s, s[fused_out], ox)
+        a, b = [ofo, oy][cfg["order_outer"].perm[0]], [ofo, oy][cfg["order_outer"].perm[1]]
+        # per column of the tile, its B channels: the tile is read contiguously from the local
+        # buffer and the C compiler turns the transposition into short row stores (with the
+        # channels outside, a 64-channel 3x3 stride-2 conv on 56x56 was ~3% slower)
+        s[fused_out].reorder(on, a, b, oxo, oxi, ofi)
+        s[conv].compute_at(s[fused_out], oxo)
+        s[conv].set_scope("local")
+        acc, parallel_axes = conv, (on, a, b)
+        out_stage = s[fused_out]
+    else:
+        if blocked_out is not None:
+            # the same loops over the blocked epilogue (bias, activation, residual add in
+            # NCHW[x]c): the tile goes from registers through the epilogue to memory once
+            out, acc = blocked_out, conv
+            s[conv].set_scope("local")
+        else:
+            for t in epilogue:
+                schedule_elementwise_stage(s, t, target)
+            out, acc = conv, s.cache_write(conv, "local")
+        on, ofo, oy, ox, ofi = s[out].op.axis
+        xo, xi = cfg["tile_x"].apply(s, s[out], ox)
+        a, b = [ofo, oy][cfg["order_outer"].perm[0]], [ofo, oy][cfg["order_outer"].perm[1]]
+        s[out].reorder(on, a, b, xo, xi, ofi)
+        s[acc].compute_at(s[out], xo)
+        fo_, fi_ = s[out].split(ofi, factor=lanes)
+        s[out].vectorize(fi_)
+        parallel_axes = (on, a, b)
+        out_stage = s[out]
+    an, afo, ay, ax, afi = s[acc].op.axis
+    rc, ry, rx, *rci = s[acc].op.reduce_axis
+    afo_, afi_ = cfg["tile_fi"].apply(s, s[acc], afi)
+    inner = cfg["order_inner"].apply(s, s[acc], [rc, ry, rx, ax])
+    if rci:
+        # the channel within the input block right inside its block: (rc, rci, ry, rx) reads
+        # the OIHW[B]o weights in memory order (inside the column tile, a 7x7, 512-channel
+        # 3x3 conv streamed its weights with 1 KiB strides and ran 25% slower)
+        inner.insert(inner.index(rc) + 1, rci[0])
+    s[acc].reorder(*inner, afo_, afi_)
+    cfg["unroll_acc"].apply(s, s[acc], [ax, afo_])
+    if cfg["unroll_kw"].val:
+        s[acc].unroll(rx)
+    s[acc].vectorize(afi_)
+    out_stage.parallel(out_stage.fuse(*parallel_axes))
+
+
+def _nchw_epilogue(s, out, conv) -> bool:
+    """`out` is NCHW and reads the NCHW[B]c conv only at (n, f // B, y, x, f % B)."""
+    shape = known_shape(conv)
+    if len(s[out].op.axis) != 4 or known_shape(out) != (shape[0], shape[1] * shape[4], shape[2], shape[3]):
+        return False
+    n, f, y, x = (iv.var for iv in s[out].op.axis)
+    b = shape[4]
+    return reads_only_at(s, out, conv, (n, f // b, y, x, f % b))
