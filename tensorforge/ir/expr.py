@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from . import dtype as dt
 
@@ -102,6 +102,7 @@ class Cast(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BinaryOp(Expr):
+    symbol: ClassVar[str]   # the operator's text; each concrete class sets it
     a: Expr
     b: Expr
     dtype: str = field(default="", compare=False)
