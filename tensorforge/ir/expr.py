@@ -47,8 +47,8 @@ class Expr(Node):
     def __le__(self, other): return _binary(LE, self, other)
     def __gt__(self, other): return _binary(GT, self, other)
     def __ge__(self, other): return _binary(GE, self, other)
-    def __eq__(self, other): return _binary(EQ, self, other)  # type: ignore[override]
-    def __ne__(self, other): return _binary(NE, self, other)  # type: ignore[override]
+    def __eq__(self, other): return _binary(EQ, self, other)
+    def __ne__(self, other): return _binary(NE, self, other)
     def __and__(self, other): return logical_and(self, other)
     def __or__(self, other): return logical_or(self, other)
     def __invert__(self): return logical_not(self)

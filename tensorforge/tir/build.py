@@ -304,8 +304,7 @@ class _Lowering:
         bounds = arith.Analyzer()
         for v, iv in self.leaf_dom.items():
             bounds.bind(v, iv)
-        for d, axis in enumerate(op.axis):
-            shape = op.shape[d]
+        for d, shape in enumerate(op.shape):
             if whole[d] or not lows[d]:
                 mins.append(const(0))
                 exts.append(shape)
