@@ -238,7 +238,7 @@ class Simplifier(Mutator):
     # -- comparisons ------------------------------------------------------------------------------
     def _compare(self, e: E.BinaryOp) -> E.Expr:
         result = self.compare(type(e), self.visit(e.a), self.visit(e.b), e.dtype)
-        if type(result) is type(e) and result.a is e.a and result.b is e.b:
+        if isinstance(result, E.BinaryOp) and type(result) is type(e) and result.a is e.a and result.b is e.b:
             return e
         return result
 

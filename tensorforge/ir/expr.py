@@ -387,7 +387,7 @@ def _const_like(value: Any, dtype: str) -> Expr:
     return convert(value)
 
 
-def _binary(cls: type, a: Any, b: Any) -> Expr:
+def _binary(cls: type[BinaryOp], a: Any, b: Any) -> Expr:
     a, b = _operands(a, b)
     if cls in (FloorDiv, FloorMod) and isinstance(b, IntImm) and b.value == 0:
         raise ZeroDivisionError(f"{cls.__name__} by constant zero in {a} {cls.symbol} 0")

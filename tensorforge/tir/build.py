@@ -227,7 +227,7 @@ class _Lowering:
             info.dom[iv] = Range(lo, ext)
         info.region_min = list(mins)
         for iv in op.reduce_axis:
-            info.dom[iv] = iv.dom
+            info.dom[iv] = cast(Range, iv.dom)  # reduce axes always have a domain
         # carry ranges down to the leaves
         for rel in st.relations:
             if isinstance(rel, Split):
@@ -271,7 +271,7 @@ class _Lowering:
             if iv.kind == DATA and st.attach_type == SCOPE:
                 # an attached region may reach past the tensor's domain: compute only inside it
                 self._add_guard(info, value >= 0)
-                self._add_guard(info, value < iv.dom.extent)
+                self._add_guard(info, value < cast(Range, iv.dom).extent)
 
     def _add_guard(self, info: _StageInfo, cond: Expr) -> None:
         cond = self._simplify(cond)
