@@ -38,7 +38,7 @@ def visit(s: "Simplifier", e: E.BinaryOp) -> E.Expr:
     if not (is_index(e) and a.dtype == b.dtype == e.dtype):
         return s.rebuild(e, a, b)
     result = floordiv(s, a, b) if type(e) is E.FloorDiv else floormod(s, a, b)
-    if type(result) is type(e) and result.a is e.a and result.b is e.b:
+    if isinstance(result, E.BinaryOp) and type(result) is type(e) and result.a is e.a and result.b is e.b:
         return e
     return result
 

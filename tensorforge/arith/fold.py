@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+from typing import Any, Callable
 
 import numpy as np
 
@@ -16,8 +17,9 @@ from ..ir import dtype as dt
 from ..ir import expr as E
 
 _ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.FloorDiv, E.FloorMod, E.Min, E.Max)
-_CMP = {E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
-        E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
+_CMP: dict[type, Callable[[Any, Any], Any]] = {
+    E.EQ: lambda a, b: a == b, E.NE: lambda a, b: a != b, E.LT: lambda a, b: a < b,
+    E.LE: lambda a, b: a <= b, E.GT: lambda a, b: a > b, E.GE: lambda a, b: a >= b}
 
 
 @functools.lru_cache(maxsize=None)

@@ -49,14 +49,14 @@ class IntervalEval:
         self.dom: dict[E.Var, Interval] = {
             v: iv if isinstance(iv, Interval) else Interval.from_range(iv) for v, iv in dom.items()}
         self.memo: dict[int, tuple[E.Expr, Ends]] = {}
-        self.dep: dict[int, tuple] = {}
+        self.dep: dict[int, tuple[object, bool]] = {}  # id -> (node kept alive, mentions a relaxed var)
 
     def depends(self, e) -> bool:
         """Whether `e` mentions a relaxed variable."""
         # Plain loops rather than any(generator): a generator frame per level would put the
         # recursion on the C stack.
-        hit = self.dep.get(id(e))
-        if hit is None:
+        memo = self.dep.get(id(e))
+        if memo is None:
             hit = False
             if isinstance(e, E.Var):
                 hit = e in self.dom
@@ -73,7 +73,7 @@ class IntervalEval:
                         break
             self.dep[id(e)] = (e, hit)
             return hit
-        return hit[1]
+        return memo[1]
 
     def eval(self, e: E.Expr) -> Ends:
         if not self.depends(e):

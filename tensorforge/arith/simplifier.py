@@ -118,9 +118,9 @@ class Simplifier(Mutator):
         if hit is not None:
             return hit[1]
         cls = type(e)
-        if cls in (E.Add, E.Sub) and is_index(e) and _same_dtype(e):
+        if isinstance(e, (E.Add, E.Sub)) and is_index(e) and _same_dtype(e):
             form = self.collect(e.a).add(self.collect(e.b), 1 if cls is E.Add else -1)
-        elif cls is E.Mul and is_index(e) and _same_dtype(e):
+        elif isinstance(e, E.Mul) and is_index(e) and _same_dtype(e):
             fa, fb = self.collect(e.a), self.collect(e.b)
             if fa.is_const:
                 form = fb.scale(fa.const)
@@ -128,7 +128,7 @@ class Simplifier(Mutator):
                 form = fa.scale(fb.const)
             else:
                 form = self._product(fa, fb)
-        elif cls is E.IntImm:
+        elif isinstance(e, E.IntImm):
             form = LinearForm.constant(e.value, e.dtype)
         else:
             form = self.parse(self.visit(e))
@@ -238,7 +238,7 @@ class Simplifier(Mutator):
     # -- comparisons ------------------------------------------------------------------------------
     def _compare(self, e: E.BinaryOp) -> E.Expr:
         result = self.compare(type(e), self.visit(e.a), self.visit(e.b), e.dtype)
-        if type(result) is type(e) and result.a is e.a and result.b is e.b:
+        if isinstance(result, E.BinaryOp) and type(result) is type(e) and result.a is e.a and result.b is e.b:
             return e
         return result
 

@@ -89,7 +89,7 @@ class GraphBuilder:
         return self.add(op, inputs, attrs, name)[0]
 
     def finish(self, outputs: Sequence[Value]) -> Graph:
-        used = set()
+        used: set[Value] = set()
         for n in self.nodes:
             used.update(v for v in n.inputs if v is not None)
         used.update(outputs)

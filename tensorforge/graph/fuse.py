@@ -134,9 +134,9 @@ def fuse(graph: Graph, enabled: bool = True) -> list[FusedGroup]:
         ipdom = _post_dominators(n, succ)
         for phase in (COMPLEX, INJECTIVE):
             for k in range(n):
-                if patterns[k] != phase or ipdom[k] is None or ipdom[k] == n:
-                    continue
                 d = ipdom[k]
+                if patterns[k] != phase or d is None or d == n:
+                    continue
                 on_path = paths_between(k, d)
                 if on_path is None:
                     continue
@@ -167,13 +167,14 @@ def _order_groups(graph, nodes, parts, producer, patterns, masters, uf) -> list[
                 consumers_outside[v] = True
     graph_outputs = set(graph.outputs)
     # topological order of groups
-    deps = {gi: set() for gi in range(len(parts))}
+    deps: dict[int, set[int]] = {gi: set() for gi in range(len(parts))}
     for gi, part in enumerate(parts):
         for k in part:
             for v in nodes[k].inputs:
                 if v is not None and v in producer and group_of[producer[v]] != gi:
                     deps[gi].add(group_of[producer[v]])
-    order, state = [], {}
+    order: list[int] = []
+    state: dict[int, int] = {}
 
     def visit(gi, stack=()):
         if state.get(gi) == 2:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, ClassVar, Sequence
 
 from . import dtype as dt
 
@@ -47,8 +47,8 @@ class Expr(Node):
     def __le__(self, other): return _binary(LE, self, other)
     def __gt__(self, other): return _binary(GT, self, other)
     def __ge__(self, other): return _binary(GE, self, other)
-    def __eq__(self, other): return _binary(EQ, self, other)  # type: ignore[override]
-    def __ne__(self, other): return _binary(NE, self, other)  # type: ignore[override]
+    def __eq__(self, other): return _binary(EQ, self, other)
+    def __ne__(self, other): return _binary(NE, self, other)
     def __and__(self, other): return logical_and(self, other)
     def __or__(self, other): return logical_or(self, other)
     def __invert__(self): return logical_not(self)
@@ -102,6 +102,7 @@ class Cast(Expr):
 
 @dataclass(frozen=True, eq=False, repr=False)
 class BinaryOp(Expr):
+    symbol: ClassVar[str]   # the operator's text; each concrete class sets it
     a: Expr
     b: Expr
     dtype: str = field(default="", compare=False)
@@ -386,7 +387,7 @@ def _const_like(value: Any, dtype: str) -> Expr:
     return convert(value)
 
 
-def _binary(cls: type, a: Any, b: Any) -> Expr:
+def _binary(cls: type[BinaryOp], a: Any, b: Any) -> Expr:
     a, b = _operands(a, b)
     if cls in (FloorDiv, FloorMod) and isinstance(b, IntImm) and b.value == 0:
         raise ZeroDivisionError(f"{cls.__name__} by constant zero in {a} {cls.symbol} 0")

@@ -11,7 +11,7 @@ Relations between iteration variables:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 from ..ir.expr import REDUCE, THREAD, Expr, IntImm, IterVar, TensorLoad, Var, convert
 from .tensor import ComputeOp, Operation, Tensor
@@ -76,9 +76,10 @@ class Stage:
     def name(self) -> str:
         return self.op.name
 
-    def _check_compute(self, what: str) -> None:
+    def _check_compute(self, what: str) -> ComputeOp:
         if not isinstance(self.op, ComputeOp):
             raise ScheduleError(f"{what}: stage {self.name} is a placeholder; it has no loops to schedule")
+        return self.op
 
     def _check_leaf(self, iv: Any, what: str) -> IterVar:
         self._check_compute(what)
@@ -233,8 +234,7 @@ class Stage:
 
     def compute_inline(self) -> None:
         """Substitute this stage's expression into its consumers (no buffer, no loops)."""
-        self._check_compute("compute_inline")
-        if self.op.reduce_axis:
+        if self._check_compute("compute_inline").reduce_axis:
             raise ScheduleError(f"compute_inline on stage {self.name}: a reduction cannot be inlined")
         if self.is_output:
             raise ScheduleError(f"compute_inline on stage {self.name}: an output cannot be inlined")
@@ -325,7 +325,7 @@ class Schedule:
             if tensor not in st.op.input_tensors():
                 raise ScheduleError(f"cache_read of {tensor.name}: stage {st.name} does not read it")
         from .tensor import compute
-        cache = compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}")
+        cache = cast(Tensor, compute(tensor.shape, lambda *i: tensor[i], name=f"{tensor.name}.{scope}"))  # one body
         from ..ir.functor import Mutator
 
         class _Redirect(Mutator):
@@ -334,7 +334,8 @@ class Schedule:
                 return TensorLoad(cache, node.indices) if node.tensor is tensor else node
 
         for st in reader_stages:
-            new_op = st.op.with_body([_Redirect().visit(b) for b in st.op.body])
+            op = st._check_compute(f"cache_read of {tensor.name}")   # a reader computes something
+            new_op = op.with_body([_Redirect().visit(b) for b in op.body])
             self.stage_map[new_op] = st
             st.op = new_op
         stage = Stage(cache.op, self)
@@ -358,8 +359,8 @@ class Schedule:
         from .tensor import compute
         from ..ir.functor import substitute
         body = op.body[0]
-        cache = compute(op.shape, lambda *i: substitute(body, {iv.var: v for iv, v in zip(op.axis, i)}),
-                        name=f"{op.name}.{scope}")
+        cache = cast(Tensor, compute(op.shape, lambda *i: substitute(body, {iv.var: v for iv, v in zip(op.axis, i)}),
+                                     name=f"{op.name}.{scope}"))  # one body, so one tensor
         new_op = ComputeOp(op.name, op.axis, [cache[tuple(iv.var for iv in op.axis)]], op.tag, op.attrs)
         stage.op = new_op
         stage.all_iter_vars = list(op.axis)
@@ -374,5 +375,5 @@ class Schedule:
 
 def create_schedule(ops: Operation | Tensor | Sequence[Operation | Tensor]) -> Schedule:
     """A schedule for the given output operations (every stage starts at the root, unsplit)."""
-    items = ops if isinstance(ops, (list, tuple)) else [ops]
+    items = ops if isinstance(ops, (list, tuple)) else [cast("Operation | Tensor", ops)]
     return Schedule([t.op if isinstance(t, Tensor) else t for t in items])

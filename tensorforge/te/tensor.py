@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from ..ir import dtype as dt
 from ..ir.expr import (DATA, REDUCE, THREAD, CommReducer, Expr, IntImm, IterVar, Range, Reduce, TensorLoad,
@@ -64,7 +64,7 @@ class ComputeOp(Operation):
 
     @property
     def shape(self) -> tuple:
-        return tuple(iv.dom.extent for iv in self.axis)
+        return tuple(cast(Range, iv.dom).extent for iv in self.axis)  # compute axes always have a domain
 
     def with_body(self, body: Sequence[Expr]) -> "ComputeOp":
         """The same operation (same axes) computing a rewritten body."""
@@ -92,7 +92,7 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
-        return self.op.shape
+        return cast("PlaceholderOp | ComputeOp", self.op).shape  # the only two kinds of operation
 
     @property
     def ndim(self) -> int:
@@ -101,7 +101,7 @@ class Tensor:
     @property
     def dtype(self) -> str:
         op = self.op
-        return op.dtype if isinstance(op, PlaceholderOp) else op.body[self.value_index].dtype
+        return op.dtype if isinstance(op, PlaceholderOp) else cast(ComputeOp, op).body[self.value_index].dtype
 
     @property
     def name(self) -> str:

@@ -18,7 +18,7 @@ element outside a tensor's domain is computed or read.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 from .. import arith
 from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
@@ -35,6 +35,20 @@ def _ceildiv(a: Expr, b: Expr) -> Expr:
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return const(-(-a.value // b.value), a.dtype)
     return (a + b - 1) // b
+
+
+def _compute_op(st: Stage) -> ComputeOp:
+    """The operation of a stage that gets loops (placeholders are parameters, never lowered)."""
+    if not isinstance(st.op, ComputeOp):
+        raise ScheduleError(f"stage {st.name} is a placeholder; it has no loops to generate")
+    return st.op
+
+
+def _attach_point(st: Stage) -> tuple[Stage, IterVar]:
+    """The stage and the loop that `st` is computed in (it was attached with compute_at)."""
+    if st.attach_stage is None or st.attach_ivar is None:
+        raise ScheduleError(f"stage {st.name} is attached to a loop but the schedule does not say which")
+    return st.attach_stage, st.attach_ivar
 
 
 class _StageInfo:
@@ -74,7 +88,7 @@ class _Lowering:
         cached = self.body_cache.get(stage)
         if cached is None:
             expander = _InlineExpander(self)
-            cached = tuple(expander.visit(b) for b in stage.op.body)
+            cached = tuple(expander.visit(b) for b in _compute_op(stage).body)
             self.body_cache[stage] = cached
         return cached
 
@@ -106,7 +120,7 @@ class _Lowering:
         for st in stages:
             info = self.info[st]
             if not info.is_param:
-                shape = [info.dom[iv].extent for iv in st.op.axis]
+                shape = tuple(info.dom[iv].extent for iv in _compute_op(st).axis)
                 info.buffers = [N.Buffer(t.name, shape, t.dtype, st.scope) for t in st.op.outputs]
         body = N.seq(*[self._emit(st) for st in stages if st.attach_type == ROOT])
         for st in reversed(stages):
@@ -157,7 +171,7 @@ class _Lowering:
     def _check_attachments(self, stages: list[Stage]) -> None:
         for st in self.sch.stages:
             if st.attach_type == SCOPE:
-                parent, iv = st.attach_stage, st.attach_ivar
+                parent, iv = _attach_point(st)
                 if parent.attach_type == INLINE:
                     raise ScheduleError(f"stage {st.name} is computed at stage {parent.name}, which is inlined")
                 if iv not in parent.leaf_iter_vars:
@@ -177,16 +191,17 @@ class _Lowering:
                 return True
             if c.attach_type != SCOPE:
                 return False
-            if c.attach_stage is parent:
-                return parent.leaf_iter_vars.index(c.attach_ivar) >= pos
-            c = c.attach_stage
+            c_parent, c_iv = _attach_point(c)
+            if c_parent is parent:
+                return parent.leaf_iter_vars.index(c_iv) >= pos
+            c = c_parent
 
     # -- bound inference ------------------------------------------------------------------------
     def _fixed_vars(self, st: Stage) -> set:
         """Loop variables that enclose the attach point of `st` (held as symbols)."""
         fixed: set = set()
         while st.attach_type == SCOPE:
-            parent, iv = st.attach_stage, st.attach_ivar
+            parent, iv = _attach_point(st)
             pos = parent.leaf_iter_vars.index(iv)
             fixed.update(leaf.var for leaf in parent.leaf_iter_vars[:pos + 1])
             st = parent
@@ -195,19 +210,24 @@ class _Lowering:
     def _infer_bounds(self, st: Stage) -> None:
         info = _StageInfo(st)
         self.info[st] = info
-        op = st.op
+        op = _compute_op(st)
         info.is_param = self._param_for(st, 0) is not None
         if info.is_param:
-            info.buffers = [self._param_for(st, k) for k in range(op.num_outputs)]
+            params = [self._param_for(st, k) for k in range(op.num_outputs)]
+            missing = [t.name for t, buf in zip(op.outputs, params) if buf is None]
+            if missing:
+                raise ValueError(f"output {missing[0]} of {st.name} is not in the argument list; "
+                                 f"pass every output of {st.name} or none of them")
+            info.buffers = [buf for buf in params if buf is not None]
         if st.attach_type == SCOPE:
             mins, exts = self._region(st)
         else:
-            mins, exts = [const(0)] * len(op.axis), [iv.dom.extent for iv in op.axis]
+            mins, exts = [const(0)] * len(op.axis), list(op.shape)
         for iv, lo, ext in zip(op.axis, mins, exts):
             info.dom[iv] = Range(lo, ext)
         info.region_min = list(mins)
         for iv in op.reduce_axis:
-            info.dom[iv] = iv.dom
+            info.dom[iv] = cast(Range, iv.dom)  # reduce axes always have a domain
         # carry ranges down to the leaves
         for rel in st.relations:
             if isinstance(rel, Split):
@@ -216,8 +236,9 @@ class _Lowering:
                     info.dom[rel.outer] = Range(const(0), self._simplify(_ceildiv(ext, rel.factor)))
                     info.dom[rel.inner] = Range(const(0), rel.factor)
                 else:
-                    info.dom[rel.outer] = Range(const(0), rel.nparts)
-                    info.dom[rel.inner] = Range(const(0), self._simplify(_ceildiv(ext, rel.nparts)))
+                    nparts = cast(Expr, rel.nparts)  # a split has either a factor or nparts
+                    info.dom[rel.outer] = Range(const(0), nparts)
+                    info.dom[rel.inner] = Range(const(0), self._simplify(_ceildiv(ext, nparts)))
             else:
                 info.dom[rel.fused] = Range(const(0), self._simplify(
                     info.dom[rel.outer].extent * info.dom[rel.inner].extent))
@@ -250,7 +271,7 @@ class _Lowering:
             if iv.kind == DATA and st.attach_type == SCOPE:
                 # an attached region may reach past the tensor's domain: compute only inside it
                 self._add_guard(info, value >= 0)
-                self._add_guard(info, value < iv.dom.extent)
+                self._add_guard(info, value < cast(Range, iv.dom).extent)
 
     def _add_guard(self, info: _StageInfo, cond: Expr) -> None:
         cond = self._simplify(cond)
@@ -261,7 +282,7 @@ class _Lowering:
         """The region of `st` that its consumers read in one iteration of its attach loop."""
         fixed = self._fixed_vars(st)
         relax = {v: iv for v, iv in self.leaf_dom.items() if v not in fixed}
-        op = st.op
+        op = _compute_op(st)
         ndim = len(op.axis)
         lows: list[list[Expr]] = [[] for _ in range(ndim)]
         highs: list[list[Expr]] = [[] for _ in range(ndim)]
@@ -283,8 +304,7 @@ class _Lowering:
         bounds = arith.Analyzer()
         for v, iv in self.leaf_dom.items():
             bounds.bind(v, iv)
-        for d, axis in enumerate(op.axis):
-            shape = axis.dom.extent
+        for d, shape in enumerate(op.shape):
             if whole[d] or not lows[d]:
                 mins.append(const(0))
                 exts.append(shape)
@@ -302,7 +322,7 @@ class _Lowering:
                     exts.append(shape)
                     continue
                 ext = const(upper)
-            if isinstance(shape, IntImm) and ext.value >= shape.value:
+            if isinstance(shape, IntImm) and isinstance(ext, IntImm) and ext.value >= shape.value:
                 lo, ext = const(0), shape
             mins.append(lo)
             exts.append(ext)
@@ -341,9 +361,9 @@ class _Lowering:
         attached_at: dict[int, list[Stage]] = {}
         for other in self.emitted:
             if other.attach_type == SCOPE and other.attach_stage is st:
-                attached_at.setdefault(leaves.index(other.attach_ivar), []).append(other)
+                attached_at.setdefault(leaves.index(_attach_point(other)[1]), []).append(other)
 
-        op = st.op
+        op = _compute_op(st)
         is_reduce = isinstance(op.body[0], Reduce)
         first_reduce = next((k for k, leaf in enumerate(leaves) if leaf.kind == REDUCE), len(leaves))
 
@@ -400,7 +420,7 @@ class _Lowering:
 
     def _out_index(self, st: Stage) -> tuple:
         info = self.info[st]
-        return tuple(self._simplify(info.values[iv] - lo) for iv, lo in zip(st.op.axis, info.region_min))
+        return tuple(self._simplify(info.values[iv] - lo) for iv, lo in zip(_compute_op(st).axis, info.region_min))
 
     def _store_plain(self, st: Stage) -> N.Stmt:
         info = self.info[st]
@@ -470,7 +490,7 @@ class _InlineExpander(Mutator):
         if st.attach_type != INLINE:
             return node
         body = self.lowering.body_of(st)[node.tensor.value_index]
-        return substitute(body, {iv.var: i for iv, i in zip(st.op.axis, node.indices)})
+        return substitute(body, {iv.var: i for iv, i in zip(_compute_op(st).axis, node.indices)})
 
 
 class _LoadLowerer(Mutator):

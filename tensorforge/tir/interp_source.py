@@ -121,7 +121,7 @@ def _ffloormod(a, b):
     return a - np.floor(a / b) * b
 
 
-def _ramp(base: int, stride: int, lanes: int, dtype: type) -> np.ndarray:
+def _ramp(base: int, stride: int, lanes: int, dtype: np.dtype | type) -> np.ndarray:
     return (base + stride * np.arange(lanes, dtype=np.int64)).astype(dtype)
 
 
@@ -536,15 +536,15 @@ class _Translator:
     # ---- expressions ---------------------------------------------------------------------------
     def expr(self, e: E.Expr) -> _Frag:
         method = getattr(self, "expr_" + type(e).__name__, None)
-        if method is None:
-            if isinstance(e, E.CmpOp):
-                method = self.expr_compare
-            elif isinstance(e, E.BinaryOp):
-                method = self.expr_binary
-            else:
-                raise NotImplementedError(f"{self.func.name}: the interpreter cannot evaluate "
-                                          f"{type(e).__name__} ({e}); lower it first")
-        frag = method(e)
+        if method is not None:
+            frag = method(e)
+        elif isinstance(e, E.CmpOp):
+            frag = self.expr_compare(e)
+        elif isinstance(e, E.BinaryOp):
+            frag = self.expr_binary(e)
+        else:
+            raise NotImplementedError(f"{self.func.name}: the interpreter cannot evaluate "
+                                      f"{type(e).__name__} ({e}); lower it first")
         if frag.depth > _MAX_DEPTH and not self.lazy:
             t = self.temp("h")
             self.pending.append(f"{t} = {frag.text}")
@@ -694,7 +694,7 @@ class _Translator:
         raw = (min(biv[0], *last), max(biv[1], *last))
         iv = raw if _fits(raw, e.dtype) else _dtype_range(e.dtype)
         if isinstance(e.base, E.IntImm) and isinstance(e.stride, E.IntImm):
-            lanes = _ramp(base.iv[0], stride.iv[0], e.lanes, dt.to_numpy(e.dtype))
+            lanes = _ramp(biv[0], siv[0], e.lanes, dt.to_numpy(e.dtype))  # constants: biv, siv are their values
             return _Frag(self.constant(e.dtype, tuple(lanes.tolist())), iv=iv)
         return _Frag(f"_ramp({base.text}, {stride.text}, {e.lanes}, {_np(e.dtype)})", P_ATOM,
                      max(base.depth, stride.depth) + 1, iv)
@@ -703,7 +703,7 @@ class _Translator:
         if isinstance(e.value, E.FloatImm):
             return _Frag(self.constant(e.dtype, (e.value.value,) * e.lanes))
         v = self.expr(e.value)
-        if isinstance(e.value, E.IntImm):
+        if isinstance(e.value, E.IntImm) and v.iv is not None:  # an integer constant always has its range
             return _Frag(self.constant(e.dtype, (v.iv[0],) * e.lanes), iv=v.iv)
         return _Frag(f"np.full({e.lanes}, {v.text}, {_np(e.dtype)})", P_ATOM, v.depth + 1, v.iv)
 

@@ -173,3 +173,21 @@ def test_wrong_shape_raises_before_call(mm):
         f(a.astype("float64"), b, np.zeros((16, 16), "float32"))
     with pytest.raises((TypeError, ValueError)):
         f(a, b)
+
+
+def test_tuple_reduction_with_some_outputs_as_arguments():
+    # argmax gives (index, value); Y reads the value, only the index is an argument
+    def fcombine(x, y):
+        keep = x[1] >= y[1]
+        return te.if_then_else(keep, x[0], y[0]), te.if_then_else(keep, x[1], y[1])
+
+    argmax = te.comm_reducer(fcombine, lambda t0, t1: (te.const(-1, t0), te.min_value(t1)), name="argmax")
+    X = te.placeholder((7, 19), name="X")
+    k = te.reduce_axis((0, 19), name="k")
+    idx, val = te.compute((7,), lambda i: argmax((k.var, X[i, k]), axis=k), name="am")
+    Y = te.compute((7,), lambda i: val[i] * 2.0, name="Y")
+    s = te.create_schedule(Y.op)
+    with pytest.raises(ValueError, match=r"output am\.v1 of am is not in the argument list"):
+        tensorforge.lower(s, [X, idx, Y])
+    tensorforge.lower(s, [X, Y])            # none of the outputs: am gets buffers of its own
+    tensorforge.lower(s, [X, idx, val, Y])  # all of them

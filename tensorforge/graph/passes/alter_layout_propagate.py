@@ -114,7 +114,7 @@ class _Propagation:
 
     def _twin(self, v: Value | None, block: int | None = None) -> Value | None:
         """The blocked twin of `v` (with `block`, when given), or None."""
-        t = self.blocked.get(v)
+        t = self.blocked.get(v) if v is not None else None
         return t if t is not None and (block is None or t.shape[4] == block) else None
 
     def _to_blocked(self, v: Value, block: int) -> Value:
@@ -232,8 +232,8 @@ class _Propagation:
         y = n.outputs[0]
         # an operand with a twin has all of y's channels (its other axes broadcast in 5-D
         # exactly as in 4-D: N, H and W stay axes of their own)
-        twins = [self._twin(v) for v in n.inputs if v is not None and v.ndim == 4 and v.shape[1] == y.shape[1]]
-        twins = [t for t in twins if t is not None]
+        found = [self._twin(v) for v in n.inputs if v is not None and v.ndim == 4 and v.shape[1] == y.shape[1]]
+        twins = [t for t in found if t is not None]
         if not twins or not _is_elementwise(n):
             return False
         block = twins[0].shape[4]

@@ -2,7 +2,7 @@
 reshapes into one."""
 from __future__ import annotations
 
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Value
 from .rewrite import replace_values
 
 IDENTITY_OPS = ("identity", "dropout")
@@ -11,7 +11,7 @@ IDENTITY_OPS = ("identity", "dropout")
 def simplify_graph(graph: Graph) -> Graph:
     mapping: dict = {}
     kept = []
-    producer = {}
+    producer: dict[Value, Node] = {}
     outputs = set(graph.outputs)
     read = {v for n in graph.nodes for v in n.inputs if v is not None}
     changed = False

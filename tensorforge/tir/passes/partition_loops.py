@@ -10,6 +10,8 @@ proven true.
 """
 from __future__ import annotations
 
+from typing import cast
+
 from ...arith import Analyzer
 from ...ir.expr import IntImm, Range, const
 from .. import nodes as N
@@ -92,7 +94,7 @@ class _Partition(Mutator):
                 an.bind(f.loop_var, Range(f.min, f.extent))
             return an.can_prove(guard.condition)
 
-        lo, hi = 0, loop.extent.value
+        lo, hi = 0, cast(IntImm, loop.extent).value  # _split checked that the extent is a constant
         if holds(hi):
             return hi
         while lo < hi:

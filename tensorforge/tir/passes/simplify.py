@@ -66,7 +66,7 @@ class _StmtSimplifier(Mutator):
 
     def visit_LetStmt(self, s: N.LetStmt) -> N.Stmt:
         value = self.an.simplify(s.value)
-        scope = {}
+        scope: dict[E.Var, Interval | tuple[int | None, int | None]] = {}
         if E.is_const_int(value) or (_is_integer_scalar(value) and _is_pure_index(value)):
             scope[s.var] = Interval.point(value)
         elif _is_integer_scalar(value):

@@ -80,19 +80,19 @@ class _Vectorizer:
         # affine index arithmetic keeps Ramps
         ra, rb = isinstance(a, E.Ramp), isinstance(b, E.Ramp)
         if cls is E.Add and (ra or rb):
-            if ra and rb:
+            if isinstance(a, E.Ramp) and isinstance(b, E.Ramp):
                 return E.Ramp(a.base + b.base, a.stride + b.stride, self.lanes)
-            if ra and not vb:
+            if isinstance(a, E.Ramp) and not vb:
                 return E.Ramp(a.base + b, a.stride, self.lanes)
-            if rb and not va:
+            if isinstance(b, E.Ramp) and not va:
                 return E.Ramp(a + b.base, b.stride, self.lanes)
-        if cls is E.Sub and ra and not vb:
+        if cls is E.Sub and isinstance(a, E.Ramp) and not vb:
             return E.Ramp(a.base - b, a.stride, self.lanes)
-        if cls is E.Sub and rb and not va:
+        if cls is E.Sub and isinstance(b, E.Ramp) and not va:
             return E.Ramp(a - b.base, E.const(0, b.stride.dtype) - b.stride, self.lanes)
-        if cls is E.Mul and ra and not vb:
+        if cls is E.Mul and isinstance(a, E.Ramp) and not vb:
             return E.Ramp(a.base * b, a.stride * b, self.lanes)
-        if cls is E.Mul and rb and not va:
+        if cls is E.Mul and isinstance(b, E.Ramp) and not va:
             return E.Ramp(a * b.base, a * b.stride, self.lanes)
         return cls(self.bcast(a), self.bcast(b))
 
