@@ -254,7 +254,8 @@ class _Defines:
         """An order of `axes`: every permutation ("all") or the given ones ("candidates", as
         lists of the axes or of their positions)."""
         n = axes if isinstance(axes, int) else len(axes)
-        position = (lambda a: a if isinstance(a, int) else list(axes).index(a))  # noqa: E731
+        listed: list = [] if isinstance(axes, int) else list(axes)
+        position = (lambda a: a if isinstance(a, int) else listed.index(a))  # noqa: E731
         if policy == "all":
             if n > MAX_REORDER_AXES:
                 raise ConfigError(f"define_reorder {name!r}: {n} axes have {math.factorial(n)} orders; "
@@ -281,7 +282,8 @@ class _Defines:
         vectorized or not), try_unroll_vec (both), try_parallel (the first axis parallel or
         not), or the given candidates."""
         n = axes if isinstance(axes, int) else len(axes)
-        none, choices = ("none",), None
+        none: tuple[str, ...] = ("none",)
+        choices: list[tuple[str, ...]] | None = None
         if policy == "try_unroll":
             choices = [none + ("unroll",)] * n
         elif policy == "try_vec":
