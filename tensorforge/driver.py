@@ -192,26 +192,39 @@ def _tuned_configs(groups, records, target) -> dict:
     `records` (a path or records); the others keep their default schedules."""
     import logging
 
+    import warnings
+
     from .autotune.records import _records, best_configs
+    from .autotune.space import ConfigError
     from .autotune.task import task_of_group
     from .runtime.module import get_num_threads
 
     all_records = list(_records(records))
     threads = get_num_threads()
-    best = best_configs(all_records, target=target, threads=threads)
-    anywhere = best_configs(all_records, target=target)
-    configs, tunable, elsewhere = {}, 0, set()
-    for g in groups:
-        task = task_of_group(g, target)
-        if task is None:
-            continue
-        tunable += 1
-        record = best.get(task.key)
-        if record is not None:
-            configs[id(g)] = task.config_space.from_json(record.config)
-        elif task.key in anywhere:
-            elsewhere.add(anywhere[task.key].threads)
+    tasks = [(g, task_of_group(g, target)) for g in groups]
+    tasks = [(g, t) for g, t in tasks if t is not None]
+    bad: set = set()        # ids of records whose config does not fit their task's space
+    while True:
+        usable = [r for r in all_records if id(r) not in bad]
+        best = best_configs(usable, target=target, threads=threads)
+        anywhere = best_configs(usable, target=target)
+        configs, elsewhere, before = {}, set(), len(bad)
+        for g, task in tasks:
+            record = best.get(task.key)
+            if record is not None:
+                try:
+                    configs[id(g)] = task.config_space.from_json(record.config)
+                except ConfigError:
+                    bad.add(id(record))        # skip it: the next best record of the task competes
+            elif task.key in anywhere:
+                elsewhere.add(anywhere[task.key].threads)
+        if len(bad) == before:
+            break
+    tunable = len(tasks)
     log = logging.getLogger("tensorforge")
+    if bad:
+        warnings.warn(f"skipped {len(bad)} tuning record(s) whose config is not valid for its kernel's "
+                      "schedule template", RuntimeWarning, stacklevel=3)
     log.info("tuning records applied to %d of %d tunable kernels", len(configs), tunable)
     if elsewhere:
         log.warning("some kernels have tuning records only for %s thread(s), not for the %d this process "
