@@ -124,13 +124,17 @@ def load(path: str) -> Model:
 
 
 def _materialize(lib: bytes) -> str:
-    """Write a library to the cache by content hash (atomically) and return its path."""
-    from .compile import cache_dir
-    key = hashlib.sha256(lib).hexdigest()[:32]
-    path = cache_dir() / f"model_{key}.so"
-    if not path.exists():
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(lib)
-        os.replace(tmp, path)
+    """Write a library to the cache by content hash (atomically) and return its path.  A file
+    already there is used only when its size and checksum match `lib`; a damaged one (a
+    truncated copy would crash the process with SIGBUS when loaded) is written again, with a
+    warning."""
+    from .cache_files import DamagedEntry, cache_dir, check_file, warn_rebuild, write_atomic
+    digest = hashlib.sha256(lib).hexdigest()
+    path = cache_dir() / f"model_{digest[:32]}.so"
+    if path.exists():
+        try:
+            return check_file(path, len(lib), digest)
+        except DamagedEntry as err:
+            warn_rebuild(err, "writing the model's library again")
+    write_atomic(path, lib)
     return str(path)
