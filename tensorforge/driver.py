@@ -106,8 +106,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         module = backend_for(tgt).build(funcs, tgt, sequences=[(r["symbol"], r["calls"]) for r in sequences],
                                         text_cache=texts) if tgt.kind == "c" else build(funcs, target=tgt)
         runs = [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
+        buffers = {f.name: _buffer_record(f) for f in funcs}
         for step in steps:
             if step["kind"] == "kernel":
+                step["params"] = buffers[step["symbol"]]    # checked when an exported model is loaded
                 step["symbol"] = _symbol(module, step["symbol"])
     t3 = time.perf_counter()
     timings["C compile"] = t3 - t2
@@ -231,6 +233,12 @@ def _tuned_configs(groups, records, target) -> dict:
                     "uses: they keep their default schedules (tune with --threads %d)",
                     "/".join(str(n) for n in sorted(elsewhere)), threads, threads)
     return configs
+
+
+def _buffer_record(func) -> list:
+    """[[shape, dtype], ...] of a kernel's buffers, in parameter order (runtime/validate.py)."""
+    from .te.expr import IntImm
+    return [[[int(d.value) if isinstance(d, IntImm) else str(d) for d in b.shape], b.dtype] for b in func.params]
 
 
 def _symbol(module, name: str) -> str:
