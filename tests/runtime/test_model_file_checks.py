@@ -1,6 +1,5 @@
 """A `.tfm` whose description does not match its kernels is refused at load, with one sentence
 that names the problem, before any kernel runs (out-of-bounds reads printed NaNs before)."""
-import io
 import json
 import zipfile
 

@@ -8,7 +8,6 @@ that its guards allow must land inside its buffer.  Nothing of that size is allo
 one real run reads the last row of a 2^31-element array that is never written (lazily zeroed
 pages, a few MiB resident)."""
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -191,11 +191,9 @@ class _Widen(Mutator):
     visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
     def visit_For(self, node: N.For):
-        lo, hi = self._bounds(node.min)[0], None
-        ext = self._bounds(node.extent)[0]
-        hi = self._bounds(node.min)[0][1] + ext[1] - 1
+        lo, ext = self._bounds(node.min)[0], self._bounds(node.extent)[0]
         var = node.loop_var
-        rng = (lo[0], hi)
+        rng = (lo[0], lo[1] + ext[1] - 1)
         if var.dtype == "int32" and not _fits(rng):
             new = E.Var(var.name, "int64")
             self.replaced[var] = new
