@@ -127,8 +127,10 @@ def build_kernels(kernels: Kernels, target: Target):
         sequences = _kernel_runs(kernels.steps)
     module = backend.build(kernels.funcs, target, sequences=[(r["symbol"], r["calls"]) for r in sequences],
                            text_cache=kernels.texts)
+    buffers = {f.name: _buffer_record(f) for f in kernels.funcs}
     for step in kernels.steps:
         if step["kind"] == "kernel":
+            step["params"] = buffers[step["symbol"]]    # checked when an exported model is loaded
             step["symbol"] = _symbol(module, step["symbol"])
     return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
 
@@ -211,6 +213,12 @@ def _group_signature(group, config) -> tuple:
             where[v] = ("node", k, j)
     return (group.pattern, tuple(nodes), tuple((tuple(v.shape), v.dtype) for v in group.inputs),
             tuple(where[v] for v in group.outputs), None if config is None else repr(config.to_json()))
+
+
+def _buffer_record(func) -> list:
+    """[[shape, dtype], ...] of a kernel's buffers, in parameter order (runtime/validate.py)."""
+    from .ir.expr import IntImm
+    return [[[int(d.value) if isinstance(d, IntImm) else str(d) for d in b.shape], b.dtype] for b in func.params]
 
 
 def _symbol(module, name: str) -> str:

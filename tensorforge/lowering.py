@@ -107,10 +107,11 @@ def te_lower(s, args, name):
 # The lowering cache ---------------------------------------------------------------------------
 # Lowering a group (TE -> loop program -> passes) takes 0.02-0.5 s of Python per kernel, the
 # larger part of a warm compile: the C compile itself is cached by the source's hash.  A
-# lowered PrimFunc is a plain data structure, so it is kept on disk under a key made of what it
-# depends on: the group's signature (ops, attributes, wiring, shapes, config: see
-# driver._group_signature), the target, and the source of this package (any change to the
-# compiler makes new keys).
+# lowered PrimFunc is a plain data structure, so it is kept on disk, as JSON (tir/serialize.py:
+# data, never code, is read back) with its size and checksum (runtime/cache_files.py), under a
+# key made of what it depends on: the group's signature (ops, attributes, wiring, shapes,
+# config: see driver._group_signature), the target, and the source of this package (any change
+# to the compiler makes new keys).
 
 @functools.cache
 def package_fingerprint() -> str:
@@ -126,30 +127,32 @@ def package_fingerprint() -> str:
 def cache_path(signature, target) -> Path:
     """Where the kernel lowered for a group `signature` on `target` is kept; the C text printed
     from it (codegen/c.py) is kept beside it, at `text_path(path)`."""
-    from .runtime.compile import cache_dir
+    from .runtime.cache_files import cache_dir
     key = hashlib.sha256(repr((signature, str(target), package_fingerprint())).encode()).hexdigest()[:40]
-    return cache_dir() / "lowered" / f"{key}.pkl"
+    return cache_dir() / "lowered" / f"{key}.ir"
 
 
 def text_path(path: Path) -> Path:
-    return path.with_name(path.stem + ".c.pkl")
+    return path.with_name(path.stem + ".c.entry")
 
 
 def lower_group_cached(group: FusedGroup, target, name: str, config, path: Path) -> N.PrimFunc:
     """`lower_group(...).func`, from the lowering cache entry at `path` (see `cache_path`) when
     the same signature was lowered for the same target by the same compiler before (renamed to
     `name`)."""
-    from .runtime.compile import read_pickle, write_pickle
+    from .runtime.cache_files import DamagedEntry, read_entry, warn_rebuild, write_entry
+    from .tir import serialize
+    func = None
     try:
-        func = read_pickle(path)
-    except ValueError as err:         # a damaged entry: lower again and overwrite it
-        warnings.warn(f"lowering cache entry unreadable ({err}); lowering again", RuntimeWarning)
-        func = None
+        payload = read_entry(path)
+        func = None if payload is None else serialize.loads(payload)
+    except (DamagedEntry, ValueError) as err:     # a damaged entry: lower again and overwrite it
+        warn_rebuild(err, "lowering the kernel again")
     if isinstance(func, N.PrimFunc):
         return dataclasses.replace(func, name=name)
     func = lower_group(group, target, name, config).func
     try:
-        write_pickle(path, func)
-    except OSError as err:            # a read-only cache only costs time
+        write_entry(path, serialize.dumps(func).encode("utf-8"))
+    except (OSError, TypeError, RecursionError) as err:   # a read-only cache only costs time
         warnings.warn(f"could not write the lowering cache ({err})", RuntimeWarning)
     return func

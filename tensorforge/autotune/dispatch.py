@@ -7,7 +7,9 @@ for one core can lose on two.  `tensorforge.compile(..., records=...)` calls `ap
 from __future__ import annotations
 
 import logging
+import warnings
 
+from ..te.space import ConfigError
 from .records import _records, best_configs
 from .task import task_of_group
 
@@ -18,21 +20,30 @@ def apply_records(groups, records, target, threads: int) -> dict:
     recorded); the others keep their default schedules, and a warning says when records exist
     only for another thread count."""
     all_records = list(_records(records))
-    best = best_configs(all_records, target=target, threads=threads)
-    anywhere = best_configs(all_records, target=target)
-    configs, tunable, elsewhere = {}, 0, set()
-    for g in groups:
-        task = task_of_group(g, target)
-        if task is None:
-            continue
-        tunable += 1
-        record = best.get(task.key)
-        if record is not None:
-            configs[id(g)] = task.config_space.from_json(record.config)
-        elif task.key in anywhere:
-            elsewhere.add(anywhere[task.key].threads)
+    tasks = [(g, task_of_group(g, target)) for g in groups]
+    tasks = [(g, t) for g, t in tasks if t is not None]
+    bad: set = set()        # ids of records whose config does not fit their task's space
+    while True:
+        usable = [r for r in all_records if id(r) not in bad]
+        best = best_configs(usable, target=target, threads=threads)
+        anywhere = best_configs(usable, target=target)
+        configs, elsewhere, before = {}, set(), len(bad)
+        for g, task in tasks:
+            record = best.get(task.key)
+            if record is not None:
+                try:
+                    configs[id(g)] = task.config_space.from_json(record.config)
+                except ConfigError:
+                    bad.add(id(record))        # skip it: the next best record of the task competes
+            elif task.key in anywhere:
+                elsewhere.add(anywhere[task.key].threads)
+        if len(bad) == before:
+            break
     log = logging.getLogger("tensorforge")
-    log.info("tuning records applied to %d of %d tunable kernels", len(configs), tunable)
+    if bad:
+        warnings.warn(f"skipped {len(bad)} tuning record(s) whose config is not valid for its kernel's "
+                      "schedule template", RuntimeWarning, stacklevel=3)
+    log.info("tuning records applied to %d of %d tunable kernels", len(configs), len(tasks))
     if elsewhere:
         log.warning("some kernels have tuning records only for %s thread(s), not for the %d this process "
                     "uses: they keep their default schedules (tune with --threads %d)",

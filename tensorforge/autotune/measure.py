@@ -34,6 +34,7 @@ import math
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import traceback
 from concurrent.futures.process import BrokenProcessPool
@@ -177,7 +178,8 @@ class LocalBuilder:
 
     def _executor(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(self.n_parallel, mp_context=_spawn())
+            self._pool = cf.ProcessPoolExecutor(self.n_parallel, mp_context=_spawn(),
+                                                initializer=_watch_parent, initargs=(os.getpid(),))
         return self._pool
 
     def _discard_pool(self) -> None:
@@ -241,10 +243,10 @@ class LocalBuilder:
 
 # Runner ------------------------------------------------------------------------------------
 
-def _runner_main(conn) -> None:
+def _runner_main(conn, parent: int | None = None) -> None:
     """The measuring process: answers "prepare" (make a task's inputs and reference outputs)
     and "run" (check and time one built candidate) messages until the pipe closes."""
-    _die_with_parent()
+    _die_with_parent(parent)
     prepared: dict[str, tuple] = {}
     while True:
         try:
@@ -267,19 +269,36 @@ def _runner_main(conn) -> None:
         conn.send(reply)
 
 
-def _die_with_parent() -> None:
-    """On Linux, ask the kernel to kill this process when its parent dies, so that a candidate
-    stuck in an endless loop does not outlive a tuner or pool worker that was killed."""
+def _die_with_parent(parent: int | None = None) -> None:
+    """In the measuring process: end when the parent dies, so that a candidate stuck in an
+    endless loop does not outlive a tuner or pool worker that was killed (even by SIGKILL,
+    which runs no cleanup).  On Linux the kernel is asked to send SIGKILL (PR_SET_PDEATHSIG:
+    it acts even while a candidate holds the GIL); the parent's pid is watched as well."""
     import sys
 
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):
-        pass
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)      # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    _watch_parent(os.getppid() if parent is None else parent)
+
+
+def _watch_parent(parent: int) -> None:
+    """End this process (within half a second) once its parent, pid `parent`, has died; also
+    when it died before this call.  The builder's pool processes use only this: the kernel's
+    parent-death signal follows the *thread* that started a process, and the pool starts its
+    processes from whichever thread submits work, which may end long before the tuner does."""
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+    threading.Thread(target=watch, name="tensorforge-parent-watch", daemon=True).start()
 
 
 _FLUSH: np.ndarray | None = None
@@ -349,7 +368,7 @@ class _Process:
     def __init__(self):
         ctx = _spawn()
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_runner_main, args=(child,), daemon=True, name="tensorforge-runner")
+        self.proc = ctx.Process(target=_runner_main, args=(child, os.getpid()), daemon=True, name="tensorforge-runner")
         self.proc.start()
         child.close()
         self.prepared: set[str] = set()

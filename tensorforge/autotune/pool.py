@@ -383,22 +383,54 @@ async def _until(stop: asyncio.Event, finished) -> None:
         w.cancel()
 
 
+STOP_WITHIN_S = 2.0    # after SIGINT or SIGTERM the process is gone within this time
+
+
 def _serve(serve, what: str) -> int:
     """Run `serve(stop)` in an event loop; SIGINT and SIGTERM set `stop`, so the server closes
-    cleanly (a worker tells the scheduler it is leaving)."""
+    cleanly (a worker tells the scheduler it is leaving).
+
+    A signal must end the process even while the server is still starting, e.g. a worker that
+    retries a scheduler that is not there (Dask retries forever, inside the `async with`, where
+    `stop` is not yet awaited): then the serving task is cancelled.  Whatever closing still
+    runs gets until STOP_WITHIN_S after the signal; then the process leaves without waiting."""
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(stop)
+        task = asyncio.ensure_future(serve(stop))
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            stopped.cancel()
+            task.result()
+            return
+        deadline = loop.time() + STOP_WITHIN_S - 0.3
+        _exit_later(STOP_WITHIN_S - 0.1, what)
+        # a server that started closes itself on `stop`; one still starting is cancelled
+        await asyncio.wait([task], timeout=max(0.1, (deadline - loop.time()) / 2))
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=max(0.1, deadline - loop.time()))
 
     try:
         asyncio.run(main())
-    except KeyboardInterrupt:       # a second Ctrl-C while closing
+    except (KeyboardInterrupt, asyncio.CancelledError):       # a second Ctrl-C while closing
         pass
     print(f"tensorforge pool {what} stopped", flush=True)
     return 0
+
+
+def _exit_later(seconds: float, what: str) -> None:
+    """A backstop: end the process after `seconds` if closing has not finished by then."""
+    def leave() -> None:
+        # measuring processes end with this one (measure._die_with_parent)
+        print(f"tensorforge pool {what} stopped (closing took too long)", flush=True)
+        os._exit(0)
+    timer = threading.Timer(seconds, leave)
+    timer.daemon = True
+    timer.start()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,7 +8,9 @@ autotune/).
 Files are append-only.  Each line is written with one write, flushed and fsync'ed, so a run
 that is killed leaves every earlier line intact and at most one partial last line; loading
 skips a line that does not parse (with a warning naming the file and line), and a writer that
-reopens such a file starts on a new line so the partial one stays isolated.  A run resumes
+reopens such a file starts on a new line so the partial one stays isolated.  A line that parses
+but is not a record (not a JSON object, a cost that is not a positive finite number) is skipped
+too: all the skipped lines of a file are reported in one warning that counts them.  A run resumes
 from a file by skipping the (task, config) pairs in `measured_keys`; `best_configs` picks, per
 task, the record with the lowest time (its fastest repeat: see measure.MeasureResult.cost),
 among the task's confirmation records ("stage": "confirm", tuner.confirm) when it has any.
@@ -83,10 +85,14 @@ class Record:
 
     @staticmethod
     def from_json(d: dict) -> "Record":
+        if not isinstance(d, dict):
+            raise ValueError(f"a record is a JSON object, not {type(d).__name__}")
         if d.get("version") != VERSION:
             raise ValueError(f"record version {d.get('version')!r} is not {VERSION}")
         task = Task.from_json({**d["task"], "target": d["target"]})
         result = d["result"]
+        if not isinstance(result, dict):
+            raise ValueError("record result is not a JSON object")
         if not isinstance(d["config"], dict):
             raise ValueError("record config is not a JSON object")
         stage = str(d.get("stage", "tune"))
@@ -95,7 +101,10 @@ class Record:
             return Record(task, d["config"], (), str(result["error"]), str(result.get("message", "")),
                           float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
                           stage=stage, threads=threads)
-        return Record(task, d["config"], tuple(float(c) for c in result["costs"]), None, "",
+        costs = tuple(float(c) for c in result["costs"])
+        if not costs or not all(math.isfinite(c) and c > 0 for c in costs):
+            raise ValueError(f"record costs {list(costs)} are not positive finite seconds")
+        return Record(task, d["config"], costs, None, "",
                       float(d.get("build_s", 0)), float(d.get("run_s", 0)), float(d.get("timestamp", 0)),
                       stage=stage, threads=threads)
 
@@ -135,21 +144,31 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def iter_records(path: str | os.PathLike) -> Iterator[Record]:
-    """The records of a file in order; lines that do not parse (a partial last line from a
-    killed run, a record of another version) are skipped with a warning."""
+    """The records of a file in order; lines that are not records (a partial last line from a
+    killed run, a record of another version, a JSON value that is not a record) are skipped,
+    with one warning at the end that counts them and names the first."""
     path = Path(path)
     if not path.exists():
         return
+    skipped, first = 0, ""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, 1):
             line = raw.strip()
             if not line:
                 continue
             try:
-                yield Record.from_json(json.loads(line))
-            except (ValueError, KeyError, TypeError) as err:
-                what = "a partial line (a run was killed while writing it?)" if not raw.endswith(b"\n") else "a bad record"
-                warnings.warn(f"{path}:{lineno}: skipped {what}: {err}", RuntimeWarning, stacklevel=2)
+                record = Record.from_json(json.loads(line))
+            except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as err:
+                if not skipped:
+                    what = ("a partial line (a run was killed while writing it?)" if not raw.endswith(b"\n")
+                            else "a bad record")
+                    first = f"{path}:{lineno}: {what}: {err}"
+                skipped += 1
+                continue
+            yield record
+    if skipped:
+        warnings.warn(f"skipped {skipped} line(s) of {path} that are not valid records (first: {first})",
+                      RuntimeWarning, stacklevel=2)
 
 
 def load_records(path: str | os.PathLike) -> list[Record]:

@@ -173,10 +173,15 @@ def _split_units(head: list, bodies: list, runners: list, count: int) -> tuple:
 
 
 def _load_text(path, symbol: str) -> dict | None:
-    from ..runtime.compile import read_pickle
+    """The printed C of kernel `symbol` kept at `path` (runtime/cache_files.py: JSON with its
+    size and checksum), or None when there is none or it does not check out."""
+    import json
+
+    from ..runtime.cache_files import DamagedEntry, read_entry
     try:
-        entry = read_pickle(path)
-    except ValueError:
+        payload = read_entry(path)
+        entry = None if payload is None else json.loads(payload)
+    except (DamagedEntry, ValueError):
         return None
     ok = isinstance(entry, dict) and entry.get("symbol") == symbol and \
         all(isinstance(entry.get(k), t) for k, t in (("text", str), ("typedefs", dict), ("helpers", dict)))
@@ -184,10 +189,12 @@ def _load_text(path, symbol: str) -> dict | None:
 
 
 def _store_text(path, entry: dict) -> None:
-    from ..runtime.compile import write_pickle
+    import json
+
+    from ..runtime.cache_files import write_entry
     try:
-        write_pickle(path, entry)
-    except OSError:
+        write_entry(path, json.dumps(entry).encode("utf-8"))
+    except (OSError, TypeError, ValueError):
         pass                     # a read-only cache only costs time
 
 

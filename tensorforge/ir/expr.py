@@ -379,6 +379,11 @@ def _operands(a: Any, b: Any) -> tuple[Expr, Expr]:
 
 
 def _const_like(value: Any, dtype: str) -> Expr:
+    if isinstance(value, int) and not isinstance(value, bool) and dt.element_of(dtype) == "int32" \
+            and not -(2 ** 31) <= value < 2 ** 31:
+        # an index offset past int32 (i + 2**31) is an int64 constant: the sum is computed in
+        # int64 instead of wrapping the constant to a negative int32
+        return const(value, "int64") if dt.lanes(dtype) == 1 else Broadcast(const(value, "int64"), dt.lanes(dtype))
     if isinstance(value, (int, bool)) and not dt.is_bool(dtype):
         return const(value, dt.element_of(dtype)) if dt.lanes(dtype) == 1 else Broadcast(
             const(value, dt.element_of(dtype)), dt.lanes(dtype))

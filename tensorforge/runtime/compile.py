@@ -2,11 +2,11 @@
 
 The cache key is the SHA-256 of everything that determines the library's bytes: the source, the
 compiler's path and its `--version` text (computed once per process) and the flags.  A key that
-is already on disk is returned without running the compiler.  Libraries are compiled to a
-temporary name in the cache directory and moved into place with `os.replace`, which is atomic:
-a reader sees either no file or a complete one, so two processes compiling the same kernel at
-once are safe (both compile, the second rename wins, both files are identical).  A library
-that is already loaded keeps its old inode when replaced, so replacing never breaks a reader.
+is already on disk, and whose library checks out against the size and SHA-256 recorded with
+it, is returned without running the compiler; a damaged entry is rebuilt with a warning
+(runtime/cache_files.py).  Libraries are compiled to a temporary name in the cache directory
+and moved into place with `os.replace`, which is atomic: a reader sees either no file or a
+complete one, so two processes compiling the same kernel at once are safe.
 
 Cache directory: $TENSORFORGE_CACHE_DIR, else ~/.cache/tensorforge.
 Compiler: the `cc` argument, else $CC, else the first of cc, gcc, clang on PATH.
@@ -23,17 +23,13 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
+from .cache_files import DamagedEntry, cache_dir, store_library, unlink, verified_library, warn_rebuild, write_atomic
+
 _CANDIDATES = ("cc", "gcc", "clang")
 
 
 class CompileError(RuntimeError):
     """The C compiler rejected generated source; the message has its output and the source path."""
-
-
-def cache_dir() -> Path:
-    path = Path(os.environ.get("TENSORFORGE_CACHE_DIR") or Path.home() / ".cache" / "tensorforge")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def find_compiler(cc: str | None = None) -> list[str]:
@@ -71,44 +67,6 @@ def cache_key(source: str, flags: list[str], cc: list[str]) -> str:
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-
-
-def read_pickle(path: Path):
-    """The object pickled at `path` (a cache entry), or None when there is no such file;
-    ValueError when the file cannot be read back."""
-    import pickle
-    try:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-    except FileNotFoundError:
-        return None
-    except Exception as err:          # damaged, truncated, from another version, unreadable
-        raise ValueError(f"{path.name}: {err}") from err
-
-
-def write_pickle(path: Path, obj) -> None:
-    """Pickle `obj` to `path` atomically (its folder made when missing); OSError when it cannot."""
-    import pickle
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-
-
-def _unlink(path) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
 def compile_source(source: str, flags: list[str], cc: str | None = None, units: Sequence[str] = ()) -> str:
     """Compile C `source` into a shared library with `flags`; returns the library's path.
 
@@ -121,33 +79,32 @@ def compile_source(source: str, flags: list[str], cc: str | None = None, units: 
     compiler = find_compiler(cc)
     key = cache_key(source, list(flags), compiler)
     directory = cache_dir()
-    lib = directory / f"tf_{key[:32]}.so"
-    if lib.exists():
-        return str(lib)
-    src = directory / f"tf_{key[:32]}.c"
-    if not src.exists():
-        _write_atomic(src, source.encode("utf-8"))
-    fd, tmp_lib = tempfile.mkstemp(dir=directory, prefix=lib.name + ".", suffix=".tmp")
-    os.close(fd)
-    if len(units) > 1:
-        try:
-            _compile_units(compiler, list(units), flags, directory / f"tf_{key[:32]}", tmp_lib, src)
-        except BaseException:
-            _unlink(tmp_lib)
-            raise
-        os.replace(tmp_lib, lib)
-        return str(lib)
-    cmd = [*compiler, str(src), "-o", tmp_lib, *flags]
+    manifest = directory / f"tf_{key[:32]}.json"
     try:
-        result = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as err:
-        _unlink(tmp_lib)
-        raise _not_run(compiler, err, src) from err
-    if result.returncode != 0:
-        _unlink(tmp_lib)
-        raise _failed(cmd, result.returncode, result.stderr + result.stdout, src)
-    os.replace(tmp_lib, lib)
-    return str(lib)
+        found = verified_library(manifest)
+    except DamagedEntry as err:
+        warn_rebuild(err, "compiling the library again")
+        found = None
+    if found is not None:
+        return found
+    src = directory / f"tf_{key[:32]}.c"
+    write_atomic(src, source.encode("utf-8"))
+    fd, tmp_lib = tempfile.mkstemp(dir=directory, prefix=manifest.stem + ".", suffix=".so.tmp")
+    os.close(fd)
+    try:
+        if len(units) > 1:
+            _compile_units(compiler, list(units), flags, directory / f"tf_{key[:32]}", tmp_lib, src)
+        else:
+            cmd = [*compiler, str(src), "-o", tmp_lib, *flags]
+            try:
+                result = subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as err:
+                raise _not_run(compiler, err, src) from err
+            if result.returncode != 0:
+                raise _failed(cmd, result.returncode, result.stderr + result.stdout, src)
+        return store_library(manifest, tmp_lib)
+    finally:
+        unlink(tmp_lib)
 
 
 def _not_run(compiler: list[str], err: OSError, src: Path) -> CompileError:

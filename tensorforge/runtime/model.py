@@ -2,7 +2,9 @@
 
 The exported file is a zip archive (no pickle): `model.json` (the ModelSpec), `kernels.so` (the
 compiled library), `params.npz` (constants, read with allow_pickle=False) and `kernels.c` (the
-source, for inspection).  `load()` needs only NumPy and the runtime.
+source, for inspection).  `load()` needs only NumPy and the runtime; it checks the description
+against the kernels' buffers and the arena (runtime/validate.py) before anything runs.  A model
+file carries native code: load only files you trust.
 """
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ import zipfile
 import numpy as np
 
 from .executor import GraphExecutor, ModelSpec
+from .validate import SpecError, validate_spec
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2      # 2: kernel steps record their buffers ("params"), checked at load
 
 
 class Model:
@@ -104,33 +107,60 @@ def load(path: str) -> Model:
             manifest = json.loads(z.read("model.json"))
         except KeyError:
             raise ValueError(f"{path} is not a tensorforge model file (no model.json)") from None
-        if manifest.get("format") != "tensorforge-model" or manifest.get("version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported model format {manifest.get('format')} v{manifest.get('version')}")
-        with np.load(io.BytesIO(z.read("params.npz")), allow_pickle=False) as npz:
-            params = {name: npz[f"p{k}"] for k, name in enumerate(manifest["param_names"])}
-        lib_path = None
-        if "kernels.so" in z.namelist():
-            lib_path = _materialize(z.read("kernels.so"))
+        except ValueError as err:
+            raise ValueError(f"{path}: model.json is not valid JSON ({err})") from None
+        if not isinstance(manifest, dict):
+            raise ValueError(f"{path}: model.json is not a JSON object")
+        if manifest.get("format") != "tensorforge-model":
+            raise ValueError(f"{path} is not a tensorforge model file (format {manifest.get('format')!r})")
+        if manifest.get("version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: model format v{manifest.get('version')} is not supported by this version "
+                             f"(v{FORMAT_VERSION}); export the model again")
+        try:
+            with np.load(io.BytesIO(z.read("params.npz")), allow_pickle=False) as npz:
+                params = {name: npz[f"p{k}"] for k, name in enumerate(manifest["param_names"])}
+        except (KeyError, TypeError, ValueError, OSError, zipfile.BadZipFile) as err:
+            raise ValueError(f"{path}: the model's parameters (params.npz) cannot be read: {err}") from None
+        lib = z.read("kernels.so") if "kernels.so" in z.namelist() else None
         source = z.read("kernels.c").decode() if "kernels.c" in z.namelist() else ""
-    raw = manifest["spec"]
-    steps = []
-    for st in raw["steps"]:
-        if st["kind"] == "opaque":
-            st = dict(st, attrs=_restore(st["attrs"]))
-        steps.append(st)
-    spec = ModelSpec(raw["name"], raw["inputs"], raw["outputs"], raw["values"], steps, raw["arena_bytes"], raw["labels"],
-                     raw.get("runs", []))
+    spec = _spec(path, manifest)
+    try:
+        validate_spec(spec, params)
+    except SpecError as err:
+        raise ValueError(f"{path}: the model description does not match its kernels: {err}") from None
+    if lib is None and any(st["kind"] == "kernel" for st in spec.steps):
+        raise ValueError(f"{path}: the model has kernel steps but no kernels.so")
+    lib_path = _materialize(lib) if lib is not None else None
     return Model(spec, lib_path, params, source)
 
 
+def _spec(path: str, manifest) -> ModelSpec:
+    try:
+        raw = manifest["spec"]
+        steps = []
+        for st in raw["steps"]:
+            if isinstance(st, dict) and st.get("kind") == "opaque":
+                st = dict(st, attrs=_restore(st["attrs"]))
+            steps.append(st)
+        return ModelSpec(raw["name"], raw["inputs"], raw["outputs"], raw["values"], steps, raw["arena_bytes"],
+                         raw["labels"], raw.get("runs", []))
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        raise ValueError(f"{path}: the model description (model.json) is incomplete or malformed: "
+                         f"{type(err).__name__} {err}") from None
+
+
 def _materialize(lib: bytes) -> str:
-    """Write a library to the cache by content hash (atomically) and return its path."""
-    from .compile import cache_dir
-    key = hashlib.sha256(lib).hexdigest()[:32]
-    path = cache_dir() / f"model_{key}.so"
-    if not path.exists():
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(lib)
-        os.replace(tmp, path)
+    """Write a library to the cache by content hash (atomically) and return its path.  A file
+    already there is used only when its size and checksum match `lib`; a damaged one (a
+    truncated copy would crash the process with SIGBUS when loaded) is written again, with a
+    warning."""
+    from .cache_files import DamagedEntry, cache_dir, check_file, warn_rebuild, write_atomic
+    digest = hashlib.sha256(lib).hexdigest()
+    path = cache_dir() / f"model_{digest[:32]}.so"
+    if path.exists():
+        try:
+            return check_file(path, len(lib), digest)
+        except DamagedEntry as err:
+            warn_rebuild(err, "writing the model's library again")
+    write_atomic(path, lib)
     return str(path)

@@ -51,6 +51,14 @@ def _attach_point(st: Stage) -> tuple[Stage, IterVar]:
     return st.attach_stage, st.attach_ivar
 
 
+def _mul_extent(a: Expr, b: Expr) -> Expr:
+    """a * b for loop extents: constants multiply as Python integers (an int64 constant when
+    the product does not fit in int32, never a wrapped one)."""
+    if isinstance(a, IntImm) and isinstance(b, IntImm):
+        return const(a.value * b.value)
+    return a * b
+
+
 class _StageInfo:
     """What bound inference learned about one emitted stage."""
 
@@ -241,7 +249,7 @@ class _Lowering:
                     info.dom[rel.inner] = Range(const(0), self._simplify(_ceildiv(ext, nparts)))
             else:
                 info.dom[rel.fused] = Range(const(0), self._simplify(
-                    info.dom[rel.outer].extent * info.dom[rel.inner].extent))
+                    _mul_extent(info.dom[rel.outer].extent, info.dom[rel.inner].extent)))
         for leaf in st.leaf_iter_vars:
             ext = info.dom[leaf].extent
             self.leaf_dom[leaf.var] = arith.Interval(const(0), self._simplify(ext - 1))
@@ -261,7 +269,7 @@ class _Lowering:
         for rel in st.relations:
             if isinstance(rel, Split):
                 ext = info.dom[rel.parent].extent
-                covered = info.dom[rel.outer].extent * info.dom[rel.inner].extent
+                covered = _mul_extent(info.dom[rel.outer].extent, info.dom[rel.inner].extent)
                 if not self.analyzer.can_prove(covered <= ext):
                     self._add_guard(info, values[rel.parent] < ext)
         for iv in list(op.axis) + list(op.reduce_axis):

@@ -12,12 +12,15 @@ from .passes.partition_loops import partition_loops
 from .passes.simplify import simplify
 from .passes.unroll_loops import unroll_loops
 from .passes.vectorize_loops import vectorize_loops
+from .passes.widen_indices import widen_indices
 
 PASSES: list[tuple[str, Callable[[N.PrimFunc], N.PrimFunc]]] = [
+    ("widen_indices", widen_indices),
     ("simplify", simplify),
     ("partition_loops", partition_loops),
     ("simplify", simplify),
     ("flatten_storage", flatten_storage),
+    ("widen_indices", widen_indices),
     ("simplify", simplify),
     ("vectorize_loops", vectorize_loops),
     ("unroll_loops", unroll_loops),

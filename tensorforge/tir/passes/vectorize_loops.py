@@ -52,6 +52,9 @@ class _Vectorizer:
             return self.binary(type(e), self.expr(e.a), self.expr(e.b))
         if isinstance(e, E.Cast):
             v = self.expr(e.value)
+            if isinstance(v, E.Ramp) and e.dtype == "int64" and dt.element_of(v.dtype) == "int32":
+                # a widened index (widen_indices.py) stays affine: loads stay contiguous
+                return E.Ramp(E.Cast("int64", v.base), E.Cast("int64", v.stride), self.lanes)
             return E.Cast(dt.with_lanes(e.dtype, self.lanes), v) if _is_vec(v) else E.Cast(e.dtype, v)
         if isinstance(e, E.Not):
             return E.Not(self.expr(e.a))
