@@ -19,7 +19,7 @@ from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.pipeline import optimize
 from .graph.plan_memory import plan_memory
-from .lowering import cache_path, lower_group_cached, text_path
+from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
 from .runtime.model import Model
@@ -79,7 +79,7 @@ def _apply_records(groups, records, target, threads: int) -> dict:
 class Kernels:
     """The lowered form of a graph's groups: one executor step per group (a kernel call or an
     opaque host step), the PrimFuncs to build (one per distinct group signature), a label per
-    step, and where each kernel's printed C is cached."""
+    step, and where each kernel's printed C is cached (lowering.CachedText)."""
 
     steps: list = field(default_factory=list)
     funcs: list = field(default_factory=list)
@@ -107,7 +107,7 @@ def lower_groups(groups, target: Target, configs: dict) -> Kernels:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
             path = cache_path(sig, target)
             out.funcs.append(lower_group_cached(g, target, fname, configs.get(id(g)), path))
-            out.texts[fname] = text_path(path)
+            out.texts[fname] = CachedText(text_path(path))
             symbols[sig] = fname
         # the same computation on values of the same shapes: one kernel serves both
         out.steps.append({"kind": "kernel", "symbol": symbols[sig], "args": args})

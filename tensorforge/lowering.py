@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,35 @@ def cache_path(signature, target) -> Path:
 
 def text_path(path: Path) -> Path:
     return path.with_name(path.stem + ".c.entry")
+
+
+class CachedText:
+    """The printed C of one kernel, kept at `path` beside its lowering cache entry
+    (runtime/cache_files.py: JSON with its size and checksum); what codegen_c's `text_cache`
+    asks for."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def load(self, symbol: str) -> dict | None:
+        """The entry printed for C name `symbol`, or None when there is none or it does not
+        check out."""
+        from .runtime.cache_files import DamagedEntry, read_entry
+        try:
+            payload = read_entry(self.path)
+            entry = None if payload is None else json.loads(payload)
+        except (DamagedEntry, ValueError):
+            return None
+        ok = isinstance(entry, dict) and entry.get("symbol") == symbol and all(
+            isinstance(entry.get(k), t) for k, t in (("text", str), ("typedefs", dict), ("helpers", dict)))
+        return entry if ok else None
+
+    def store(self, entry: dict) -> None:
+        from .runtime.cache_files import write_entry
+        try:
+            write_entry(self.path, json.dumps(entry).encode("utf-8"))
+        except (OSError, TypeError, ValueError):
+            pass                     # a read-only cache only costs time
 
 
 def lower_group_cached(group: FusedGroup, target, name: str, config, path: Path) -> N.PrimFunc:

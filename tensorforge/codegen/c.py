@@ -91,9 +91,10 @@ def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: di
     """Print all `funcs` into one C translation unit (and, with `units` > 1, also as that many
     units that can be compiled in parallel: CSource.units).
 
-    `text_cache`: {function name: file path} for functions whose printed text (with the
-    typedefs and helpers it needs) is kept in that file: read when it is there, else printed
-    and written (the graph compiler passes its lowering-cache paths: see lowering.py).
+    `text_cache`: {function name: store} for functions whose printed text (with the typedefs
+    and helpers it needs) is kept by the caller: `store.load(symbol)` gives the entry
+    ({"symbol", "text", "typedefs", "helpers"}) or None, `store.store(entry)` keeps a new one
+    (the graph compiler keeps them beside its lowering cache: lowering.CachedText).
 
     `sequences`: (name, [(function name, [slot, ...]), ...]) pairs; each becomes a C function
     `int32_t name(void **v, int32_t *failed)` that calls the functions in order with the
@@ -110,17 +111,17 @@ def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: di
         if symbol in symbols.values():
             raise CodegenError(f"kernel names {func.name!r} and another both become C name {symbol!r}")
         symbols[func.name] = symbol
-        path = text_cache.get(func.name) if text_cache else None
-        if path is None:
+        cached = text_cache.get(func.name) if text_cache else None
+        if cached is None:
             bodies.append(printer.print_function(func, symbol))
             continue
-        entry = _load_text(path, symbol)
+        entry = cached.load(symbol)
         if entry is None:
             # printed alone, so the entry holds every typedef and helper the function needs
             alone = CPrinter()
             entry = {"symbol": symbol, "text": alone.print_function(func, symbol),
                      "typedefs": dict(alone.typedefs), "helpers": dict(alone.helpers)}
-            _store_text(path, entry)
+            cached.store(entry)
         for name, text in entry["typedefs"].items():
             printer.typedefs.setdefault(name, text)
         for name, text in entry["helpers"].items():
@@ -170,32 +171,6 @@ def _split_units(head: list, bodies: list, runners: list, count: int) -> tuple:
             lines = lines + prototypes + [""] + runners
         units.append("\n".join(lines) + "\n")
     return tuple(units)
-
-
-def _load_text(path, symbol: str) -> dict | None:
-    """The printed C of kernel `symbol` kept at `path` (runtime/cache_files.py: JSON with its
-    size and checksum), or None when there is none or it does not check out."""
-    import json
-
-    from ..runtime.cache_files import DamagedEntry, read_entry
-    try:
-        payload = read_entry(path)
-        entry = None if payload is None else json.loads(payload)
-    except (DamagedEntry, ValueError):
-        return None
-    ok = isinstance(entry, dict) and entry.get("symbol") == symbol and \
-        all(isinstance(entry.get(k), t) for k, t in (("text", str), ("typedefs", dict), ("helpers", dict)))
-    return entry if ok else None
-
-
-def _store_text(path, entry: dict) -> None:
-    import json
-
-    from ..runtime.cache_files import write_entry
-    try:
-        write_entry(path, json.dumps(entry).encode("utf-8"))
-    except (OSError, TypeError, ValueError):
-        pass                     # a read-only cache only costs time
 
 
 def _sequence(name: str, calls, symbols: dict) -> str:

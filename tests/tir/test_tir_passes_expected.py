@@ -16,6 +16,7 @@ from tensorforge.tir.passes.flatten_storage import flatten_storage
 from tensorforge.tir.passes.partition_loops import partition_loops
 from tensorforge.tir.passes.unroll_loops import unroll_loops
 from tensorforge.tir.passes.vectorize_loops import vectorize_loops
+from tensorforge.tir.passes.widen_indices import widen_indices
 from tensorforge.tir.pipeline import PASSES
 
 i, j, k = Var("i"), Var("j"), Var("k")
@@ -60,8 +61,30 @@ def same_results(before: N.PrimFunc, after: N.PrimFunc, seed: int = 0) -> None:
 
 
 def test_every_pipeline_pass_has_a_before_expected_test():
-    tested = {"simplify", "partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops"}
+    tested = {"simplify", "partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops",
+              "widen_indices"}
     assert {name for name, _ in PASSES} == tested
+
+
+# -- widen_indices --------------------------------------------------------------------------------
+
+def test_widen_indices_rebuilds_an_offset_past_int32_in_int64():
+    """65537 x 32768 int8 elements: i * 32768 + j reaches 2^31 + 32767, so the offset is
+    computed in int64 (the int32 loop variables cast, the constant widened)."""
+    n = 65537 * 32768
+    big_a, big_b = N.Buffer("A", (n,), "int8"), N.Buffer("B", (n,), "int8")
+    offset = i * 32768 + j
+    before = N.PrimFunc("f", (big_a, big_b), loop(i, 65537, loop(j, 32768, store(
+        big_b, load(big_a, offset) + const(1, "int8"), offset))))
+    wide = E.cast(i, "int64") * const(32768, "int64") + E.cast(j, "int64")
+    want = loop(i, 65537, loop(j, 32768, store(big_b, load(big_a, wide) + const(1, "int8"), wide)))
+    check(widen_indices, before, want)
+
+
+def test_widen_indices_keeps_offsets_that_fit_in_int32():
+    body = loop(i, 8, loop(j, 16, store(B, load(A, i * 16 + j) * 2.0, i * 16 + j)))
+    before = N.PrimFunc("f", (A, B), body)
+    check(widen_indices, before, body)
 
 
 # -- flatten_storage ------------------------------------------------------------------------------
@@ -169,7 +192,8 @@ def test_unroll_loops_leaves_long_and_serial_loops():
     assert structural_equal(unroll_loops(short, max_extent=4), short)
 
 
-@pytest.mark.parametrize("name", ["partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops"])
+@pytest.mark.parametrize("name", ["partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops",
+                                  "widen_indices"])
 def test_passes_are_idempotent(name):
     fn = next(f for n, f in PASSES if n == name)
     io, ii = Var("io"), Var("ii")

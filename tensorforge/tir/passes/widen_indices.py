@@ -24,7 +24,7 @@ import math
 from ...ir import dtype as dt
 from ...ir import expr as E
 from .. import nodes as N
-from ..functor import Mutator
+from ...ir.functor import Mutator
 
 INT32 = (-(2 ** 31), 2 ** 31 - 1)
 INF = math.inf
