@@ -26,7 +26,7 @@ def _attrs(shape, kernel, strides, padding, dilations, ceil_mode):
     return k, s, p, d, out_spatial(NAME, tuple(shape[2:]), k, s, p, d, bool(ceil_mode))
 
 
-@op(NAME, COMPLEX, schedule={"c": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
+@op(NAME, COMPLEX, schedule={"cpu": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
 class max_pool2d_rows:
     @staticmethod
     def infer(x: TensorType, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):

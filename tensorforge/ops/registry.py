@@ -44,7 +44,7 @@ class OpDef:
     reference: Callable
     compute: Callable | None = None
     kernel: Callable | None = None          # opaque ops: run on arrays by the executor
-    schedule: dict = field(default_factory=dict)   # target kind -> template name
+    schedule: dict = field(default_factory=dict)   # template suffix ("cpu", "gpu") -> template name
     attr_defaults: dict = field(default_factory=dict)
 
     @property

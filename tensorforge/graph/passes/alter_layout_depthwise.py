@@ -5,10 +5,13 @@ ops/nn_depthwise.py).
 """
 from __future__ import annotations
 
+from ...target import Target
 from ..ir import Graph, Node
 
 
-def alter_layout_depthwise(graph: Graph) -> Graph:
+def alter_layout_depthwise(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("rows"):
+        return graph
     nodes = []
     changed = False
     for n in graph.nodes:

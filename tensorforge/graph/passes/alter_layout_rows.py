@@ -11,20 +11,24 @@ float32/float64 only.
 """
 from __future__ import annotations
 
+from ...ops.nn_rows import lanes_for
+from ...target import Target
 from ..ir import Graph, Node
 
 
-def alter_layout_rows(graph: Graph) -> Graph:
+def alter_layout_rows(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("rows"):
+        return graph
     nodes = []
     changed = False
     for n in graph.nodes:
-        new = _rewrite(n)
+        new = _rewrite(n, target)
         nodes.append(new or n)
         changed = changed or new is not None
     return graph.with_nodes(nodes) if changed else graph
 
 
-def _rewrite(n: Node) -> Node | None:
+def _rewrite(n: Node, target: Target) -> Node | None:
     if not n.inputs or n.inputs[0] is None:
         return None
     x = n.inputs[0]
@@ -35,13 +39,16 @@ def _rewrite(n: Node) -> Node | None:
         axes = n.attrs.get("axes", (-1,))
         axes = (axes,) if isinstance(axes, int) else tuple(axes)
         if tuple(a % x.ndim for a in axes) == (last,):
-            return Node("softmax_rows", n.inputs, n.outputs, {}, n.name)
+            return Node("softmax_rows", n.inputs, n.outputs, {"lanes": lanes_for(x.shape[-1], target.simd_lanes(x.dtype))},
+                        n.name)
     if n.op == "max_pool2d" and x.ndim == 4 and len(n.outputs) == 1:
         return Node("max_pool2d_rows", n.inputs, n.outputs, dict(n.attrs), n.name)
     if n.op == "layer_norm" and not n.attrs.get("stash", False) and len(n.outputs) == 1:
         if n.attrs.get("axis", -1) % x.ndim == last and _vector_param(n.inputs[1], x) \
                 and (len(n.inputs) < 3 or n.inputs[2] is None or _vector_param(n.inputs[2], x)):
-            return Node("layer_norm_rows", n.inputs, n.outputs, {"epsilon": n.attrs.get("epsilon", 1e-5)}, n.name)
+            return Node("layer_norm_rows", n.inputs, n.outputs,
+                        {"epsilon": n.attrs.get("epsilon", 1e-5),
+                         "lanes": lanes_for(x.shape[-1], target.simd_lanes(x.dtype))}, n.name)
     return None
 
 
