@@ -39,6 +39,7 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
     into one library with one compiler call).
     """
     tgt = Target.parse(target)
+    backend = backend_for(tgt)
     if isinstance(inputs, Schedule):
         if args is None:
             raise TypeError("build(schedule, args): the argument tensors are required")
@@ -52,4 +53,4 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
             raise ValueError(f"functions in one module need distinct names, got {names}")
     else:
         raise TypeError("build expects a Schedule (with args), a PrimFunc or a list of PrimFuncs")
-    return backend_for(tgt).build(funcs, tgt)
+    return backend.build(funcs, tgt)
