@@ -12,7 +12,7 @@ moves whole vectors); otherwise one condition per element ("pad_phases").  `padd
 builds either; max_pool2d_rows (ops/nn_pool_rows.py) shares it.  The main stage computes rows
 rounded up to whole vectors (`row_width`; the extra columns read padding and are dropped by the
 stage "depthwise_conv2d_cols").  Weights stay (C, 1, KH, KW).  The graph pass
-`alter_layout_depthwise` turns float32 depthwise conv2d with constant weights into this op.
+conv2d's layout rule (ops/layout_rules.py) turns float32 depthwise conv2d with constant weights into this op.
 Pattern complex-out-fusable; the main stage is named and tagged "depthwise_conv2d".
 """
 from __future__ import annotations

@@ -4,8 +4,8 @@ layer_norm_rows.
     softmax_rows(x)[..., j]                = exp(x[..., j] - max(x[..., :])) / sum(exp(x[..., :] - max))
     layer_norm_rows(x, scale, bias)[..., j] = (x[..., j] - mean) * inv_std * scale[j] + bias[j]
 
-They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; the graph pass
-`alter_layout_rows` rewrites those into these forms.  The difference is the shape of the
+They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; those ops' layout
+rules (ops/layout_rules.py) rewrite them into these forms.  The difference is the shape of the
 reductions: a row of D = K * L elements is reduced in two stages, first L partial results over
 the K strided chunks (`<op>_part`, whose data axis of L lanes a CPU schedule vectorizes), then the
 L partial results (`<op>_max` / `<op>_sum`).  A one-stage reduction is a chain of dependent scalar

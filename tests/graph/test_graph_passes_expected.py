@@ -13,10 +13,9 @@ from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
-from tensorforge.graph.passes.alter_layout_depthwise import alter_layout_depthwise
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
+from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
-from tensorforge.graph.passes.alter_layout_rows import alter_layout_rows
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
@@ -34,7 +33,7 @@ AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 TESTED = {"eliminate_dead_code", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_depthwise", "alter_layout_rows"}
+          "alter_layout_matmul", "alter_layout_ops"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -367,7 +366,7 @@ def test_alter_layout_matmul_leaves_runtime_weights_alone():
     assert alter_layout_matmul(g, AVX512) is g
 
 
-# -- alter_layout_depthwise -----------------------------------------------------------------------
+# -- alter_layout_ops: the depthwise rule--------------------------------------------------------------------
 
 def test_alter_layout_depthwise():
     w = rand(8, 1, 3, 3)
@@ -379,17 +378,17 @@ def test_alter_layout_depthwise():
     x = e.input("x", (1, 8, 6, 6), "float32")
     want = e.finish([e.add1("depthwise_conv2d", [x, e.const(w)],
                             {k: CONV[k] for k in ("strides", "padding", "dilations")})])
-    assert_graph_equal(alter_layout_depthwise(before, AVX512), want)
+    assert_graph_equal(alter_layout_ops(before, AVX512), want)
 
 
 def test_alter_layout_depthwise_leaves_other_groupings_alone():
     b = builder()
     x = b.input("x", (1, 8, 6, 6), "float32")
     g = b.finish([b.add1("conv2d", [x, b.const(rand(8, 2, 3, 3))], dict(CONV, groups=4))])
-    assert alter_layout_depthwise(g, AVX512) is g
+    assert alter_layout_ops(g, AVX512) is g
 
 
-# -- alter_layout_rows ----------------------------------------------------------------------------
+# -- alter_layout_ops: the rows rules-------------------------------------------------------------------------
 
 def _rows_graphs(lanes: int):
     gamma, beta = rand(32), rand(32)
@@ -415,22 +414,22 @@ def _rows_graphs(lanes: int):
 
 def test_alter_layout_rows():
     before, want = _rows_graphs(16)
-    assert_graph_equal(alter_layout_rows(before, AVX512), want)
+    assert_graph_equal(alter_layout_ops(before, AVX512), want)
 
 
 def test_alter_layout_rows_takes_the_vector_width_from_the_target():
     """Rows of 32 float32: 16 partial results on 512-bit vectors, 8 on 256-bit ones; a target
     whose backend prefers no row forms keeps the graph."""
     before, want = _rows_graphs(8)
-    assert_graph_equal(alter_layout_rows(before, Target.parse("c -mcpu=x86-64-v3")), want)
-    assert alter_layout_rows(before, Target.parse("cuda")) is before
+    assert_graph_equal(alter_layout_ops(before, Target.parse("c -mcpu=x86-64-v3")), want)
+    assert alter_layout_ops(before, Target.parse("cuda")) is before
 
 
 def test_alter_layout_rows_leaves_integer_and_other_axis_ops_alone():
     b = builder()
     x = b.input("x", (2, 4, 6), "float32")
     g = b.finish([b.add1("softmax", [x], {"axes": (0,)})])
-    assert alter_layout_rows(g, AVX512) is g
+    assert alter_layout_ops(g, AVX512) is g
 
 
 @pytest.mark.parametrize("name", sorted(TESTED))
