@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .backends import backend_for
+from .backends.base import PHASES
 from .target import Target
 from .te.schedule import Schedule
 from .te.tensor import Tensor
@@ -14,12 +15,21 @@ from .tir.build import schedule_to_primfunc
 from .tir.pipeline import run_pipeline
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> N.PrimFunc:
-    """The loop program of `sch` with `args` as its parameters, after all loop-IR passes.
-    `print()` it to read it."""
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", target=None) -> N.PrimFunc:
+    """The loop program of `sch` with `args` as its parameters, after all loop-IR passes (with
+    `target`, also the passes its backend adds).  `print()` it to read it."""
     if not isinstance(sch, Schedule):
         raise TypeError(f"lower expects a te.Schedule, got {type(sch).__name__}")
-    return run_pipeline(schedule_to_primfunc(sch, args, name))
+    return run_pipeline(schedule_to_primfunc(sch, args, name), backend_passes(target))
+
+
+def backend_passes(target) -> dict:
+    """{phase: ((name, pass), ...)} that `target`'s backend adds to the loop-IR pass list
+    (none without a target)."""
+    if target is None:
+        return {}
+    backend = backend_for(Target.parse(target))
+    return {phase: backend.passes_at(phase) for phase in PHASES}
 
 
 def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = "main"):
@@ -29,10 +39,11 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
     into one library with one compiler call).
     """
     tgt = Target.parse(target)
+    backend = backend_for(tgt)
     if isinstance(inputs, Schedule):
         if args is None:
             raise TypeError("build(schedule, args): the argument tensors are required")
-        funcs = [lower(inputs, args, name)]
+        funcs = [lower(inputs, args, name, target=tgt)]
     elif isinstance(inputs, N.PrimFunc):
         funcs = [inputs]
     elif isinstance(inputs, (list, tuple)) and all(isinstance(f, N.PrimFunc) for f in inputs):
@@ -42,4 +53,4 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
             raise ValueError(f"functions in one module need distinct names, got {names}")
     else:
         raise TypeError("build expects a Schedule (with args), a PrimFunc or a list of PrimFuncs")
-    return backend_for(tgt).build(funcs, tgt)
+    return backend.build(funcs, tgt)

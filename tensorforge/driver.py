@@ -22,7 +22,6 @@ from .graph.plan_memory import plan_memory
 from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
-from .runtime.model import Model
 from .runtime.module import get_num_threads
 from .target import Target
 
@@ -45,20 +44,21 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     tgt = Target.parse(target)
     threads = threads or get_num_threads()
     timings: dict = {}
+    backend = backend_for(tgt)
     with _timed(timings, "graph passes + fusion"):
-        graph = optimize(graph, opt_level)
+        graph = optimize(graph, tgt, opt_level)
         groups = fuse(graph, enabled=opt_level >= 1)
     configs = _apply_records(groups, records, tgt, threads)
     with _timed(timings, "lowering"):
         kernels = lower_groups(groups, tgt, configs)
-    with _timed(timings, "C compile"):
+    with _timed(timings, "compile"):
         module, runs = build_kernels(kernels, tgt)
     plan = plan_values(graph, groups)
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads}
-    return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+    return backend.make_model(spec, module, params, info)
 
 
 @contextmanager
@@ -123,7 +123,7 @@ def build_kernels(kernels: Kernels, target: Target):
         return None, []
     backend = backend_for(target)
     sequences = []
-    if getattr(backend, "SUPPORTS_SEQUENCES", False) and not any(f.shape_vars for f in kernels.funcs):
+    if backend.supports_sequences and not any(f.shape_vars for f in kernels.funcs):
         sequences = _kernel_runs(kernels.steps)
     module = backend.build(kernels.funcs, target, sequences=[(r["symbol"], r["calls"]) for r in sequences],
                            text_cache=kernels.texts)

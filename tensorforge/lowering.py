@@ -90,19 +90,27 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
     else:
         kind = "injective"
     master = master_outs if master_outs else outs
-    template_name = (registry.get(group.master.op).schedule.get(target.kind) if group.master else None) \
-        or f"{kind}.cpu"
+    template_name = template_for(group.master.op if group.master else None, kind, target)
     if config is not None:
         require_tunable(template_name).fn(s, master, outs, target, config)
     else:
         get_template(template_name)(s, master, outs, target, None)
-    func = te_lower(s, placeholders + outs, name)
+    func = te_lower(s, placeholders + outs, name, target)
     return LoweredGroup(group, func, tuple(group.inputs) + tuple(group.outputs))
 
 
-def te_lower(s, args, name):
+def template_for(op: str | None, kind: str, target) -> str:
+    """The schedule template of a group on `target`: the one its master op names for the
+    target's template suffix (`schedule={"cpu": ...}` on the @op record), else the generic
+    "<pattern kind>.<suffix>" ("complex.cpu", "injective.gpu", ...)."""
+    suffix = target.template_suffix
+    named = registry.get(op).schedule.get(suffix) if op is not None else None
+    return named or f"{kind}.{suffix}"
+
+
+def te_lower(s, args, name, target=None):
     from .build_module import lower
-    return lower(s, args, name)
+    return lower(s, args, name, target=target)
 
 
 # The lowering cache ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Target: which device kind the code is generated for, and what that machine looks like.
 
 A target is parsed from a short string such as "c", "c -mcpu=native", "c -mcpu=x86-64-v3 -O2"
-or "cuda -arch=sm_90" ("llvm" is accepted as an alias for "c").  It is a frozen value: it can be
+or "cuda -arch=sm_90" ("llvm" is accepted as an alias for "c").  The kinds, their options and
+their facts are registered in backends/registry.py (plain data; the backends themselves are
+loaded only when something is built).  It is a frozen value: it can be
 hashed into cache keys, compared, and printed back (`Target.parse(str(t)) == t`).
 
 Facts about the host (SIMD width, core count, cache sizes) are properties read lazily from
@@ -13,27 +15,13 @@ import functools
 import os
 from dataclasses import dataclass
 
+from .backends.registry import KindSpec, kind_spec, known_names, resolve
 from .ir import dtype as dt
 
-# Kinds that parse; only those with a module in backends/ can be built.
-KINDS = ("c", "cuda", "opencl")
-_ALIASES = {"llvm": "c", "cpu": "c"}
-# Options each kind accepts: "-name=value" (and "-O<n>" for every kind).
-_OPTIONS = {"c": ("mcpu",), "cuda": ("arch",), "opencl": ("device",)}
+# Every fact about a kind (its options, thread axes, memory scopes, vector width, template
+# suffix, layouts) lives in its registered KindSpec (backends/registry.py, plain data).
 _DEFAULT_OPT_LEVEL = 3
-
-_THREAD_AXES = {
-    "c": (),
-    "cuda": ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
-             "vthread"),
-    "opencl": ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
-               "threadIdx.z", "vthread"),
-}
-_MEMORY_SCOPES = {
-    "c": ("global", "local"),
-    "cuda": ("global", "shared", "local"),
-    "opencl": ("global", "shared", "local"),
-}
+_FIELDS = ("mcpu", "arch", "device")     # options stored in a field of their own; others in `attrs`
 
 # Vector register width in bytes for explicit -mcpu values.  Anything not listed gets the
 # conservative 16 bytes (SSE2 / NEON), which every 64-bit x86 and ARM core has.
@@ -55,6 +43,7 @@ class Target:
     opt_level: int = _DEFAULT_OPT_LEVEL
     arch: str = ""              # cuda: e.g. "sm_90"
     device: str = ""            # opencl: a device name filter
+    attrs: tuple = ()           # other options a registered kind declares: sorted (name, value) pairs
 
     # Parsing and printing -------------------------------------------------------------------
     @staticmethod
@@ -64,48 +53,67 @@ class Target:
             return spec
         if not isinstance(spec, str):
             raise TypeError(f"a target is a string such as 'c -mcpu=native', got {type(spec).__name__}")
-        parts = spec.split()
+        text = spec
+        parts = text.split()
         if not parts:
             raise ValueError("empty target string; expected e.g. 'c' or 'c -mcpu=native'")
-        kind = _ALIASES.get(parts[0], parts[0])
-        if kind not in KINDS:
-            raise ValueError(f"unknown target kind {parts[0]!r} in {spec!r}; "
-                             f"known kinds: {', '.join(KINDS + tuple(_ALIASES))}")
-        fields: dict = {"kind": kind}
+        info = resolve(parts[0])
+        if info is None:
+            raise ValueError(f"unknown target kind {parts[0]!r} in {text!r}; "
+                             f"known kinds: {', '.join(known_names())}")
+        fields: dict = {"kind": info.kind}
+        attrs: dict = {}
+        known = [name for name, _ in info.options]
         for part in parts[1:]:
             if part.startswith("-O") and "=" not in part:
                 level = part[2:]
                 if level not in ("0", "1", "2", "3"):
-                    raise ValueError(f"bad optimization level {part!r} in {spec!r}; use -O0 .. -O3")
+                    raise ValueError(f"bad optimization level {part!r} in {text!r}; use -O0 .. -O3")
                 fields["opt_level"] = int(level)
                 continue
             name, eq, value = part.lstrip("-").partition("=")
             if not part.startswith("-") or not eq or not value:
-                raise ValueError(f"bad target option {part!r} in {spec!r}; expected -name=value")
-            if name not in _OPTIONS[kind]:
-                raise ValueError(f"unknown option {part!r} for target kind {kind!r} in {spec!r}; "
-                                 f"known: {', '.join('-' + o for o in _OPTIONS[kind])}, -O<n>")
-            fields[name] = value
+                raise ValueError(f"bad target option {part!r} in {text!r}; expected -name=value")
+            if name not in known:
+                raise ValueError(f"unknown option {part!r} for target kind {info.kind!r} in {text!r}; "
+                                 f"known: {', '.join(['-' + o for o in known] + ['-O<n>'])}")
+            if name in _FIELDS:
+                fields[name] = value
+            else:
+                attrs[name] = value
+        if attrs:
+            fields["attrs"] = tuple(sorted(attrs.items()))
         return Target(**fields)
 
     def __str__(self) -> str:
+        spec = self.spec
         parts = [self.kind]
-        if self.kind == "c" and self.mcpu != "native":
-            parts.append(f"-mcpu={self.mcpu}")
-        if self.arch:
-            parts.append(f"-arch={self.arch}")
-        if self.device:
-            parts.append(f"-device={self.device}")
+        for name, default in spec.options:
+            value = self.option(name)
+            if value != default:
+                parts.append(f"-{name}={value}")
         if self.opt_level != _DEFAULT_OPT_LEVEL:
             parts.append(f"-O{self.opt_level}")
         return " ".join(parts)
+
+    def option(self, name: str) -> str:
+        """The value of option `name` ("-name=value" on the target string, else its default)."""
+        if name in _FIELDS:
+            return getattr(self, name) or self.spec.option_default(name)
+        return dict(self.attrs).get(name, self.spec.option_default(name))
+
+    @property
+    def spec(self) -> KindSpec:
+        """The registered facts about this target's kind (backends/registry.py)."""
+        return kind_spec(self.kind)
 
     # Machine facts ---------------------------------------------------------------------------
     @property
     def simd_bytes(self) -> int:
         """Width of one vector register in bytes (64 for AVX-512, 32 for AVX2, else 16)."""
-        if self.kind != "c":
-            return 16
+        if self.spec.vector_bytes:
+            return self.spec.vector_bytes
+        # 0: a CPU kind, whose vector width is the -mcpu's (or the host's)
         if self.mcpu == "native":
             return _host_simd_bytes()
         return _MCPU_SIMD_BYTES.get(self.mcpu, 16)
@@ -129,11 +137,21 @@ class Target:
     @property
     def thread_axes(self) -> tuple:
         """Names that `bind` accepts on this target (none on the C target)."""
-        return _THREAD_AXES[self.kind]
+        return self.spec.thread_axes
 
     @property
     def memory_scopes(self) -> tuple:
-        return _MEMORY_SCOPES[self.kind]
+        return self.spec.memory_scopes
+
+    @property
+    def template_suffix(self) -> str:
+        """Schedule templates for this target are named "<name>.<suffix>" ("cpu", "gpu")."""
+        return self.spec.template_suffix
+
+    def prefers(self, layout: str) -> bool:
+        """Whether the graph passes may apply layout rewrite `layout` for this target
+        ("NCHWc", "packed_weights", "rows", "winograd"; see backends/registry.py)."""
+        return layout in self.spec.layouts
 
 
 # --------------------------------------------------------------------------------------------

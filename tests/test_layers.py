@@ -19,7 +19,7 @@ ROOT = Path(tensorforge.__file__).parent
 
 # Lowest first.  A module's layer is that of its longest listed prefix.
 LAYERS: list[set[str]] = [
-    {"ir", "errors"},
+    {"ir", "errors", "backends.registry"},   # the registry of target kinds: plain data
     {"runtime"},
     {"arith", "target"},
     {"te"},

@@ -69,7 +69,7 @@ def test_signature_tells_shapes_attributes_and_configs_apart():
     from tensorforge.graph.pipeline import optimize
 
     graph, _ = _net()
-    groups = [g for g in fuse(optimize(graph, 2)) if g.master is not None]
+    groups = [g for g in fuse(optimize(graph, "c", 2)) if g.master is not None]
     sigs = [_group_signature(g, None) for g in groups]
     assert sigs[1] == sigs[2]
     assert sigs[0] != sigs[1]                                        # NCHW input, not blocked

@@ -64,7 +64,7 @@ print(graph)
 
 # What compile does first: the graph passes, then fusion.  The batch norm disappears into the
 # first conv's weights; each conv takes its bias and relu (and more) into one kernel.
-optimized = optimize(graph)
+optimized = optimize(graph, "c")
 print("--- after the graph passes ---")
 print(optimized)
 groups = fuse(optimized)

@@ -69,7 +69,7 @@ graph = b.finish([out])
 print(graph)
 
 # Fusion: the softsign is injective, so it joins the dense layer's kernel as its epilogue.
-groups = fuse(optimize(graph))
+groups = fuse(optimize(graph, "c"))
 print(f"{len(graph.nodes)} nodes -> {len(groups)} kernel:", groups)
 assert len(groups) == 1 and groups[0].nodes[-1].op == "tutorial.scaled_softsign"
 

@@ -10,7 +10,7 @@ The template *declares its knobs* on `cfg` (`define_split`, `define_knob`, `defi
 gets a collecting space whose lookups return each knob's default, so the default schedule and
 the space the auto-tuner searches come from one definition and cannot drift apart.  One decorator
 registers it: `@template(name, tunable=True)` (ops/schedules/: what compile uses by default and
-what the tuner searches); the op names it in its `schedule={"c": name}`.
+what the tuner searches); the op names it in its `schedule={"cpu": name}`.
 
 The op: column sums, y[j] = sum_i x[i, j].  The naive loop order (j outside, the reduction over
 i inside) walks x by columns; the template splits j into vectors, puts the reduction loop
@@ -60,7 +60,7 @@ def schedule_col_sum(s, master_outs, outs, target, cfg=None) -> None:
             s[y].compute_at(s[out], s[out].op.axis[0])
 
 
-@op("tutorial.col_sum", pattern=REDUCTION, schedule={"c": NAME})
+@op("tutorial.col_sum", pattern=REDUCTION, schedule={"cpu": NAME})
 class col_sum:
     def infer(x: TensorType) -> TensorType:
         return TensorType((x.shape[1],), x.dtype)

@@ -313,9 +313,11 @@ def _flush_caches() -> None:
 
 
 def _check_and_time(msg: dict, prepared: tuple) -> dict:
+    from ..backends import backend_for
     from ..codegen.analysis import kernel_signature
     from ..ir import dtype as dt
     from ..runtime.module import Module
+    from ..target import Target
 
     inputs, expected = prepared
     func = msg["func"]
@@ -332,8 +334,10 @@ def _check_and_time(msg: dict, prepared: tuple) -> dict:
             problem = _compare(got, np.asarray(want), msg["rtol"], msg["atol"])
             if problem:
                 return {"error": ErrorKind.WRONG, "message": f"output {k}: {problem}"}
-    evaluate = module.time_evaluator(func.name, number=msg["number"], repeat=1 if msg["flush"] else msg["repeat"],
-                                     min_repeat_ms=msg["min_repeat_ms"])
+    # the clock is the target's backend's (a device backend times on the device)
+    timer = backend_for(Target.parse(msg.get("target", "c"))).timer
+    evaluate = timer(module, func.name, number=msg["number"], repeat=1 if msg["flush"] else msg["repeat"],
+                     min_repeat_ms=msg["min_repeat_ms"])
     if msg["flush"]:
         costs = []
         for _ in range(msg["repeat"]):
@@ -455,7 +459,8 @@ class LocalRunner:
             proc.prepared.add(task.key)
         msg = {"kind": "run", "task_key": task.key, "func": b.func, "lib_path": b.lib_path, "symbol": b.symbol,
                "check": self.check, "rtol": self.rtol, "atol": self.atol, "number": self.number,
-               "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms, "flush": self.flush_cache}
+               "repeat": self.repeat, "min_repeat_ms": self.min_repeat_ms, "flush": self.flush_cache,
+               "target": task.target}
         status, reply = proc.call(msg, self.timeout)
         proc.runs += 1
         run_s = time.perf_counter() - start

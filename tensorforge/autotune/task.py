@@ -80,10 +80,10 @@ class Task:
 
         tgt = Target.parse(target)
         opdef = registry.get(op)
-        name = opdef.schedule.get(tgt.kind)
+        name = opdef.schedule.get(tgt.template_suffix)
         if name is None or get_tunable(name) is None:
-            raise ValueError(f"op {op!r} has no tunable template for target kind {tgt.kind!r} "
-                             f"(its schedule template: {name})")
+            raise ValueError(f"op {op!r} has no tunable template for target {str(tgt)!r} "
+                             f"(its {tgt.template_suffix} schedule template: {name})")
         return Task.create(name, inputs, opdef.attrs_with_defaults(dict(attrs or {})), tgt, op)
 
     # JSON ---------------------------------------------------------------------------------------
@@ -221,12 +221,13 @@ def task_of_group(group, target) -> "Task | None":
     """The task of a fused group's master op, or None when its schedule template is not tunable
     (or an attribute has no JSON form)."""
     from ..ops import registry
+    from ..target import Target
 
     node = group.master
     if node is None or group.pattern == "opaque":
         return None
     opdef = registry.get(node.op)
-    name = opdef.schedule.get(target.kind)
+    name = opdef.schedule.get(Target.parse(target).template_suffix)
     if name is None or get_tunable(name) is None:
         return None
     try:
@@ -249,7 +250,7 @@ def extract_tasks(graph, target: Any = "c", opt_level: int = 3) -> list[Task]:
         raise TypeError(f"extract_tasks expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
     tgt = Target.parse(target)
-    groups = fuse(optimize(graph, opt_level), enabled=opt_level >= 1)
+    groups = fuse(optimize(graph, tgt, opt_level), enabled=opt_level >= 1)
     counts: dict[Task, int] = {}
     for g in groups:
         task = task_of_group(g, tgt)

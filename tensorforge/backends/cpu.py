@@ -1,8 +1,10 @@
 """The CPU backend: PrimFuncs -> C source (codegen/c.py) -> shared library -> Module.
 
-Everything specific to running on the host lives here: the target kinds served, the memory
-scopes a schedule may use, the compiler flags a Target implies, and `build`.  All kernels given
-to one `build` go into one source file and one compiler call.
+Everything specific to running on the host lives here, on the protocol of backends/base.py:
+the compiler flags a Target implies, rendering (the C dialect of the one C-family printer),
+compiling (one compiler call for all kernels, one translation unit per core), loading with
+ctypes, host memory (NumPy arrays), the timer and the graph executor of runtime/.  Its kind
+("c", aliases "llvm", "cpu") is registered in backends/registry.py.
 """
 from __future__ import annotations
 
@@ -11,18 +13,16 @@ import platform
 from typing import Sequence
 
 from ..codegen.analysis import kernel_signature
-from ..ir.functor import post_order_visit
 from ..codegen.c import codegen_c
 from ..runtime.compile import compile_source
+from ..runtime.memory import HOST
+from ..runtime.model import Model
 from ..runtime.module import Module
 from ..target import Target
 from ..tir import nodes as N
+from .base import Backend
 
 KINDS = ("c",)
-# consecutive kernels can be compiled into one C function that calls them in order
-SUPPORTS_SEQUENCES = True
-# the memory scopes a schedule may place buffers in on this backend (local: the stack)
-MEMORY_SCOPES = ("global", "local")
 
 
 def compile_flags(target: Target) -> list[str]:
@@ -52,37 +52,36 @@ def _has_libmvec() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and ctypes.util.find_library("mvec") is not None
 
 
-def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(), text_cache=None) -> Module:
-    """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module;
-    `sequences` adds C functions that call them in order, `text_cache` keeps printed functions
-    (see codegen_c)."""
-    target = Target.parse(target)
-    funcs = list(funcs)
-    if not funcs:
-        raise ValueError("build needs at least one PrimFunc")
-    for f in funcs:
-        check_scopes(f)
-    # one translation unit per core: the C compiler builds them at the same time
-    source = codegen_c(funcs, target, sequences, text_cache, units=target.num_cores)
-    lib_path = compile_source(source.text, compile_flags(target), units=source.units)
+def render(funcs: Sequence[N.PrimFunc], target: Target, sequences=(), text_cache=None):
+    """All `funcs` printed as C, also split into one translation unit per core (the C compiler
+    builds them at the same time); `sequences` adds C functions that call kernels in order."""
+    return codegen_c(list(funcs), target, sequences, text_cache, units=target.num_cores)
+
+
+def compile(source, target: Target) -> str:  # noqa: A001 - the protocol's name for this step
+    """The shared library built from `source` (content-addressed cache: runtime/compile.py)."""
+    return compile_source(source.text, compile_flags(target), units=source.units)
+
+
+def load(lib_path: str, funcs: Sequence[N.PrimFunc], source, target: Target) -> Module:
     return Module([kernel_signature(f) for f in funcs], lib_path, source.text, symbols=source.symbols,
                   target=target)
 
 
-def check_scopes(func: N.PrimFunc) -> None:
-    """ValueError when `func` places a buffer in a memory scope this backend does not have
-    (a `cache_read(A, "shared")` meant for a GPU would otherwise build as plain memory)."""
-    bad: dict = {}
+def timer(module: Module, name: str, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):
+    return module.time_evaluator(name, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
-    def visit(node) -> None:
-        if isinstance(node, N.Allocate) and node.buffer.scope not in MEMORY_SCOPES:
-            bad.setdefault(node.buffer.scope, node.buffer.name)
 
-    post_order_visit(func.body, visit)
-    for b in func.params:
-        if b.scope not in MEMORY_SCOPES:
-            bad.setdefault(b.scope, b.name)
-    if bad:
-        scope, name = next(iter(bad.items()))
-        raise ValueError(f"{func.name}: buffer {name!r} is in memory scope {scope!r}, which target kind "
-                         f"'c' does not have (it has {', '.join(MEMORY_SCOPES)})")
+def make_model(spec, module: Module | None, params: dict, info: dict | None = None) -> Model:
+    """The host graph executor over the model's shared library."""
+    return Model(spec, module.lib_path if module else None, params, module.source if module else "", info)
+
+
+BACKEND = Backend(name="cpu", dialect="c", render=render, compile=compile, load=load, memory=HOST,
+                  timer=timer, make_model=make_model, supports_sequences=True)
+
+
+def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(), text_cache=None) -> Module:
+    """Compile `funcs` (already lowered, flattened PrimFuncs) into one callable Module (see
+    `Backend.build`)."""
+    return BACKEND.build(funcs, target, sequences, text_cache)

@@ -1,47 +1,60 @@
-"""The graph pass list: reading it is reading the graph optimizer.  `opt_level` 0 runs only
-what correctness needs; `TENSORFORGE_DEBUG=passes` prints the graph after each pass."""
+"""The graph pass list: reading it is reading the graph optimizer.  Every pass receives the
+Target: layout rewrites ask it which layouts its backend prefers and how wide its vectors are.
+`opt_level` 0 runs only what correctness needs; `TENSORFORGE_DEBUG=passes` prints the graph
+after each pass."""
 from __future__ import annotations
 
 import sys
 from typing import Callable
 
+from ..target import Target
 from .ir import Graph
 from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
-from .passes.alter_layout_depthwise import alter_layout_depthwise
 from .passes.alter_layout_matmul import alter_layout_matmul
+from .passes.alter_layout_ops import alter_layout_ops
 from .passes.alter_layout_propagate import alter_layout_propagate
-from .passes.alter_layout_rows import alter_layout_rows
 from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
 from .passes.simplify_graph import simplify_graph
 
-# (name, pass, minimum opt_level)
-PASSES: list[tuple[str, Callable[[Graph], Graph], int]] = [
-    ("eliminate_dead_code", eliminate_dead_code, 0),
-    ("fold_constants", fold_constants, 1),
-    ("simplify_graph", simplify_graph, 1),
-    ("fold_batch_norm", fold_batch_norm, 1),
+
+
+def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph]:
+    """A pass that computes the same graph for every target, on the list's signature."""
+    def run(graph: Graph, target: Target) -> Graph:
+        return fn(graph)
+    run.__name__ = fn.__name__
+    return run
+
+
+# (name, pass(graph, target), minimum opt_level)
+PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
+    ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
+    ("fold_constants", _any_target(fold_constants), 1),
+    ("simplify_graph", _any_target(simplify_graph), 1),
+    ("fold_batch_norm", _any_target(fold_batch_norm), 1),
     ("alter_layout", alter_layout, 2),
     ("alter_layout_propagate", alter_layout_propagate, 2),
     ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
-    ("alter_layout_depthwise", alter_layout_depthwise, 2),
-    ("alter_layout_rows", alter_layout_rows, 2),
-    ("eliminate_dead_code", eliminate_dead_code, 0),
+    ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
+    ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
 ]
 
 
-def optimize(graph: Graph, opt_level: int = 3) -> Graph:
+def optimize(graph: Graph, target: Target | str, opt_level: int = 3) -> Graph:
+    """`graph` after the passes of `opt_level` and below, for `target`."""
     from ..tir.pipeline import debug_enabled
+    target = Target.parse(target)
     dump = debug_enabled("passes")
     for name, fn, level in PASSES:
         if opt_level < level:
             continue
-        graph = fn(graph)
+        graph = fn(graph, target)
         if dump:
             print(f"# graph after {name}\n{graph}\n", file=sys.stderr)
     return graph.validate()

@@ -22,6 +22,7 @@ import numpy as np
 from .. import te
 from .common import const_shape
 from .nn_window import check_layout, np_pad, out_spatial, pad_stage, padded_extent, spatial_attrs, window_slices
+from .layout_rules import conv_to_depthwise
 from .registry import COMPLEX, OpDef, OpError, TensorType, register
 
 RANKS = (1, 2, 3)
@@ -88,7 +89,8 @@ def _make(rank: int) -> OpDef:
         return conv_reference(data, weight, s, p, d, g)
 
     return register(OpDef(name, COMPLEX, infer, reference, compute,
-                          schedule={}, attr_defaults={"groups": 1}))
+                          schedule={}, attr_defaults={"groups": 1},
+                          alter_layout=conv_to_depthwise if rank == 2 else None))
 
 
 def _accum_dtype(dtype: np.dtype) -> np.dtype:

@@ -86,7 +86,7 @@ def _data_nchw_shape(shape: tuple, layout: str) -> tuple:
 
 # data_layout has no entry in attr_defaults, so an NCHW-input conv keeps the tuning task (and
 # records) it had before blocked inputs existed
-@op("conv2d_nchwc", COMPLEX, schedule={"c": "conv2d_nchwc.cpu"},
+@op("conv2d_nchwc", COMPLEX, schedule={"cpu": "conv2d_nchwc.cpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class conv2d_nchwc:
     @staticmethod

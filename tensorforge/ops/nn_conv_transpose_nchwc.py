@@ -63,7 +63,7 @@ def _check(data, wp, strides, padding, out_hw):
         raise OpError(f"conv_transpose2d_nchwc: bad output size {tuple(out_hw)}")
 
 
-@op("conv_transpose2d_nchwc", COMPLEX, schedule={"c": "conv_transpose2d_nchwc.cpu"},
+@op("conv_transpose2d_nchwc", COMPLEX, schedule={"cpu": "conv_transpose2d_nchwc.cpu"},
     attr_defaults={"padding": (0, 0, 0, 0)})
 class conv_transpose2d_nchwc:
     @staticmethod

@@ -120,7 +120,7 @@ def _pick(index, exprs):
     return out
 
 
-@op(NAME, COMPLEX, schedule={"c": "conv2d_winograd_nchwc.cpu"}, attr_defaults={"padding": (0, 0, 0, 0)})
+@op(NAME, COMPLEX, schedule={"cpu": "conv2d_winograd_nchwc.cpu"}, attr_defaults={"padding": (0, 0, 0, 0)})
 class conv2d_winograd_nchwc:
     @staticmethod
     def infer(data: TensorType, u: TensorType, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c"):

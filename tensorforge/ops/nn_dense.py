@@ -81,7 +81,7 @@ def matmul_shape(a: tuple, b: tuple, transpose_a: bool = False, transpose_b: boo
     return batch + ((m,) if len(a) >= 2 else ()) + ((n,) if len(b) >= 2 else ())
 
 
-@op("matmul", COMPLEX, schedule={"c": "matmul.cpu"}, attr_defaults={"transpose_a": False, "transpose_b": False})
+@op("matmul", COMPLEX, schedule={"cpu": "matmul.cpu"}, attr_defaults={"transpose_a": False, "transpose_b": False})
 class matmul:
     """numpy.matmul with optional transposes of the last two axes."""
 

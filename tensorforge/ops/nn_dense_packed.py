@@ -35,7 +35,7 @@ def unpack_columns(wp: np.ndarray, units: int) -> np.ndarray:
     return np.ascontiguousarray(wp.transpose(1, 0, 2).reshape(k, p * nr)[:, :units])
 
 
-@op("matmul_packed", COMPLEX, schedule={"c": "matmul_packed.cpu"})
+@op("matmul_packed", COMPLEX, schedule={"cpu": "matmul_packed.cpu"})
 class matmul_packed:
     @staticmethod
     def infer(x: TensorType, wp: TensorType, units: int) -> TensorType:

@@ -12,7 +12,7 @@ moves whole vectors); otherwise one condition per element ("pad_phases").  `padd
 builds either; max_pool2d_rows (ops/nn_pool_rows.py) shares it.  The main stage computes rows
 rounded up to whole vectors (`row_width`; the extra columns read padding and are dropped by the
 stage "depthwise_conv2d_cols").  Weights stay (C, 1, KH, KW).  The graph pass
-`alter_layout_depthwise` turns float32 depthwise conv2d with constant weights into this op.
+conv2d's layout rule (ops/layout_rules.py) turns float32 depthwise conv2d with constant weights into this op.
 Pattern complex-out-fusable; the main stage is named and tagged "depthwise_conv2d".
 """
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _phase_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, phase_c
     return stage, lambda x, tap: (tap % sx, x + tap // sx)
 
 
-@op("depthwise_conv2d", COMPLEX, schedule={"c": "window2d.cpu"},
+@op("depthwise_conv2d", COMPLEX, schedule={"cpu": "window2d.cpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class depthwise_conv2d:
     @staticmethod

@@ -35,7 +35,7 @@ def _attrs(data: tuple, w: tuple, strides, padding, dilations):
     return s, p, d, out_spatial(NAME, data[2:4], w[2:4], s, p, d)
 
 
-@op(NAME, COMPLEX, schedule={"c": "window2d_nchwc.cpu"},
+@op(NAME, COMPLEX, schedule={"cpu": "window2d_nchwc.cpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class depthwise_conv2d_nchwc:
     @staticmethod

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import te
 from .common import broadcast_load, const_shape, normalize_axis
+from .layout_rules import layer_norm_to_rows
 from .registry import INJECTIVE, OPAQUE, OpError, TensorType, op
 
 
@@ -118,6 +119,8 @@ def _ln_axes(x_shape: tuple, axis: int) -> tuple:
 
 @op("layer_norm", OPAQUE, attr_defaults={"axis": -1, "epsilon": 1e-5, "stash": False})
 class layer_norm:
+    alter_layout = staticmethod(layer_norm_to_rows)
+
     @staticmethod
     def infer(x: TensorType, scale: TensorType, bias: TensorType | None = None, axis: int = -1,
               epsilon: float = 1e-5, stash: bool = False):

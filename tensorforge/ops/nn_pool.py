@@ -26,6 +26,7 @@ import numpy as np
 from .. import te
 from .common import const_shape
 from .nn_window import check_layout, np_pad, out_spatial, pad_stage, padded_extent, spatial_attrs, window_slices
+from .layout_rules import max_pool_to_rows
 from .registry import COMPLEX, OpDef, OpError, TensorType, register
 
 RANKS = (1, 2, 3)
@@ -126,7 +127,8 @@ def _make(kind: str, rank: int) -> OpDef:
 
     defaults = {"ceil_mode": False, **({"count_include_pad": False} if kind == "avg" else {}),
                 **({"p": 2} if kind == "lp" else {})}
-    return register(OpDef(name, COMPLEX, infer, reference, compute, attr_defaults=defaults))
+    return register(OpDef(name, COMPLEX, infer, reference, compute, attr_defaults=defaults,
+                          alter_layout=max_pool_to_rows if (kind, rank) == ("max", 2) else None))
 
 
 def pool_reference(kind: str, x: np.ndarray, kernel, strides, padding, dilations, ceil_mode: bool,

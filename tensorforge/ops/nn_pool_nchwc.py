@@ -82,7 +82,7 @@ def _window_infer(kind, x, kernel, strides, padding, dilations, ceil_mode):
     return TensorType((x.shape[0], x.shape[1], oh, ow, x.shape[4]), x.dtype)
 
 
-@op("max_pool2d_nchwc", COMPLEX, schedule={"c": "window2d_nchwc.cpu"}, attr_defaults={"ceil_mode": False})
+@op("max_pool2d_nchwc", COMPLEX, schedule={"cpu": "window2d_nchwc.cpu"}, attr_defaults={"ceil_mode": False})
 class max_pool2d_nchwc:
     @staticmethod
     def infer(x: TensorType, kernel=None, strides=None, padding=None, dilations=None, ceil_mode=False):
@@ -97,7 +97,7 @@ class max_pool2d_nchwc:
         return _window_reference("max", x, kernel, strides, padding, dilations, ceil_mode)
 
 
-@op("avg_pool2d_nchwc", COMPLEX, schedule={"c": "window2d_nchwc.cpu"},
+@op("avg_pool2d_nchwc", COMPLEX, schedule={"cpu": "window2d_nchwc.cpu"},
     attr_defaults={"ceil_mode": False, "count_include_pad": False})
 class avg_pool2d_nchwc:
     @staticmethod
@@ -138,7 +138,7 @@ def _global_infer(kind: str, x: TensorType) -> TensorType:
     return TensorType((x.shape[0], x.shape[1], 1, 1, x.shape[4]), x.dtype)
 
 
-@op("global_avg_pool_nchwc", COMPLEX, schedule={"c": "global_pool_nchwc.cpu"})
+@op("global_avg_pool_nchwc", COMPLEX, schedule={"cpu": "global_pool_nchwc.cpu"})
 class global_avg_pool_nchwc:
     @staticmethod
     def infer(x: TensorType):
@@ -153,7 +153,7 @@ class global_avg_pool_nchwc:
         return np.mean(x.astype(np.float64), axis=(2, 3), keepdims=True).astype(x.dtype)
 
 
-@op("global_max_pool_nchwc", COMPLEX, schedule={"c": "global_pool_nchwc.cpu"})
+@op("global_max_pool_nchwc", COMPLEX, schedule={"cpu": "global_pool_nchwc.cpu"})
 class global_max_pool_nchwc:
     @staticmethod
     def infer(x: TensorType):

@@ -4,7 +4,7 @@ a CPU schedule vectorizes along output rows with unit-stride loads at any stride
     max_pool2d_rows(x)[n, c, y, x] = max_{ry, rx} padded[n, c, y*sy + ry*dy, x*sx + rx*dx]
 
 with the padding (and ceil_mode's extra cells) at the dtype's minimum, so it never wins: the
-values of max_pool2d with the same attributes.  The graph pass `alter_layout_rows` rewrites
+values of max_pool2d with the same attributes.  The layout rule of max_pool2d (ops/layout_rules.py) rewrites
 float32/float64 max_pool2d into it.  TE: stage "pad" (see `padded_plane`), the main stage
 "max_pool2d_rows" over rows rounded up to whole vectors, and "max_pool2d_rows_cols" keeping the
 real columns.  Pattern complex-out-fusable.
@@ -26,7 +26,7 @@ def _attrs(shape, kernel, strides, padding, dilations, ceil_mode):
     return k, s, p, d, out_spatial(NAME, tuple(shape[2:]), k, s, p, d, bool(ceil_mode))
 
 
-@op(NAME, COMPLEX, schedule={"c": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
+@op(NAME, COMPLEX, schedule={"cpu": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
 class max_pool2d_rows:
     @staticmethod
     def infer(x: TensorType, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):

@@ -4,13 +4,15 @@ layer_norm_rows.
     softmax_rows(x)[..., j]                = exp(x[..., j] - max(x[..., :])) / sum(exp(x[..., :] - max))
     layer_norm_rows(x, scale, bias)[..., j] = (x[..., j] - mean) * inv_std * scale[j] + bias[j]
 
-They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; the graph pass
-`alter_layout_rows` rewrites those into these forms.  The difference is the shape of the
+They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; those ops' layout
+rules (ops/layout_rules.py) rewrite them into these forms.  The difference is the shape of the
 reductions: a row of D = K * L elements is reduced in two stages, first L partial results over
 the K strided chunks (`<op>_part`, whose data axis of L lanes a CPU schedule vectorizes), then the
 L partial results (`<op>_max` / `<op>_sum`).  A one-stage reduction is a chain of dependent scalar
 additions (C compilers do not reorder floating-point sums); this one runs L chains in SIMD lanes.
-L is 16 (one 512-bit vector of float32) or 8 when it divides D, else the reductions stay one stage.
+L is the `lanes` attribute: the graph pass sets it from the target's vector width (`lanes_for`: one
+vector of the dtype, or half of one, when it divides D; 16 for float32 on 512-bit vectors), and 1
+keeps the reductions one stage.
 Statistics are float32 (float64 for float64 input).  Pattern complex-out-fusable: elementwise
 consumers fuse onto the output, which is named and tagged with the op name.
 """
@@ -24,20 +26,22 @@ from .nn_norm import stats_dtype
 from .registry import COMPLEX, OpError, TensorType, op
 
 
-def lanes_for(d: int) -> int:
-    """Partial results per row: 16 or 8 when it divides the row length (and the row has several
-    chunks), else 1 (a one-stage reduction)."""
-    for lanes in (16, 8):
-        if d % lanes == 0 and d >= 2 * lanes:
+DEFAULT_LANES = 16
+
+
+def lanes_for(d: int, vector_lanes: int = DEFAULT_LANES) -> int:
+    """Partial results per row: one vector of `vector_lanes`, or half of one, when it divides the
+    row length (and the row has several chunks), else 1 (a one-stage reduction)."""
+    for lanes in (vector_lanes, vector_lanes // 2):
+        if lanes > 1 and d % lanes == 0 and d >= 2 * lanes:
             return lanes
     return 1
 
 
-def row_reduce(value, rows: tuple, d: int, reducer, name: str) -> te.Tensor:
-    """reducer over j in [0, d) of value(row index, j), as `<name>_part` then `<name>` (keep-dims:
-    shape rows + (1,))."""
-    lanes = lanes_for(d)
-    if lanes == 1:
+def row_reduce(value, rows: tuple, d: int, reducer, name: str, lanes: int) -> te.Tensor:
+    """reducer over j in [0, d) of value(row index, j), as `<name>_part` over `lanes` partial
+    results then `<name>` (keep-dims: shape rows + (1,)); `lanes` 1 or not dividing d: one stage."""
+    if lanes <= 1 or d % lanes:
         k = te.reduce_axis((0, d), name="k")
         return te.compute(rows + (1,), lambda *i: reducer(value(i[:-1], k), axis=k), name=name)
     k = te.reduce_axis((0, d // lanes), name="k")
@@ -54,33 +58,34 @@ def _check_float(name: str, x: TensorType) -> None:
         raise OpError(f"{name}: the input needs a non-empty last axis, got shape {tuple(x.shape)}")
 
 
-@op("softmax_rows", COMPLEX, schedule={"c": "rows.cpu"})
+@op("softmax_rows", COMPLEX, schedule={"cpu": "rows.cpu"}, attr_defaults={"lanes": DEFAULT_LANES})
 class softmax_rows:
     @staticmethod
-    def infer(x: TensorType) -> TensorType:
+    def infer(x: TensorType, lanes: int = DEFAULT_LANES) -> TensorType:
         _check_float("softmax_rows", x)
         return TensorType(tuple(x.shape), x.dtype)
 
     @staticmethod
-    def compute(x: te.Tensor) -> te.Tensor:
+    def compute(x: te.Tensor, lanes: int = DEFAULT_LANES) -> te.Tensor:
         shape = const_shape(x)
         rows, d = shape[:-1], shape[-1]
-        mx = row_reduce(lambda r, j: x[(*r, j)], rows, d, te.max, "softmax_rows_max")
+        mx = row_reduce(lambda r, j: x[(*r, j)], rows, d, te.max, "softmax_rows_max", lanes)
         e = te.compute(shape, lambda *i: te.exp(x[i] - mx[(*i[:-1], 0)]), name="softmax_rows_exp")
-        total = row_reduce(lambda r, j: e[(*r, j)], rows, d, te.sum, "softmax_rows_sum")
+        total = row_reduce(lambda r, j: e[(*r, j)], rows, d, te.sum, "softmax_rows_sum", lanes)
         inv = te.compute(rows + (1,), lambda *i: te.const(1.0, x.dtype) / total[i], name="softmax_rows_inv")
         return te.compute(shape, lambda *i: e[i] * inv[(*i[:-1], 0)], name="softmax_rows", tag="softmax_rows")
 
     @staticmethod
-    def reference(x: np.ndarray) -> np.ndarray:
+    def reference(x: np.ndarray, lanes: int = DEFAULT_LANES) -> np.ndarray:
         e = np.exp(x - np.max(x, axis=-1, keepdims=True))
         return (e / np.sum(e, axis=-1, keepdims=True)).astype(x.dtype)
 
 
-@op("layer_norm_rows", COMPLEX, schedule={"c": "rows.cpu"}, attr_defaults={"epsilon": 1e-5})
+@op("layer_norm_rows", COMPLEX, schedule={"cpu": "rows.cpu"}, attr_defaults={"epsilon": 1e-5, "lanes": DEFAULT_LANES})
 class layer_norm_rows:
     @staticmethod
-    def infer(x: TensorType, scale: TensorType, bias: TensorType | None = None, epsilon: float = 1e-5):
+    def infer(x: TensorType, scale: TensorType, bias: TensorType | None = None, epsilon: float = 1e-5,
+              lanes: int = DEFAULT_LANES):
         _check_float("layer_norm_rows", x)
         for what, p in (("scale", scale), ("bias", bias)):
             if p is not None and (len(p.shape) > 1 or (p.shape and p.shape[0] not in (1, x.shape[-1]))):
@@ -90,18 +95,19 @@ class layer_norm_rows:
         return TensorType(tuple(x.shape), x.dtype)
 
     @staticmethod
-    def compute(x: te.Tensor, scale: te.Tensor, bias: te.Tensor | None = None, epsilon: float = 1e-5):
+    def compute(x: te.Tensor, scale: te.Tensor, bias: te.Tensor | None = None, epsilon: float = 1e-5,
+                lanes: int = DEFAULT_LANES):
         shape = const_shape(x)
         rows, d = shape[:-1], shape[-1]
         acc = stats_dtype(x.dtype)
-        total = row_reduce(lambda r, j: x[(*r, j)].astype(acc), rows, d, te.sum, "layer_norm_rows_sum")
+        total = row_reduce(lambda r, j: x[(*r, j)].astype(acc), rows, d, te.sum, "layer_norm_rows_sum", lanes)
         mean = te.compute(rows + (1,), lambda *i: total[i] / te.const(float(d), acc), name="layer_norm_rows_mean")
 
         def centred(r, j):
             c = x[(*r, j)].astype(acc) - mean[(*r, 0)]
             return c * c
 
-        sq = row_reduce(centred, rows, d, te.sum, "layer_norm_rows_sq")
+        sq = row_reduce(centred, rows, d, te.sum, "layer_norm_rows_sq", lanes)
         inv = te.compute(rows + (1,), lambda *i: te.const(1.0, acc) / te.sqrt(
             sq[i] / te.const(float(d), acc) + te.const(float(epsilon), acc)), name="layer_norm_rows_inv")
 
@@ -115,7 +121,8 @@ class layer_norm_rows:
         return te.compute(shape, body, name="layer_norm_rows", tag="layer_norm_rows")
 
     @staticmethod
-    def reference(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5):
+    def reference(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, epsilon: float = 1e-5,
+                  lanes: int = DEFAULT_LANES):
         acc = x.astype(stats_dtype(x.dtype.name))
         mean = np.mean(acc, axis=-1, keepdims=True)
         var = np.mean((acc - mean) ** 2, axis=-1, keepdims=True)

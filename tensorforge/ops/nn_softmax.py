@@ -18,6 +18,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape, normalize_axis
+from .layout_rules import softmax_to_rows
 from .registry import COMPLEX, OPAQUE, OpError, TensorType, op
 
 
@@ -83,6 +84,7 @@ def _infer(name: str):
 @op("softmax", COMPLEX, attr_defaults={"axes": (-1,)})
 class softmax:
     infer = _infer("softmax")
+    alter_layout = staticmethod(softmax_to_rows)
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:

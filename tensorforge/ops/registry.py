@@ -44,8 +44,10 @@ class OpDef:
     reference: Callable
     compute: Callable | None = None
     kernel: Callable | None = None          # opaque ops: run on arrays by the executor
-    schedule: dict = field(default_factory=dict)   # target kind -> template name
+    schedule: dict = field(default_factory=dict)   # template suffix ("cpu", "gpu") -> template name
     attr_defaults: dict = field(default_factory=dict)
+    # layout rule: alter_layout(node, target, ctx) -> replacement node(s) or None (ops/layout_rules.py)
+    alter_layout: Callable | None = None
 
     @property
     def is_opaque_kernel(self) -> bool:
@@ -100,7 +102,7 @@ def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dic
         if compute is None and pattern != OPAQUE:
             raise ValueError(f"op {name}: only opaque ops may lack a TE compute")
         _add(OpDef(name, pattern, infer, reference, compute, getattr(cls, "kernel", None),
-                   dict(schedule or {}), dict(attr_defaults or {})))
+                   dict(schedule or {}), dict(attr_defaults or {}), getattr(cls, "alter_layout", None)))
         return cls
 
     return wrap

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import host_kernels
+from .memory import HOST, Memory
 from .module import load_library
 
 
@@ -38,13 +39,17 @@ class ModelSpec:
 
 
 class GraphExecutor:
-    """Calls: `ex(*arrays)` or `ex.run(name=array, ...)` -> list of output arrays."""
+    """Calls: `ex(*arrays)` or `ex.run(name=array, ...)` -> list of output arrays.
 
-    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict):
+    Buffers (params, the arena, inputs, outputs) come from `memory` (runtime/memory.py): the
+    host's NumPy arrays unless a backend gives its own."""
+
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, memory: Memory = HOST):
         self.spec = spec
+        self.memory = memory
         self.lib = load_library(lib_path) if lib_path else None
-        self.params = {k: np.ascontiguousarray(v).reshape(np.shape(v)) for k, v in params.items()}
-        self.arena = np.empty(max(spec.arena_bytes, 1), np.uint8)
+        self.params = {k: memory.from_host(v) for k, v in params.items()}
+        self.arena = memory.empty((max(spec.arena_bytes, 1),), np.uint8)
         self.fixed: dict[str, np.ndarray] = {}
         for name, info in spec.values.items():
             shape, dtype = tuple(info["shape"]), np.dtype(info["dtype"])
@@ -149,7 +154,7 @@ class GraphExecutor:
                 raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
             if a.shape != shape:
                 raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
-            env[name] = np.ascontiguousarray(a).reshape(a.shape)
+            env[name] = self.memory.from_host(a)
         return env
 
     def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:
@@ -158,7 +163,7 @@ class GraphExecutor:
         for name in self.spec.outputs:
             if name not in env:
                 info = self.spec.values[name]
-                env[name] = np.empty(tuple(info["shape"]), info["dtype"])
+                env[name] = self.memory.empty(tuple(info["shape"]), info["dtype"])
         if timings is None:
             failed = ctypes.c_int32(0)
             for item in self._plan:
@@ -198,7 +203,7 @@ class GraphExecutor:
     def _results(self, env: dict) -> list[np.ndarray]:
         results = []
         for name in self.spec.outputs:
-            a = env[name]
+            a = self.memory.to_host(env[name])
             where = self.spec.values[name]["where"]
             results.append(a.copy() if where in ("param", "input", "arena") else a)
         return results

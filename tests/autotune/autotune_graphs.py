@@ -28,4 +28,4 @@ def conv_net():
 
 
 def groups_of(graph):
-    return fuse(optimize(graph))
+    return fuse(optimize(graph, "c"))

@@ -124,7 +124,7 @@ def test_default_records_compile_to_the_untuned_kernels():
     """A group scheduled with its task's default config lowers exactly as without a config
     (with the group's epilogue: bias, relu, layout change)."""
     target = Target.parse("c")
-    groups = fuse(optimize(from_onnx(window_net()[0]), 3))
+    groups = fuse(optimize(from_onnx(window_net()[0]), "c", 3))
     seen = set()
     for k, g in enumerate(groups):
         task = task_of_group(g, target)

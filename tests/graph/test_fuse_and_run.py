@@ -95,7 +95,7 @@ def test_resnet18_fusion_and_memory_plan():
     from tensorforge.graph.pipeline import optimize
     from tensorforge.graph.plan_memory import plan_memory
     from tensorforge.testing import models
-    g = optimize(from_onnx(models.get("resnet18")[0]))
+    g = optimize(from_onnx(models.get("resnet18")[0]), "c")
     assert not any(n.op == "batch_norm" for n in g.nodes)     # folded into the convolutions
     groups = fuse(g)
     kinds = [tuple(n.op for n in grp.nodes) for grp in groups]
@@ -122,7 +122,7 @@ def test_simplify_graph_merges_reshapes_and_drops_identities():
     h = b.add1("reshape", [h], {"shape": (6, 4)})
     h = b.add1("reshape", [h], {"shape": (4, 6)})
     g = b.finish([b.add1("t_relu", [h])])
-    opt = optimize(g)
+    opt = optimize(g, "c")
     assert [n.op for n in opt.nodes] == ["reshape", "t_relu"]
     assert opt.nodes[0].inputs[0] is g.inputs[0]
     xin = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")

@@ -13,10 +13,9 @@ from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
-from tensorforge.graph.passes.alter_layout_depthwise import alter_layout_depthwise
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
+from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
-from tensorforge.graph.passes.alter_layout_rows import alter_layout_rows
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
@@ -24,12 +23,17 @@ from tensorforge.graph.passes.fold_constants import fold_constants
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
+from tensorforge.target import Target
 
 RNG = np.random.default_rng(0)
 CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups": 1}
+# layout passes ask the target for its vector width: a fixed one keeps these tests the same on
+# every host (16 float32 lanes)
+AVX512 = Target.parse("c -mcpu=x86-64-v4")
+
 TESTED = {"eliminate_dead_code", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_depthwise", "alter_layout_rows"}
+          "alter_layout_matmul", "alter_layout_ops"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -205,7 +209,7 @@ def test_alter_layout_transposes_dense_weights_and_packs_convs():
     blocked = e.add1("conv2d_nchwc", [img, e.const(pack_oihw(wc, 32))],
                      {k: CONV[k] for k in ("strides", "padding", "dilations")})
     z = e.add1("relu", [e.add1("nchwc_to_nchw", [blocked])])
-    assert_graph_equal(alter_layout(before), e.finish([y, z]))
+    assert_graph_equal(alter_layout(before, AVX512), e.finish([y, z]))
 
 
 def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
@@ -214,7 +218,7 @@ def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
     y = b.add1("conv2d", [img, b.const(rand(8, 4, 3, 3))], CONV)              # 8 channels: no block
     z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
     g = b.finish([y, z])
-    assert alter_layout(g) is g
+    assert alter_layout(g, AVX512) is g
 
 
 # -- alter_layout_propagate -----------------------------------------------------------------------
@@ -235,7 +239,7 @@ def test_alter_layout_propagate_keeps_values_blocked_between_convs():
     y = e.add1("relu", [e.add1("add", [y, e.const(bias.reshape(1, 1, 1, 1, 16))])])   # bias re-laid out
     y = e.add1("conv2d_nchwc", [y, e.const(w2)], dict(attrs, data_layout="NCHW16c"))
     want = e.finish([e.add1("nchwc_to_nchw", [y])])
-    got = alter_layout_propagate(before)
+    got = alter_layout_propagate(before, AVX512)
     assert_graph_equal(got, want)
     xin = rand(1, 16, 6, 6)
     np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-4, atol=1e-4)
@@ -248,14 +252,14 @@ def test_alter_layout_propagate_converts_back_for_an_op_that_needs_nchw():
     x = b.input("x", (1, 16, 4, 4), "float32")
     y = b.add1("nchwc_to_nchw", [b.add1("conv2d_nchwc", [x, b.const(w)], attrs)])
     before = b.finish([b.add1("softmax", [y], {"axes": (1,)})])
-    assert_graph_equal(alter_layout_propagate(before), before)     # the transform stays where it was
+    assert_graph_equal(alter_layout_propagate(before, AVX512), before)     # the transform stays where it was
 
 
 def test_alter_layout_propagate_without_blocked_values_is_a_no_op():
     b = builder()
     x = b.input("x", (1, 16, 4, 4), "float32")
     g = b.finish([b.add1("relu", [x])])
-    assert alter_layout_propagate(g) is g
+    assert alter_layout_propagate(g, AVX512) is g
 
 
 # -- alter_layout_winograd ------------------------------------------------------------------------
@@ -278,7 +282,7 @@ def test_alter_layout_winograd_transforms_3x3_weights_once():
     y = e.add1("conv2d_winograd_nchwc", [xb, e.const(u)],
                {"tile": 4, "padding": (1, 1, 1, 1), "data_layout": "NCHW16c"})
     want = e.finish([e.add1("nchwc_to_nchw", [y])])
-    got = alter_layout_winograd(before)
+    got = alter_layout_winograd(before, AVX512)
     assert_graph_equal(got, want, rtol=1e-5, atol=1e-5)
     xin = rand(1, 16, 8, 8)
     np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-3, atol=1e-3)
@@ -292,7 +296,7 @@ def test_alter_layout_winograd_keeps_strided_and_narrow_convs_direct():
     z = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(16, 16, 1, 1), 16))],
                {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
     g = b.finish([y, z])
-    assert alter_layout_winograd(g) is g
+    assert alter_layout_winograd(g, AVX512) is g
 
 
 # -- alter_layout_conv_transpose ------------------------------------------------------------------
@@ -303,7 +307,7 @@ def test_alter_layout_conv_transpose_packs_per_phase():
     b = builder()
     x = b.input("x", (1, 8, 4, 4), "float32")
     before = b.finish([b.add1("conv_transpose2d", [x, b.const(w)], attrs)])
-    got = alter_layout_conv_transpose(before)
+    got = alter_layout_conv_transpose(before, AVX512)
 
     padded = np.zeros((8, 16, 4, 4), "float32")                 # the kernel padded to the strides
     padded[:, :, :3, :3] = w
@@ -332,7 +336,7 @@ def test_alter_layout_conv_transpose_of_a_1x1_input_is_a_matmul():
     flat = e.add1("reshape", [x], {"shape": (3, 6)})
     y = e.add1("matmul", [flat, e.const(w.reshape(6, 16))])
     want = e.finish([e.add1("reshape", [y], {"shape": (3, 4, 2, 2)})])
-    got = alter_layout_conv_transpose(before)
+    got = alter_layout_conv_transpose(before, AVX512)
     assert_graph_equal(got, want)
     xin = rand(3, 6, 1, 1)
     np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
@@ -352,17 +356,17 @@ def test_alter_layout_matmul_packs_constant_weights_into_panels():
     e = builder()
     x = e.input("x", (5, 8), "float32")
     want = e.finish([e.add1("matmul_packed", [x, e.const(panels)], {"units": 20})])
-    assert_graph_equal(alter_layout_matmul(before), want)
+    assert_graph_equal(alter_layout_matmul(before, AVX512), want)
 
 
 def test_alter_layout_matmul_leaves_runtime_weights_alone():
     b = builder()
     x, w = b.input("x", (5, 8), "float32"), b.input("w", (8, 20), "float32")
     g = b.finish([b.add1("matmul", [x, w])])
-    assert alter_layout_matmul(g) is g
+    assert alter_layout_matmul(g, AVX512) is g
 
 
-# -- alter_layout_depthwise -----------------------------------------------------------------------
+# -- alter_layout_ops: the depthwise rule--------------------------------------------------------------------
 
 def test_alter_layout_depthwise():
     w = rand(8, 1, 3, 3)
@@ -374,23 +378,23 @@ def test_alter_layout_depthwise():
     x = e.input("x", (1, 8, 6, 6), "float32")
     want = e.finish([e.add1("depthwise_conv2d", [x, e.const(w)],
                             {k: CONV[k] for k in ("strides", "padding", "dilations")})])
-    assert_graph_equal(alter_layout_depthwise(before), want)
+    assert_graph_equal(alter_layout_ops(before, AVX512), want)
 
 
 def test_alter_layout_depthwise_leaves_other_groupings_alone():
     b = builder()
     x = b.input("x", (1, 8, 6, 6), "float32")
     g = b.finish([b.add1("conv2d", [x, b.const(rand(8, 2, 3, 3))], dict(CONV, groups=4))])
-    assert alter_layout_depthwise(g) is g
+    assert alter_layout_ops(g, AVX512) is g
 
 
-# -- alter_layout_rows ----------------------------------------------------------------------------
+# -- alter_layout_ops: the rows rules-------------------------------------------------------------------------
 
-def test_alter_layout_rows():
-    gamma, beta = rand(6), rand(6)
+def _rows_graphs(lanes: int):
+    gamma, beta = rand(32), rand(32)
     pool = {"kernel": (2, 2), "strides": (2, 2)}
     b = builder()
-    x = b.input("x", (2, 4, 6), "float32")
+    x = b.input("x", (2, 4, 32), "float32")
     img = b.input("img", (1, 2, 4, 4), "float32")
     s = b.add1("softmax", [x], {"axes": (-1,)})
     n = b.add1("layer_norm", [s, b.const(gamma), b.const(beta)], {"axis": -1, "epsilon": 1e-3})
@@ -399,20 +403,33 @@ def test_alter_layout_rows():
     before = b.finish([n, across, p])
 
     e = builder()
-    x = e.input("x", (2, 4, 6), "float32")
+    x = e.input("x", (2, 4, 32), "float32")
     img = e.input("img", (1, 2, 4, 4), "float32")
-    s = e.add1("softmax_rows", [x])
-    n = e.add1("layer_norm_rows", [s, e.const(gamma), e.const(beta)], {"epsilon": 1e-3})
+    s = e.add1("softmax_rows", [x], {"lanes": lanes})
+    n = e.add1("layer_norm_rows", [s, e.const(gamma), e.const(beta)], {"epsilon": 1e-3, "lanes": lanes})
     across = e.add1("softmax", [x], {"axes": (1,)})
     p = e.add1("max_pool2d_rows", [img], pool)
-    assert_graph_equal(alter_layout_rows(before), e.finish([n, across, p]))
+    return before, e.finish([n, across, p])
+
+
+def test_alter_layout_rows():
+    before, want = _rows_graphs(16)
+    assert_graph_equal(alter_layout_ops(before, AVX512), want)
+
+
+def test_alter_layout_rows_takes_the_vector_width_from_the_target():
+    """Rows of 32 float32: 16 partial results on 512-bit vectors, 8 on 256-bit ones; a target
+    whose backend prefers no row forms keeps the graph."""
+    before, want = _rows_graphs(8)
+    assert_graph_equal(alter_layout_ops(before, Target.parse("c -mcpu=x86-64-v3")), want)
+    assert alter_layout_ops(before, Target.parse("cuda")) is before
 
 
 def test_alter_layout_rows_leaves_integer_and_other_axis_ops_alone():
     b = builder()
     x = b.input("x", (2, 4, 6), "float32")
     g = b.finish([b.add1("softmax", [x], {"axes": (0,)})])
-    assert alter_layout_rows(g) is g
+    assert alter_layout_ops(g, AVX512) is g
 
 
 @pytest.mark.parametrize("name", sorted(TESTED))
@@ -424,5 +441,5 @@ def test_each_pass_returns_a_valid_graph_on_its_own_output(name):
     x = b.input("x", (2, 8), "float32")
     y = b.add1("dense", [b.add1("identity", [x]), b.const(rand(16, 8))])
     y = b.add1("softmax", [y], {"axes": (-1,)})
-    once = fn(b.finish([y]))
-    assert_graph_equal(fn(once), once)
+    once = fn(b.finish([y]), AVX512)
+    assert_graph_equal(fn(once, AVX512), once)

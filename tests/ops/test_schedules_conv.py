@@ -1,7 +1,7 @@
 """The CPU forms of transposed and depthwise convolution: conv_transpose2d_nchwc (phase
 decomposition, packed weights, graph pass alter_layout_conv_transpose, template
 conv_transpose2d_nchwc.cpu) and depthwise_conv2d (phase-split padding, graph pass
-alter_layout_depthwise, template window2d.cpu).  Whole graphs compiled with the default
+conv2d's layout rule, template window2d.cpu).  Whole graphs compiled with the default
 schedules, against the graph's NumPy reference."""
 from __future__ import annotations
 

@@ -113,7 +113,7 @@ def test_pass_shares_one_packed_weight():
     x = b.input("x", (1, 32), "float32")
     w = b.const(rng.standard_normal((32, 32)).astype("float32"), "w")
     y = b.add1("matmul", [b.add1("matmul", [x, w]), w])
-    g = optimize(b.finish([y]))
+    g = optimize(b.finish([y]), "c")
     assert [n.op for n in g.nodes] == ["matmul_packed", "matmul_packed"]
     assert len(g.params) == 1
 

@@ -1,4 +1,4 @@
-"""The ops that alter_layout_rows introduces: row-wise softmax and layer_norm (ops/nn_rows.py,
+"""The ops that the rows layout rules introduce: row-wise softmax and layer_norm (ops/nn_rows.py,
 template rows.cpu) and max_pool2d_rows (ops/nn_pool_rows.py, template window2d.cpu).  Whole graphs
 compiled with the default schedules, against the graph's NumPy reference (which runs the original
 softmax / layer_norm / max_pool2d)."""

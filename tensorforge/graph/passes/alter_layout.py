@@ -5,7 +5,7 @@
 - conv2d(x, W) with a constant W, one group and a channel count that splits into SIMD blocks
   becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B
   output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
-  output channels and the vector width (`_block`); the pass after this one,
+  output channels and the target's vector width (`block_for`); the pass after this one,
   alter_layout_propagate, keeps the blocked result where its readers can take it.
 """
 from __future__ import annotations
@@ -13,16 +13,21 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.nn_conv_nchwc import pack_weight
+from ...target import Target
 from ..ir import Graph, Node, Value
 
 
-def alter_layout(graph: Graph) -> Graph:
+def alter_layout(graph: Graph, target: Target) -> Graph:
+    """Both rewrites where the target's backend prefers packed weights / blocked data."""
+    packs, blocks = target.prefers("packed_weights"), target.prefers("NCHWc")
+    if not (packs or blocks):
+        return graph
     params = dict(graph.params)
     nodes = []
     changed = False
     transposed: dict = {}
     for n in graph.nodes:
-        if n.op == "dense" and len(n.inputs) == 2 and n.inputs[1] in params and n.inputs[1].ndim == 2:
+        if packs and n.op == "dense" and len(n.inputs) == 2 and n.inputs[1] in params and n.inputs[1].ndim == 2:
             w = n.inputs[1]
             wt = transposed.get(w)
             if wt is None:
@@ -32,9 +37,9 @@ def alter_layout(graph: Graph) -> Graph:
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
             changed = True
-        elif _packable_conv(n, params):
+        elif blocks and _packable_conv(n, params, target):
             w = params[n.inputs[1]]
-            block = _block(w.shape[0], w.dtype)
+            block = block_for(w.shape[0], w.dtype, target)
             wp = pack_weight(w, block)
             wv = Value(n.inputs[1].name + f"_oihw{block}o", wp.shape, wp.dtype.name)
             params[wv] = wp
@@ -52,14 +57,16 @@ def alter_layout(graph: Graph) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _block(channels: int, dtype) -> int:
-    lanes = max(1, 64 // np.dtype(dtype).itemsize)
+def block_for(channels: int, dtype, target: Target) -> int:
+    """The channel block of NCHW[b]c data: two of the target's vectors when the channels fill
+    them, else one."""
+    lanes = target.simd_lanes(np.dtype(dtype).name)
     return 2 * lanes if channels % (2 * lanes) == 0 else lanes
 
 
-def _packable_conv(n: Node, params: dict) -> bool:
+def _packable_conv(n: Node, params: dict, target: Target) -> bool:
     if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
         return False
     if n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32":
         return False
-    return n.outputs[0].shape[1] % 16 == 0
+    return n.outputs[0].shape[1] % target.simd_lanes(n.outputs[0].dtype) == 0

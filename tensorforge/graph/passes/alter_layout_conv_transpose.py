@@ -17,12 +17,13 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.nn_conv_transpose_nchwc import pack_transpose_weight
+from ...target import Target
 from ..ir import Graph, Node, Value
 
-VECTOR_BYTES = 64
 
-
-def alter_layout_conv_transpose(graph: Graph) -> Graph:
+def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("NCHWc"):
+        return graph
     params = dict(graph.params)
     users: dict = {}
     for n in graph.nodes:
@@ -51,7 +52,7 @@ def alter_layout_conv_transpose(graph: Graph) -> Graph:
         if _projection(n):
             cur = _as_matmul(n, w, final if shift is None else None, params, nodes)
         else:
-            cur = _as_phases(n, w, final if shift is None else None, params, nodes)
+            cur = _as_phases(n, w, final if shift is None else None, params, nodes, target)
         if shift is not None:
             m = w.shape[1]
             sv = Value(final.name + "_shift", (m, 1, 1), final.dtype)
@@ -63,12 +64,12 @@ def alter_layout_conv_transpose(graph: Graph) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _as_phases(n: Node, w: np.ndarray, final: Value | None, params: dict, nodes: list) -> Value:
+def _as_phases(n: Node, w: np.ndarray, final: Value | None, params: dict, nodes: list, target: Target) -> Value:
     """conv_transpose2d_nchwc -> nchwc_to_nchw (-> slice of the padded channels); returns the
     NCHW result (`final` when given)."""
     y = n.outputs[0]
     m = w.shape[1]
-    lanes = VECTOR_BYTES // np.dtype(y.dtype).itemsize
+    lanes = target.simd_lanes(y.dtype)
     block = m if m < lanes else lanes     # narrow layers (RGB outputs) keep their channels
     mp = -(-m // block) * block
     if mp != m:

@@ -12,12 +12,14 @@ import numpy as np
 
 from ...ops.nn_dense_packed import pack_columns
 from ...ops.schedules.cpu_matmul import panel_width
+from ...target import Target
 from ..ir import Graph, Node, Value
 
-VECTOR_BYTES = 64   # the panel width is a multiple of one 512-bit vector (as alter_layout assumes)
 
-
-def alter_layout_matmul(graph: Graph) -> Graph:
+def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
+    """The panel width is a multiple of one of the target's vectors."""
+    if not target.prefers("packed_weights"):
+        return graph
     params = dict(graph.params)
     nodes = []
     packed: dict = {}
@@ -29,7 +31,7 @@ def alter_layout_matmul(graph: Graph) -> Graph:
         x, w = n.inputs
         arr = params[w].T if n.attrs.get("transpose_b", False) else params[w]
         k, units = arr.shape
-        lanes = VECTOR_BYTES // arr.dtype.itemsize
+        lanes = target.simd_lanes(arr.dtype.name)
         nr = panel_width(x.shape[-2], units, lanes)
         key = (w, bool(n.attrs.get("transpose_b", False)), nr)
         wp = packed.get(key)

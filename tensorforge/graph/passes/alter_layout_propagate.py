@@ -35,6 +35,7 @@ import numpy as np
 from ...ops import registry
 from ...ops.nn_conv_nchwc import blocked_layout, layout_block, pack_weight
 from ...ops.registry import INJECTIVE
+from ...target import Target
 from ..ir import Graph, Node, Value
 from .eliminate_dead_code import eliminate_dead_code
 from .rewrite import replace_values
@@ -45,8 +46,9 @@ GLOBAL_POOLS = {"global_avg_pool": "global_avg_pool_nchwc", "global_max_pool": "
 POOL_ATTRS = ("kernel", "strides", "padding", "dilations", "ceil_mode", "count_include_pad")
 
 
-def alter_layout_propagate(graph: Graph) -> Graph:
-    if not any(n.op == "nchwc_to_nchw" for n in graph.nodes):
+def alter_layout_propagate(graph: Graph, target: Target) -> Graph:
+    """Blocked values stay blocked (the blocks are those alter_layout chose for `target`)."""
+    if not target.prefers("NCHWc") or not any(n.op == "nchwc_to_nchw" for n in graph.nodes):
         return graph
     return cancel_layout_transforms(_Propagation(graph).run())
 

@@ -21,8 +21,9 @@ import numpy as np
 
 from ...ops.nn_conv_nchwc import blocked_layout
 from ...ops.nn_conv_winograd import transform_weight
-from .alter_layout import _block
+from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout import block_for
 
 MIN_CHANNELS = 16
 
@@ -35,7 +36,9 @@ def winograd_tile(c: int, k: int, oh: int, ow: int) -> int:
     return 4 if min(oh, ow) >= 8 else 2
 
 
-def alter_layout_winograd(graph: Graph) -> Graph:
+def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("winograd"):
+        return graph
     params = dict(graph.params)
     nodes = []
     changed = False
@@ -54,7 +57,7 @@ def alter_layout_winograd(graph: Graph) -> Graph:
             done[(w, m)] = u
         data, layout = n.inputs[0], n.attrs.get("data_layout", "NCHW")
         if layout == "NCHW":
-            block = _block(data.shape[1], data.dtype)
+            block = block_for(data.shape[1], data.dtype, target)
             layout = blocked_layout(block)
             blocked = Value(f"{n.name}_{layout}", (data.shape[0], data.shape[1] // block, *data.shape[2:], block),
                             data.dtype)
