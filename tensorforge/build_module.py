@@ -14,12 +14,14 @@ from .tir.build import schedule_to_primfunc
 from .tir.pipeline import run_pipeline
 
 
-def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main") -> N.PrimFunc:
-    """The loop program of `sch` with `args` as its parameters, after all loop-IR passes.
+def lower(sch: Schedule, args: Sequence[Tensor], name: str = "main", target=None) -> N.PrimFunc:
+    """The loop program of `sch` with `args` as its parameters, after all loop-IR passes
+    (with `target`, also the passes its backend adds, e.g. thread binding on GPUs).
     `print()` it to read it."""
     if not isinstance(sch, Schedule):
         raise TypeError(f"lower expects a te.Schedule, got {type(sch).__name__}")
-    return run_pipeline(schedule_to_primfunc(sch, args, name))
+    extra = getattr(backend_for(Target.parse(target)), "PASSES_BY_PHASE", None) if target is not None else None
+    return run_pipeline(schedule_to_primfunc(sch, args, name), extra)
 
 
 def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = "main"):
@@ -32,7 +34,7 @@ def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = 
     if isinstance(inputs, Schedule):
         if args is None:
             raise TypeError("build(schedule, args): the argument tensors are required")
-        funcs = [lower(inputs, args, name)]
+        funcs = [lower(inputs, args, name, tgt)]
     elif isinstance(inputs, N.PrimFunc):
         funcs = [inputs]
     elif isinstance(inputs, (list, tuple)) and all(isinstance(f, N.PrimFunc) for f in inputs):

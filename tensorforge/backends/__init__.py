@@ -8,6 +8,8 @@ from types import ModuleType
 # target kind -> module that serves it (imported on first use so a missing optional dependency of
 # one backend does not break the others)
 _BACKENDS: dict[str, str] = {"c": "tensorforge.backends.cpu"}
+_BACKENDS["opencl"] = "tensorforge.backends.opencl"
+_BACKENDS["cuda"] = "tensorforge.backends.cuda"
 
 
 def register(kind: str, module: str) -> None:

@@ -1,0 +1,44 @@
+"""The CUDA dialect of the C-family printer: thread-bound PrimFuncs -> CUDA C++ for NVRTC.
+
+Kernels are `extern "C" __global__` (so their names are not mangled and the driver API finds
+them), blocks and threads are `blockIdx.x` / `threadIdx.x`, shared memory is `__shared__`, the
+barrier is `__syncthreads()`.  Math uses the single-precision functions (`expf`) of the CUDA math
+library, which NVRTC provides without includes; float16 is `__half` from cuda_fp16.h, used only
+for loads, stores and conversions (legalize.py does half arithmetic in float32).
+"""
+from __future__ import annotations
+
+from .c_gpu import GPUDialect, GPUPrinter, GPUSource
+
+CUDA_DIALECT = GPUDialect(
+    name="CUDA",
+    scalar_types={"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
+                  "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
+                  "uint32": "unsigned int", "uint64": "unsigned long long", "float16": "__half",
+                  "float32": "float", "float64": "double"},
+    restrict="__restrict__",
+    kernel_prefix='extern "C" __global__ void',
+    math_suffix={"float32": "f", "float64": ""},
+    thread_index={"blockIdx.x": "blockIdx.x", "blockIdx.y": "blockIdx.y", "blockIdx.z": "blockIdx.z",
+                  "threadIdx.x": "threadIdx.x", "threadIdx.y": "threadIdx.y", "threadIdx.z": "threadIdx.z"},
+    barrier="__syncthreads();",
+    shared_qualifier="__shared__",
+    helper_prefix="static __device__ __forceinline__",
+    int64_suffix="LL",
+    reserved=("threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "new", "delete", "class",
+              "template", "this", "namespace", "operator", "private", "public", "protected",
+              "virtual", "friend", "typename", "using", "try", "catch", "throw", "true", "false"),
+    prelude=("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
+             "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif"),
+    half_prelude="#include <cuda_fp16.h>",
+)
+
+
+class CUDAPrinter(GPUPrinter):
+    def __init__(self):
+        super().__init__(CUDA_DIALECT)
+
+
+def codegen_cuda(funcs, target=None) -> GPUSource:
+    """CUDA source of the kernels of thread-bound `funcs` (one translation unit)."""
+    return CUDAPrinter().print_program(list(funcs), target)
