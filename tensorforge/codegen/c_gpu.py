@@ -191,8 +191,11 @@ class GPUPrinter(CLikePrinter):
 
 
 def _const_count(buf: N.Buffer) -> int | None:
+    from ..arith import Analyzer
+    analyzer = Analyzer()
     count = 1
     for extent in buf.shape:
+        extent = analyzer.simplify(extent)
         if not isinstance(extent, E.IntImm):
             return None
         count *= extent.value

@@ -5,11 +5,24 @@ and work-items (`get_group_id(0)`, `get_local_id(0)`), shared memory is `__local
 `barrier(CLK_LOCAL_MEM_FENCE)`.  OpenCL's math built-ins are overloaded on the argument type, so
 there are no precision suffixes (`exp`, not `expf`); round-half-to-even is `rint`.  `bool` may not
 live in global memory, so booleans are stored as `uchar`.  float16 and float64 enable their
-extensions (cl_khr_fp16, cl_khr_fp64) where used.
+extension (cl_khr_fp64) where used; float16 needs no extension: it is stored with the core
+`vstore_half_rte` / `vload_half` and is a `float` in registers, rounded to half precision by every
+IR cast to float16.
 """
 from __future__ import annotations
 
+from ..ir import dtype as dt
+from ..ir import expr as E
+from ..tir import nodes as N
 from .c_gpu import GPUDialect, GPUPrinter, GPUSource
+from .c_text import ATOM, COND, UNARY
+
+# float -> the nearest half (ties to even) -> float, with the core half load/store built-ins
+_ROUND_HALF = """static inline float tf_round_half(float x) {
+  ushort bits;
+  vstore_half_rte(x, 0, (__private half*)&bits);
+  return vload_half(0, (__private half*)&bits);
+}"""
 
 OPENCL_DIALECT = GPUDialect(
     name="OpenCL",
@@ -31,7 +44,6 @@ OPENCL_DIALECT = GPUDialect(
               "write_only", "read_write", "half", "uchar", "ushort", "uint", "ulong", "image2d_t",
               "image3d_t", "sampler_t", "event_t", "vec_type_hint", "barrier", "true", "false",
               "char", "short", "long", "float", "double", "int", "bool", "void"),
-    half_prelude="#pragma OPENCL EXTENSION cl_khr_fp16 : enable",
     double_prelude="#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
 )
 
@@ -44,6 +56,38 @@ class OpenCLPrinter(GPUPrinter):
         if op == "round":              # nearbyint is not an OpenCL built-in; rint rounds the same way
             return f"rint({args[0]})"
         return super().math_call(op, args, dtype)
+
+    # float16 without cl_khr_fp16: a float in registers, half in memory ---------------------------
+    def value_type(self, dtype: str, e=None) -> str:
+        if dt.element_of(dtype) == "float16" and dt.lanes(dtype) == 1:
+            return "float"
+        return super().value_type(dtype, e)
+
+    def print_BufferLoad(self, e: N.BufferLoad):
+        if dt.element_of(e.buffer.dtype) != "float16" or dt.lanes(e.dtype) > 1:
+            return super().print_BufferLoad(e)
+        index = self.single_index(e.buffer, e.indices, "load")
+        return f"vload_half({self.index_expr(index)}, {self.buffer_ref(e.buffer)})", ATOM
+
+    def visit_BufferStore(self, s: N.BufferStore) -> None:
+        if dt.element_of(s.buffer.dtype) != "float16" or dt.lanes(s.value.dtype) > 1:
+            return super().visit_BufferStore(s)
+        index = self.single_index(s.buffer, s.indices, "store")
+        self.emit(f"vstore_half_rte({self.expr(s.value, COND)}, {self.index_expr(index)}, "
+                  f"{self.buffer_ref(s.buffer)});")
+
+    def print_Cast(self, e: E.Cast):
+        if dt.element_of(e.dtype) == "float16":
+            self.helpers.setdefault("tf_round_half", _ROUND_HALF)
+            return f"tf_round_half((float){self.expr(e.value, UNARY)})", ATOM
+        return super().print_Cast(e)
+
+    def float_literal(self, value: float, dtype: str):
+        if dt.element_of(dtype) == "float16":
+            import numpy as np
+            with np.errstate(over="ignore"):
+                return super().float_literal(float(np.float16(value)), "float32")
+        return super().float_literal(value, dtype)
 
 
 def codegen_opencl(funcs, target=None) -> GPUSource:

@@ -21,6 +21,7 @@ its own statements in its original order.
 """
 from __future__ import annotations
 
+from ...arith import Analyzer
 from ...ir.expr import IntImm, Var, const
 from ...ir.functor import Mutator, substitute, uses_var
 from .. import nodes as N
@@ -78,7 +79,8 @@ def _expand(s: N.Allocate, v: Var, n: int) -> N.Stmt:
     size = const(1)
     for d in old.shape:
         size = size * d
-    new = N.Buffer(old.name, (size * n,), old.dtype, old.scope, Var(old.data.name, "handle"), old.align)
+    size = Analyzer().simplify(size)
+    new = N.Buffer(old.name, (Analyzer().simplify(size * n),), old.dtype, old.scope, Var(old.data.name, "handle"), old.align)
     body = _Rebase(old, new, v * size).visit(s.body)
     return N.Allocate(new, _inject(body, v, n))
 
