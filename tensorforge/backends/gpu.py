@@ -5,8 +5,8 @@ from __future__ import annotations
 from ..ir.functor import post_order_visit
 from ..target import Target
 from ..tir import nodes as N
-from ..tir.passes.insert_barriers import insert_barriers
 from ..tir.passes.inject_virtual_threads import inject_virtual_threads
+from ..tir.passes.insert_barriers import insert_barriers
 from ..tir.passes.lower_thread_binding import lower_thread_binding
 from ..tir.passes.simplify import simplify
 from ..tir.passes.unroll_vector_loops import unroll_vector_loops

@@ -63,7 +63,7 @@ class DeviceFunctionCall:
             if arr.nbytes:
                 dev.upload(buf, np.ascontiguousarray(arr))
             buffers.append(buf)
-        for name, dtype, shape in self.plan.workspaces:
+        for _name, dtype, shape in self.plan.workspaces:
             count = 1
             for d in shape:
                 count *= _evaluate(d, env)

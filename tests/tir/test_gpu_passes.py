@@ -8,8 +8,8 @@ from tensorforge.ir import expr as E
 from tensorforge.ir.expr import Var, const
 from tensorforge.tir import nodes as N
 from tensorforge.tir.kernel import KERNEL_ATTR, device_program
-from tensorforge.tir.passes.insert_barriers import insert_barriers
 from tensorforge.tir.passes.inject_virtual_threads import inject_virtual_threads
+from tensorforge.tir.passes.insert_barriers import insert_barriers
 from tensorforge.tir.passes.lower_thread_binding import ThreadBindingError, lower_thread_binding
 
 A = N.Buffer("A", (64,), "float32")

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import cuda_device_present
+from gpu_schedules import injective, matmul_shared_vthread, row_sum
 
 import tensorforge
 from tensorforge import te
 from tensorforge.runtime.compile import CompileError
-
-from conftest import cuda_device_present
-from gpu_schedules import injective, matmul_shared_vthread, row_sum
 
 TARGET = "cuda -arch=sm_90"
 

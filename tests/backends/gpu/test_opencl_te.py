@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_schedules import injective, matmul_shared_vthread, row_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorforge
 from tensorforge import te
 from tensorforge.tir.passes.lower_thread_binding import ThreadBindingError
-
-from gpu_schedules import injective, matmul_shared_vthread, row_sum
 
 
 def _nan(shape, dtype="float32"):
@@ -149,3 +148,16 @@ def test_dtypes_run(opencl, dtype):
     b = np.zeros(40, dtype)
     f(a, b)
     np.testing.assert_array_equal(b, a if dtype == "bool" else a * a)
+
+
+def test_shared_fetch_covers_the_block_tile_not_one_threads_share():
+    # bound inference relaxes the threadIdx and vthread loops around a shared stage: its buffer
+    # is the block's 32x8 tile of A per k-step, fetched by all 64 threads together
+    from tensorforge.ir.functor import post_order_visit
+    from tensorforge.tir import nodes as N
+    from tensorforge.tir.build import schedule_to_primfunc
+    s, args = matmul_shared_vthread()
+    shapes = {}
+    post_order_visit(schedule_to_primfunc(s, args).body, lambda n: shapes.__setitem__(
+        n.buffer.name, [int(d.value) for d in n.buffer.shape]) if isinstance(n, N.Allocate) else None)
+    assert shapes["A.shared"] == [32, 8] and shapes["B.shared"] == [8, 32]
