@@ -31,6 +31,10 @@ _KIND_OF_ATTR = {"serial": N.SERIAL, "parallel": N.PARALLEL, "vectorized": N.VEC
                  "unrolled": N.UNROLLED, "thread_binding": N.THREAD_BINDING}
 
 
+# memory scope -> thread tags (by prefix) whose threads all see one buffer of that scope
+_SHARING_THREADS = {"shared": ("threadIdx.", "vthread"), "global": ("threadIdx.", "vthread", "blockIdx.")}
+
+
 def _ceildiv(a: Expr, b: Expr) -> Expr:
     if isinstance(a, IntImm) and isinstance(b, IntImm):
         return const(-(-a.value // b.value), a.dtype)
@@ -206,12 +210,22 @@ class _Lowering:
 
     # -- bound inference ------------------------------------------------------------------------
     def _fixed_vars(self, st: Stage) -> set:
-        """Loop variables that enclose the attach point of `st` (held as symbols)."""
+        """Loop variables that enclose the attach point of `st` (held as symbols).
+
+        Loops bound to GPU threads that can see the stage's memory are not held: all threads of
+        a block share a `shared` buffer, so its region is the union over threadIdx and vthread
+        (the block fetches it cooperatively); a `global` buffer is seen by every block as well.
+        """
+        visible = _SHARING_THREADS.get(st.scope, ())
         fixed: set = set()
         while st.attach_type == SCOPE:
             parent, iv = _attach_point(st)
             pos = parent.leaf_iter_vars.index(iv)
-            fixed.update(leaf.var for leaf in parent.leaf_iter_vars[:pos + 1])
+            for leaf in parent.leaf_iter_vars[:pos + 1]:
+                attr = parent.iter_var_attrs.get(leaf)
+                tag = attr.bind_thread.thread_tag if attr and attr.bind_thread is not None else ""
+                if not (tag and visible and tag.startswith(visible)):
+                    fixed.add(leaf.var)
             st = parent
         return fixed
 

@@ -134,6 +134,14 @@ class AttrStmt(Stmt):
     body: Stmt
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived, and writes to memory
+    `scope` ("shared") before it are visible to all of them after it."""
+
+    scope: str = SHARED
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     """A SeqStmt of the non-empty statements, flattened; a single statement stays itself."""
     flat: list[Stmt] = []

@@ -47,6 +47,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
     elif isinstance(s, N.AttrStmt):
         out.append(f"{pad}# attr {s.key} = {s.value}")
         _stmt(s.body, ind, out)
+    elif isinstance(s, N.Barrier):
+        out.append(f"{pad}barrier({s.scope!r})")
     else:
         out.append(f"{pad}<{type(s).__name__}>")
 
