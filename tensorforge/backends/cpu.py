@@ -62,11 +62,28 @@ def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(),
         raise ValueError("build needs at least one PrimFunc")
     for f in funcs:
         check_scopes(f)
+        check_units(f, target)
     # one translation unit per core: the C compiler builds them at the same time
     source = codegen_c(funcs, target, sequences, text_cache, units=target.num_cores)
     lib_path = compile_source(source.text, compile_flags(target), units=source.units)
     return Module([kernel_signature(f) for f in funcs], lib_path, source.text, symbols=source.symbols,
                   target=target)
+
+
+def check_units(func: N.PrimFunc, target: Target) -> None:
+    """RuntimeError when `func` uses a tensor intrinsic whose CPU units the host lacks (a native
+    build would crash with an illegal instruction); other -march values are cross builds."""
+    from ..ops.x86_intrin import check_features
+    needed: dict = {}
+
+    def visit(node) -> None:
+        if isinstance(node, N.Tensorized):
+            needed.setdefault(node.intrin, node.requires)
+
+    post_order_visit(func.body, visit)
+    if target.mcpu == "native":
+        for intrin, requires in needed.items():
+            check_features(requires, f"{func.name}: tensor intrinsic {intrin}")
 
 
 def check_scopes(func: N.PrimFunc) -> None:

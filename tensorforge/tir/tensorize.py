@@ -196,6 +196,9 @@ class _Matcher:
 
     def _check_reducer(self, pattern: Reduce, body: Reduce) -> None:
         pc, bc = pattern.combiner, body.combiner
+        if pattern.dtype != body.dtype:
+            self.fail(f"the dtype differs: the intrinsic accumulates in {pattern.dtype}, the stage "
+                      f"in {body.dtype}")
         rename = dict(zip(tuple(pc.lhs) + tuple(pc.rhs), tuple(bc.lhs) + tuple(bc.rhs)))
         same = (len(pc.result) == len(bc.result) and len(pc.lhs) == len(bc.lhs)
                 and all(structural_equal(substitute(a, rename), b) for a, b in zip(pc.result, bc.result))
