@@ -139,7 +139,8 @@ def _vnni_block_helper(name: str, unit: str, mr: int, nv: int, kb: int, lanes: i
     # the instruction as inline assembly: with the intrinsic, GCC 12 copies every accumulator
     # after each vpdpbusd and spills some, which halves the speed of the loop
     vt, load, store, set1, dp, zero = _VEC[lanes]
-    asm = "" if lanes == 16 else "%{vex%} "
+    # (AVX-VNNI is the VEX form, which reaches registers 0-15 only: constraint "x", not "v")
+    asm, reg = ("", "v") if lanes == 16 else ("%{vex%} ", "x")
     lines = ["#include <immintrin.h>",
              f'static inline __attribute__((target("{_TARGET_ATTR[unit]}"))) int {name}(int32_t* c, '
              "const uint8_t* a, const int8_t* b, int64_t sc, int64_t sa, int64_t sb, int phase) {"]
@@ -155,7 +156,7 @@ def _vnni_block_helper(name: str, unit: str, mr: int, nv: int, kb: int, lanes: i
         lines.append(f"      int32_t a{r}; __builtin_memcpy(&a{r}, a + {r} * sa + 4 * k, 4);")
         lines.append(f"      {vt} x{r} = {set1}(a{r});")
         for v in range(nv):
-            lines.append(f'      __asm__("{asm}vpdpbusd %2, %1, %0" : "+v"(c{r}_{v}) : "v"(x{r}), "v"(b{v}));')
+            lines.append(f'      __asm__("{asm}vpdpbusd %2, %1, %0" : "+{reg}"(c{r}_{v}) : "{reg}"(x{r}), "{reg}"(b{v}));')
     lines.append("    }")
     lines.append("  }")
     for r in range(mr):

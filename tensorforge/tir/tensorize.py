@@ -331,8 +331,14 @@ class _Matcher:
                 continue
             if phase != "body" and not is_reduce:
                 continue
-            stmts[phase] = N.Tensorized(self.intrin.name, phase, self._bind_code(impl, code),
-                                        self._reference(phase), self.intrin.helpers, self.intrin.requires)
+            bound = self._bind_code(impl, code)
+            if phase == "reset":
+                # reset runs before the outer reduction loops: the inputs' pointers it may be
+                # given (unused by contract) must not mention those loops
+                bound = substitute(bound, {leaf.var: const(0, leaf.var.dtype)
+                                           for leaf in self.st.leaf_iter_vars if leaf.kind == REDUCE})
+            stmts[phase] = N.Tensorized(self.intrin.name, phase, bound, self._reference(phase),
+                                        self.intrin.helpers, self.intrin.requires)
         leaves = self.st.leaf_iter_vars
         first_reduce = next((k for k, leaf in enumerate(leaves) if leaf.kind == REDUCE), len(leaves))
         if is_reduce and pos > first_reduce:
