@@ -14,6 +14,7 @@ from typing import Sequence
 
 from ..codegen.analysis import kernel_signature
 from ..codegen.c import codegen_c
+from ..ir.functor import post_order_visit
 from ..runtime.compile import compile_source
 from ..runtime.memory import HOST
 from ..runtime.model import Model
@@ -55,6 +56,8 @@ def _has_libmvec() -> bool:
 def render(funcs: Sequence[N.PrimFunc], target: Target, sequences=(), text_cache=None):
     """All `funcs` printed as C, also split into one translation unit per core (the C compiler
     builds them at the same time); `sequences` adds C functions that call kernels in order."""
+    for f in funcs:
+        check_units(f, target)
     return codegen_c(list(funcs), target, sequences, text_cache, units=target.num_cores)
 
 
@@ -70,6 +73,22 @@ def load(lib_path: str, funcs: Sequence[N.PrimFunc], source, target: Target) -> 
 
 def timer(module: Module, name: str, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):
     return module.time_evaluator(name, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
+
+
+def check_units(func: N.PrimFunc, target: Target) -> None:
+    """RuntimeError when `func` uses a tensor intrinsic whose CPU units the host lacks (a native
+    build would crash with an illegal instruction); other -march values are cross builds."""
+    from ..ops.x86_intrin import check_features
+    needed: dict = {}
+
+    def visit(node) -> None:
+        if isinstance(node, N.Tensorized):
+            needed.setdefault(node.intrin, node.requires)
+
+    post_order_visit(func.body, visit)
+    if target.mcpu == "native":
+        for intrin, requires in needed.items():
+            check_features(requires, f"{func.name}: tensor intrinsic {intrin}")
 
 
 def make_model(spec, module: Module | None, params: dict, info: dict | None = None) -> Model:

@@ -332,6 +332,14 @@ class CLikePrinter:
         index = self.single_index(e.buffer, e.indices, "load")
         return f"{self.buffer_ref(e.buffer)}[{self.index_expr(index)}]", ATOM
 
+    def print_AddressOf(self, e: N.AddressOf):
+        index = self.single_index(e.load.buffer, e.load.indices, "load")
+        return f"{self.buffer_ref(e.load.buffer)} + {self.index_expr(index, ADD + 1)}", ADD
+
+    def print_CallExtern(self, e: N.CallExtern):
+        args = [self.print_AddressOf(a)[0] if isinstance(a, N.AddressOf) else self.expr(a) for a in e.args]
+        return f"{e.name}({', '.join(args)})", ATOM
+
     def print_Call(self, e: E.Call):
         if e.op not in E.INTRINSICS:
             raise CodegenError(f"{self.func_name}: unknown intrinsic {e.op!r}")
@@ -437,6 +445,13 @@ class CLikePrinter:
         if isinstance(s.value, (E.IntImm, E.FloatImm, E.StringImm)):
             return
         self.emit(f"(void)({self.expr(s.value)});")
+
+    def visit_Tensorized(self, s: N.Tensorized) -> None:
+        """A tensor intrinsic: its helper functions go into the source once, its code here."""
+        for name, text in s.helpers:
+            self.helpers.setdefault(name, text)
+        self.emit(comment(f"tensorized: {s.intrin}.{s.phase}"))
+        self.stmt(s.impl)
 
     def visit_AttrStmt(self, s: N.AttrStmt) -> None:
         line = self.attr_line(s.key, s.value)

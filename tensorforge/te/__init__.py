@@ -14,3 +14,4 @@ from .math import (all, any, if_then_else, exp, exp2, log, log2, log1p, expm1, s
                    sigmoid, erf, abs, floor, ceil, round, trunc, sin, cos, tan, asin, acos, atan,
                    sinh, cosh, asinh, acosh, atanh, isnan, isinf, pow, power, atan2, fmod)
 from .schedule import Schedule, ScheduleError, Stage, create_schedule
+from .intrin import BufferDecl, IntrinError, TensorIntrin, decl_buffer, decl_tensor_intrin

@@ -67,6 +67,7 @@ class Stage:
         self.scope = "global"
         self.iter_var_attrs: dict[IterVar, IterVarAttr] = {}
         self.is_output = False
+        self.tensorized: tuple[IterVar, Any] | None = None   # (leaf, TensorIntrin)
 
     # -- helpers --------------------------------------------------------------------------------
     def __repr__(self) -> str:
@@ -253,8 +254,18 @@ class Stage:
         self.scope = scope
 
     def tensorize(self, iv: IterVar, intrin: Any) -> None:
-        raise ScheduleError(f"tensorize on stage {self.name}: no backend with tensor intrinsics is "
-                            "available yet")
+        """Replace the loops from `iv` inward (and the body) by the tensor intrinsic `intrin`
+        (te.decl_tensor_intrin).  Lowering checks that they compute the intrinsic's pattern and
+        raises ScheduleError naming what differs."""
+        from .intrin import TensorIntrin
+        self._check_leaf(iv, "tensorize")
+        if not isinstance(intrin, TensorIntrin):
+            raise ScheduleError(f"tensorize on stage {self.name}: expected a tensor intrinsic from "
+                                f"te.decl_tensor_intrin, got {intrin!r}")
+        if self.tensorized is not None and self.tensorized[0] is not iv:
+            raise ScheduleError(f"tensorize on stage {self.name}: axis {self.tensorized[0].name} is "
+                                "already tensorized; a stage takes one tensor intrinsic")
+        self.tensorized = (iv, intrin)
 
 
 class Schedule:

@@ -403,7 +403,9 @@ class _Lowering:
             return body
 
         top_conds = conds_at.get(-1, [])
-        if not is_reduce:
+        if st.tensorized is not None:
+            body = self._emit_tensorized(st, nest, first_reduce, is_reduce)
+        elif not is_reduce:
             body = nest(self._store_plain(st), list(range(len(leaves))), True)
         else:
             outer = list(range(first_reduce))
@@ -416,6 +418,26 @@ class _Lowering:
         for c in top_conds:
             body = N.IfThenElse(c, body)
         return body
+
+    def _emit_tensorized(self, st: Stage, nest, first_reduce: int, is_reduce: bool) -> N.Stmt:
+        """The loops outside the tensorized axis around the intrinsic's statements: its body when
+        the whole reduction lies inside, else reset (or the plain init loops) before the outer
+        reduction loops and update inside them (tir/tensorize.py)."""
+        from .tensorize import plan
+        leaves = st.leaf_iter_vars
+        p = plan(self, st)
+        if not is_reduce or p.position <= first_reduce:
+            return nest(p.body, list(range(p.position)), True)
+        rest = list(range(first_reduce, len(leaves)))
+        reduce_vars = {leaf.var for leaf in leaves if leaf.kind == REDUCE}
+        data_only = lambda c: not any(v in reduce_vars for v in free_vars(c))  # noqa: E731
+        if p.reset is not None:
+            init = nest(p.reset, [k for k in rest[:p.position - first_reduce] if leaves[k].kind != REDUCE],
+                        False, data_only)
+        else:
+            init = nest(self._store_init(st), [k for k in rest if leaves[k].kind != REDUCE], False, data_only)
+        update = nest(p.update, rest[:p.position - first_reduce], True)
+        return nest(N.seq(init, update), list(range(first_reduce)), True)
 
     def _with_attached(self, stages: list[Stage], body: N.Stmt) -> N.Stmt:
         if not stages:

@@ -463,6 +463,9 @@ class _Translator:
             return
         self.flush(self.expr(s.value).text)
 
+    def stmt_Tensorized(self, s: N.Tensorized) -> None:
+        self.stmt(s.reference)      # the intrinsic's own compute, over the same regions
+
     def stmt_AttrStmt(self, s: N.AttrStmt) -> None:
         self.stmt(s.body)
 

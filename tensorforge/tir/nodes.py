@@ -60,6 +60,32 @@ register_expr_printer(
     BufferLoad, lambda e, sub: f"{e.buffer.name}[{', '.join(sub(i) for i in e.indices)}]")
 
 
+@dataclass(frozen=True, eq=False, repr=False)
+class AddressOf(Expr):
+    """`&buffer[indices]`: a pointer to one element (tensor intrinsics pass operands this way)."""
+
+    load: BufferLoad
+
+    @property
+    def dtype(self) -> str:  # type: ignore[override]
+        return "handle"
+
+
+register_expr_printer(AddressOf, lambda e, sub: f"&{sub(e.load)}")
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class CallExtern(Expr):
+    """A call of the C function `name` (a helper a tensor intrinsic defines)."""
+
+    dtype: str
+    name: str
+    args: tuple
+
+
+register_expr_printer(CallExtern, lambda e, sub: f"{e.name}({', '.join(sub(a) for a in e.args)})")
+
+
 class Stmt(Node):
     __slots__ = ()
 
@@ -140,6 +166,22 @@ class Barrier(Stmt):
     `scope` ("shared") before it are visible to all of them after it."""
 
     scope: str = SHARED
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Tensorized(Stmt):
+    """A loop nest replaced by the tensor intrinsic `intrin` (its `phase`: body, reset or
+    update).  Code generators print `impl`, the intrinsic's code with its buffers bound to the
+    matched regions; the reference interpreter runs `reference`, the intrinsic's own compute
+    over the same regions, offsets and strides.  `helpers` are (name, C text) pairs `impl`
+    calls; `requires` names the CPU features they need."""
+
+    intrin: str
+    phase: str
+    impl: Stmt
+    reference: Stmt
+    helpers: tuple = ()
+    requires: tuple = ()
 
 
 def seq(*stmts: Stmt | None) -> Stmt:

@@ -44,6 +44,9 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         _stmt(s.body, ind, out)
     elif isinstance(s, N.Evaluate):
         out.append(f"{pad}{expr_str(s.value)}")
+    elif isinstance(s, N.Tensorized):
+        out.append(f"{pad}# tensorized: {s.intrin}.{s.phase}")
+        _stmt(s.impl, ind, out)
     elif isinstance(s, N.AttrStmt):
         out.append(f"{pad}# attr {s.key} = {s.value}")
         _stmt(s.body, ind, out)
