@@ -6,6 +6,7 @@ benchmarks/e2e.py can time PyTorch beside tensorforge and ONNX Runtime on the sa
     found = variants(onnx_model, feeds)       # eager, jit.freeze, jit.optimize_for_inference (+NHWC)
     peer = fastest(found)                     # the quickest of them at the current thread count
     outputs = peer(*found.inputs)             # a tuple of tensors, in graph output order
+    found = module_variants(module, inputs)   # the same modes for a torch.nn.Module a user wrote
 
 Converters are registered per ONNX op type with `@converter("Relu")`.  A converter runs once,
 when the module is built: it reads the node's attributes and constant inputs (shapes, axes) and
