@@ -34,6 +34,14 @@ class FmaPeak:
         one = self.gflops[min(self.gflops)] / min(self.gflops)
         return max(1, round(one / (self.clock_ghz * (self.vector_bits // 32) * 2)))
 
+    def merged(self, other: "FmaPeak") -> "FmaPeak":
+        """The higher of two measurements per thread count (a peak is a maximum: a benchmark that
+        measures it again between models keeps the best, so a busy moment does not lower it)."""
+        threads = set(self.gflops) | set(other.gflops)
+        best = {t: max(self.gflops.get(t, 0.0), other.gflops.get(t, 0.0)) for t in threads}
+        clocks = [c for c in (self.clock_ghz, other.clock_ghz) if c]
+        return FmaPeak(self.vector_bits, self.chains, best, max(clocks) if clocks else None)
+
     def describe(self) -> str:
         per = ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.1f}" for t, g in sorted(self.gflops.items()))
         units = (f"; {self.fma_units} FMA unit{'s' if self.fma_units > 1 else ''} per core "

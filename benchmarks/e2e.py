@@ -14,9 +14,10 @@ name), e.g. the exports of benchmarks/exports/export.py, which are the paper's w
 torch.onnx.export writes them from plain torch.nn modules; --models then picks among the names.
 
 Peak.  benchmarks/_peak.py measures the fp32 FMA peak for each thread count (and the FMA units
-per core) first; a model's "peak" column is its counted flops (benchmarks/_flops.py: convs,
-dense, matmul, the LSTM's GEMMs) per tensorforge's median latency over the peak at that thread
-count.
+per core) first, and again before each model and at the end, keeping the best (a busy moment
+only lowers a peak); a model's "peak" column is its counted flops (benchmarks/_flops.py: convs,
+dense, matmul, the LSTM's GEMMs) per tensorforge's median latency over the best peak so far at
+that thread count, and the closing table uses the best peak of the whole run.
 
 With --tuned, each model is also compiled with the tuning records in DIR (default
 benchmarks/records/, made by `tensorforge tune MODEL --time-budget ... --records DIR/MODEL.jsonl`)
@@ -177,8 +178,14 @@ def main() -> None:
     if _peak.scaling_warning(peak):
         print(_peak.scaling_warning(peak), flush=True)
     entries = onnx_entries(opts.onnx, names, torch_peer) if opts.onnx else zoo_entries(names, torch_peer)
-    rows = [row for entry in entries for row in run_entry(entry, thread_counts, opts, peak, torch_peer)]
-    summarize(rows)
+    rows = []
+    for k, entry in enumerate(entries):
+        if k:   # measured again before each model; the best so far counts (see FmaPeak.merged)
+            peak = peak.merged(_peak.measure(thread_counts))
+        rows += run_entry(entry, thread_counts, opts, peak, torch_peer)
+    peak = peak.merged(_peak.measure(thread_counts))
+    print(f"best over the run: {peak.describe()}")
+    summarize(rows, peak)
 
 
 def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) -> list[dict]:
@@ -266,8 +273,9 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
     return rows
 
 
-def summarize(rows: list[dict]) -> None:
-    """Geometric means per thread count, then one markdown table of every row."""
+def summarize(rows: list[dict], peak) -> None:
+    """Geometric means per thread count, then one markdown table of every row, its share of
+    `peak` (the best peak measured over the run)."""
     for threads in sorted({r["threads"] for r in rows}):
         sel = [r for r in rows if r["threads"] == threads]
         print(f"geometric mean ratio tensorforge/onnxruntime, {threads} thread(s): "
@@ -289,7 +297,7 @@ def summarize(rows: list[dict]) -> None:
         over_torch = f"{r['tf'] / r['torch']:.2f}" if r["torch"] is not None else "n/a"
         print(f"| {r['name']} | {r['threads']} | {r['tf']:.2f} | {r['ort']:.2f} | {torch_ms} | "
               f"{r['tf'] / r['ort']:.2f} | {over_torch} | {r['flops'] / 1e9:.3f} | "
-              f"{r['flops'] / r['tf'] / 1e6:.1f} | {100 * r['share']:.1f}% |")
+              f"{r['flops'] / r['tf'] / 1e6:.1f} | {100 * r['flops'] / r['tf'] / 1e6 / peak.gflops[r['threads']]:.1f}% |")
 
 
 if __name__ == "__main__":
