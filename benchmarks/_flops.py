@@ -6,7 +6,8 @@ goes and what an FMA peak bounds: conv1d/2d/3d and depthwise conv2d (output elem
 weight's reduction size), transposed convs (input elements x the weight's per-input fan-out),
 dense (the frontend's Gemm and nn.Linear, and the per-step GEMMs of an unrolled LSTM/GRU) and
 matmul (batched, with its transpose flags).  Element-wise ops, normalizations, softmax and
-pooling are left out, so "share of peak" is a lower bound on how busy the FMA units are.
+pooling are left out.  A conv counts its direct multiply-adds whatever algorithm runs it, so a
+model whose 3x3 convs run as Winograd convs (ResNet-18) can show more than 100% of the peak.
 """
 from __future__ import annotations
 
