@@ -18,6 +18,7 @@
  * As a library (what benchmarks/_peak.py loads through ctypes):
  *     double fma_peak_run(int threads, long iters);   seconds for all threads to finish
  *     int fma_peak_vector_bits(void), fma_peak_chains(void);
+ *     double fma_peak_clock_ghz(long iters);           core clock from a dependent add chain
  * As a program:
  *     cc -O2 -march=native -fopenmp -DFMA_PEAK_MAIN benchmarks/fma_peak.c -o fma_peak && ./fma_peak 1
  */
@@ -89,6 +90,35 @@ double fma_peak_run(int threads, long iters) {
     fma_chains(iters, 0.5f);
 #endif
     return now_seconds() - start;
+}
+
+/* The core clock in GHz while it runs a chain of dependent integer adds (one cycle each on every
+ * x86-64 core), or -1 where the probe has no such chain.  With the 1-thread FMA rate it gives
+ * the FMA units per core: flops per second / (clock x lanes x 2). */
+double fma_peak_clock_ghz(long iters) {
+#if defined(__x86_64__)
+    unsigned long x = 0;
+    double start = now_seconds();
+    for (long i = 0; i < iters; i++) {
+        /* 32 dependent adds; the loop counter runs beside them on other ports */
+        __asm__ volatile(
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+            "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0"
+            : "+r"(x));
+    }
+    double elapsed = now_seconds() - start;
+    fma_peak_sink = (float)x;
+    return 32.0 * (double)iters / elapsed / 1e9;
+#else
+    (void)iters;
+    return -1.0;
+#endif
 }
 
 #ifdef FMA_PEAK_MAIN

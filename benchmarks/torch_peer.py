@@ -6,6 +6,7 @@ benchmarks/e2e.py can time PyTorch beside tensorforge and ONNX Runtime on the sa
     found = variants(onnx_model, feeds)       # eager, jit.freeze, jit.optimize_for_inference (+NHWC)
     peer = fastest(found)                     # the quickest of them at the current thread count
     outputs = peer(*found.inputs)             # a tuple of tensors, in graph output order
+    found = module_variants(module, inputs)   # the same modes for a torch.nn.Module a user wrote
 
 Converters are registered per ONNX op type with `@converter("Relu")`.  A converter runs once,
 when the module is built: it reads the node's attributes and constant inputs (shapes, axes) and
@@ -25,6 +26,7 @@ is PyTorch at its best on this machine, not at its slowest.
 """
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 import warnings
@@ -553,7 +555,12 @@ def variant(model, inputs: Sequence, mode: str) -> Callable:
     base = mode.removesuffix(CHANNELS_LAST)
     if base not in MODES:
         raise ValueError(f"unknown torch peer mode {mode!r}; choose from {', '.join(modes_for(model))}")
-    module = to_torch(model, channels_last=mode.endswith(CHANNELS_LAST))
+    return _run_as(to_torch(model, channels_last=mode.endswith(CHANNELS_LAST)), inputs, base)
+
+
+def _run_as(module: torch.nn.Module, inputs: Sequence, base: str) -> Callable:
+    """`module` itself (eager), or traced and frozen (jit.freeze), or frozen and optimized for
+    inference (jit.optimize_for_inference)."""
     if base == "eager":
         return module
     with torch.no_grad(), warnings.catch_warnings():
@@ -584,12 +591,19 @@ def variants(model, feeds: dict, modes: Sequence[str] | None = None, rtol: float
     out with the reason (TorchScript passes are not guaranteed to preserve every graph)."""
     reference = to_torch(model)
     inputs = [torch.from_numpy(np.asarray(feeds[n])) for n in reference.input_names]
+    return _checked_variants(reference, lambda mode: variant(model, inputs, mode), inputs,
+                             modes or modes_for(model), rtol, atol)
+
+
+def _checked_variants(reference: Callable, build: Callable[[str], Callable], inputs: list, modes: Sequence[str],
+                      rtol: float, atol: float) -> Variants:
+    """Build each mode with `build(mode)` and keep those that run and agree with `reference`."""
     with torch.inference_mode():
         expected = reference(*inputs)
     fns, rejected = {}, {}
-    for mode in modes or modes_for(model):
+    for mode in modes:
         try:
-            fn = variant(model, inputs, mode)
+            fn = build(mode)
             with torch.inference_mode():
                 got = fn(*inputs)
                 got = fn(*inputs)       # the second run takes TorchScript's optimized plan
@@ -603,6 +617,42 @@ def variants(model, feeds: dict, modes: Sequence[str] | None = None, rtol: float
             continue
         fns[mode] = fn
     return Variants(fns, inputs, rejected)
+
+
+class _UserModule(torch.nn.Module):
+    """A user's module with the peer's calling convention: outputs as a tuple and, in
+    channels_last mode, 4-d inputs converted to NHWC memory order (the module's weights too)."""
+
+    def __init__(self, module: torch.nn.Module, channels_last: bool):
+        super().__init__()
+        self.module, self.channels_last = module, channels_last
+        if channels_last:
+            self.module = copy.deepcopy(module).to(memory_format=torch.channels_last)
+
+    def forward(self, *inputs):
+        if self.channels_last:
+            inputs = tuple(_layout(x, True) if x.dim() == 4 and x.is_floating_point() else x for x in inputs)
+        out = self.module(*inputs)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+
+
+def module_variants(module: torch.nn.Module, inputs: Sequence[np.ndarray], modes: Sequence[str] | None = None,
+                    rtol: float = 1e-4, atol: float = 1e-4) -> Variants:
+    """`variants` for a torch.nn.Module the user wrote (benchmarks/exports/models.py) instead of
+    an ONNX graph: the same modes, channels_last twins when a weight or input is 4-d, each
+    checked against the module in eager mode.  `inputs` in the module's argument order."""
+    module = module.eval()
+    tensors = [torch.from_numpy(np.asarray(x)) for x in inputs]
+    four_d = any(p.dim() == 4 for p in module.parameters()) or any(t.dim() == 4 for t in tensors)
+    wanted = modes or list(MODES) + ([m + CHANNELS_LAST for m in MODES] if four_d else [])
+
+    def build(mode: str) -> Callable:
+        base = mode.removesuffix(CHANNELS_LAST)
+        if base not in MODES:
+            raise ValueError(f"unknown torch peer mode {mode!r}; choose from {', '.join(wanted)}")
+        return _run_as(_UserModule(module, mode.endswith(CHANNELS_LAST)), tensors, base)
+
+    return _checked_variants(_UserModule(module, False), build, tensors, wanted, rtol, atol)
 
 
 def _median_ms(fn: Callable, inputs: Sequence, repeat: int, warmup_s: float) -> float:

@@ -4,6 +4,18 @@ genetic algorithm, on ResNet-18's conv layers C2, C6, C9 and its dense layer.
 
     python benchmarks/tuning_curves.py                      # all layers, 3 seeds, 200 trials
     python benchmarks/tuning_curves.py --layers C9,dense --seeds 1 --trials 100 --out /tmp/curves
+    python benchmarks/tuning_curves.py --templates direct   # every conv as a direct conv2d_nchwc
+    python benchmarks/tuning_curves.py --layers C6 --tuners random --seeds 1 --trials 4 \
+        --random-trials 6 --out /tmp/curves                 # a smoke run (a minute or less)
+
+Layers.  Any conv layer of the paper's Table 2 that ResNet-18 has (C1, C2, C4-C12, as named in
+benchmarks/ops.py) and `dense`.  A layer's task is the one ResNet-18 compiles to: with
+`--templates model` (the default) that is the template the compiled model runs, Winograd
+(conv2d_winograd_nchwc) for the 3x3 stride-1 layers C2, C6, C9, C12 and the direct blocked conv
+for the others; `--templates direct` stops the graph optimizer before the Winograd rewrite, so
+every conv is tuned as a direct conv2d_nchwc (its files get a `-direct` suffix).  GFLOP/s always
+count the direct convolution's multiply-adds (as benchmarks/ops.py does), so the two templates
+compare on one scale and a Winograd layer can show an effective rate above the FMA peak.
 
 Method.  Each config of a layer is measured once (1 thread, median of repeats) and the result
 is kept in the layer's measurement file `OUT/LAYER.measured.jsonl`; every tuner run reads
@@ -11,8 +23,8 @@ measured configs from there instead of timing them again.  So all tuners are com
 same costs (noise cannot favour one of them) and a 200-trial run costs nothing once its
 configs are known.  The reference is random search with `--random-trials` (1000) trials, seed
 0: the target is 95% of the best throughput it finds.  Every search starts from scratch, as in
-the paper: the template's heuristic default is not measured first (it is shown for comparison).  Each tuner run writes its trials, in
-order, to `OUT/LAYER.TUNER.SEED.jsonl`; a killed run resumes from those files.
+the paper: the template's heuristic default is not measured first (it is shown for
+comparison).  Each tuner run writes its trials, in order, to `OUT/LAYER.TUNER.SEED.jsonl`; a killed run resumes from those files.
 
 Prints a table (per layer and tuner: median over seeds of the trials needed to reach the
 target, and of the best GFLOP/s after `--trials`) and draws OUT/tuning_curves.png.
@@ -26,35 +38,55 @@ import statistics
 import sys
 import time
 
-LAYERS = {
-    # name: (input NCHW shape, kernel size, stride) of ResNet-18's layer, as the graph compiler sees it
-    "C2": ((1, 64, 56, 56), 3, 1),
-    "C6": ((1, 128, 28, 28), 3, 1),
-    "C9": ((1, 256, 14, 14), 3, 1),
-    "dense": ((1, 512), None, None),
-}
+from ops import LAYERS  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
+
+TEMPLATES = ("model", "direct")
 
 
-def layer_tasks(names):
-    """The tuning tasks of the named ResNet-18 layers (as extract_tasks finds them)."""
+def layer_of_task(task) -> tuple | None:
+    """(kind, hw, ic, oc, k, s) of a task in the terms of benchmarks/ops.py's Layer (the paper's
+    Table 2), read from the task's logical shapes whatever its layout or template; None for a
+    task that is not a conv2d or the dense layer.  Blocked data (N, C/c, H, W, c) counts C
+    channels; a direct conv's weight is (OC/b, IC, KH, KW, b); a Winograd conv's transformed
+    weight is (alpha, alpha, OC/b, IC, b) and the op is always 3x3 stride 1."""
+    data = task.inputs[0][0]
+    attrs = dict(task.attrs)
+    if task.template == "matmul_packed.cpu" and len(data) == 2 and data[0] == 1:
+        return ("dense", 1, data[1], attrs.get("units"), 1, 1)
+    if task.template not in ("conv2d_nchwc.cpu", "conv2d_winograd_nchwc.cpu") or len(data) not in (4, 5):
+        return None
+    channels = data[1] * (data[4] if len(data) == 5 else 1)
+    if data[2] != data[3]:
+        return None
+    weight = task.inputs[1][0]
+    if task.template == "conv2d_winograd_nchwc.cpu":
+        return ("conv", data[2], channels, weight[2] * weight[4], 3, 1)
+    strides = tuple(attrs.get("strides", (1, 1)))                # a direct conv2d_nchwc
+    if strides[0] != strides[1] or weight[2] != weight[3]:
+        return None
+    return ("conv", data[2], channels, weight[0] * weight[4], weight[2], strides[0])
+
+
+def layer_tasks(names, templates: str = "model"):
+    """The tuning task of each named layer (benchmarks/ops.py's C1-C12 and dense) as ResNet-18
+    compiles it: with templates="model" the templates the compiled model runs (Winograd for the
+    3x3 stride-1 convs), with templates="direct" the graph optimizer stops before the Winograd
+    rewrite (opt_level 2) so that every conv is a direct conv2d_nchwc."""
     from tensorforge.autotune import extract_tasks
     from tensorforge.frontend import from_onnx
     from tensorforge.testing import models
 
     proto, _ = models.get("resnet18")
-    tasks = extract_tasks(from_onnx(proto), target="c")
+    tasks = extract_tasks(from_onnx(proto), target="c", opt_level=3 if templates == "model" else 2)
+    found = {layer_of_task(t): t for t in reversed(tasks)}
     out = {}
     for name in names:
-        shape, k, stride = LAYERS[name]
-        for t in tasks:
-            attrs = dict(t.attrs)
-            if t.inputs[0][0] != shape:
-                continue
-            if k is None or (t.inputs[1][0][2] == k and tuple(attrs.get("strides", (1, 1))) == (stride, stride)):
-                out[name] = t
-                break
-        else:
-            raise SystemExit(f"no task of ResNet-18 matches layer {name}")
+        layer = LAYERS[name]
+        key = (layer.kind, layer.hw, layer.ic, layer.oc, layer.k, layer.s)
+        if key not in found:
+            raise SystemExit(f"no task of ResNet-18 matches layer {name} ({layer.shape()}) with the "
+                             f"{templates!r} templates; ResNet-18 has no such layer")
+        out[name] = found[key]
     return out
 
 
@@ -109,15 +141,15 @@ def load_known(path, task) -> dict:
     return known
 
 
-def curve(path, task) -> list[float]:
-    """Best-so-far GFLOP/s after each trial of a run's record file."""
+def curve(path, task, flops: float) -> list[float]:
+    """Best-so-far GFLOP/s (`flops` per run) after each trial of a run's record file."""
     from tensorforge.autotune.records import load_records
 
     best, out = math.inf, []
     for r in load_records(path):
         if r.task.key == task.key:
             best = min(best, r.cost)
-            out.append(task.flops / best / 1e9 if math.isfinite(best) else 0.0)
+            out.append(flops / best / 1e9 if math.isfinite(best) else 0.0)
     return out
 
 
@@ -135,36 +167,42 @@ def main() -> int:
     p.add_argument("--out", default="benchmarks/results/tuning_curves")
     p.add_argument("--threads", type=int, default=1, help="threads of the measured kernels (default 1)")
     p.add_argument("--build-jobs", type=int, default=2)
+    p.add_argument("--templates", choices=TEMPLATES, default="model",
+                   help="model: the templates ResNet-18 compiles to (Winograd for 3x3 stride 1); "
+                        "direct: direct conv2d_nchwc for every conv, for comparison")
     opts = p.parse_args()
 
     from tensorforge.autotune import LocalBuilder, LocalRunner, MeasureInput, tune
     from tensorforge.autotune.records import RecordWriter
 
     names = [n.strip() for n in opts.layers.split(",") if n.strip()]
-    unknown = [n for n in names if n not in LAYERS]
+    known_layers = [n for n, layer in LAYERS.items() if layer.kind in ("conv", "dense")]
+    unknown = [n for n in names if n not in known_layers]
     if unknown:
-        raise SystemExit(f"unknown layer(s) {unknown}; known: {', '.join(LAYERS)}")
+        raise SystemExit(f"unknown layer(s) {unknown}; known: {', '.join(known_layers)}")
     tuners = [t.strip() for t in opts.tuners.split(",") if t.strip()]
     os.makedirs(opts.out, exist_ok=True)
-    tasks = layer_tasks(names)
+    tasks = layer_tasks(names, opts.templates)
     rows, curves, defaults = [], {}, {}
     with LocalBuilder(n_parallel=opts.build_jobs) as lb, \
             LocalRunner(number=2, repeat=5, min_repeat_ms=5, num_threads=opts.threads, timeout=20) as lr:
         for name, task in tasks.items():
-            mfile = os.path.join(opts.out, f"{name}.measured.jsonl")
+            stem = name if opts.templates == "model" else f"{name}-direct"
+            mfile = os.path.join(opts.out, f"{stem}.measured.jsonl")
             known = load_known(mfile, task)
             size = task.config_space.size
+            flops = LAYERS[name].flops
             with RecordWriter(mfile) as writer:
                 builder, runner = MemoBuilder(lb, known), MemoRunner(lr, known, writer)
                 print(f"== {name}: {task.name}, {size} configs, {len(known)} measured before", flush=True)
                 t0 = time.perf_counter()
-                ref_path = os.path.join(opts.out, f"{name}.reference-random.jsonl")
+                ref_path = os.path.join(opts.out, f"{stem}.reference-random.jsonl")
                 tune(task, trials=min(opts.random_trials, size), records=ref_path, tuner="random", seed=0,
                      builder=builder, runner=runner, log=False, measure_default=False)
-                ref = max(curve(ref_path, task))
+                ref = max(curve(ref_path, task, flops))
                 target = 0.95 * ref
                 default = runner.run(builder.build([MeasureInput(task, task.config_space.default_config())]))[0]
-                default_gflops = task.flops / default.cost / 1e9 if default.ok else 0.0
+                default_gflops = flops / default.cost / 1e9 if default.ok else 0.0
                 defaults[name] = default_gflops
                 print(f"   reference: random search, {min(opts.random_trials, size)} trials: best {ref:.1f} GFLOP/s "
                       f"(target {target:.1f}); the template's default: {default_gflops:.1f} GFLOP/s; "
@@ -172,12 +210,12 @@ def main() -> int:
                 for tuner in tuners:
                     reach, final, walls = [], [], []
                     for seed in range(opts.seeds):
-                        path = os.path.join(opts.out, f"{name}.{tuner}.{seed}.jsonl")
+                        path = os.path.join(opts.out, f"{stem}.{tuner}.{seed}.jsonl")
                         t1 = time.perf_counter()
                         tune(task, trials=min(opts.trials, size), records=path, tuner=tuner, seed=seed,
                              builder=builder, runner=runner, log=False, measure_default=False)
                         walls.append(time.perf_counter() - t1)
-                        c = curve(path, task)[:opts.trials]
+                        c = curve(path, task, flops)[:opts.trials]
                         curves[(name, tuner, seed)] = c
                         reach.append(trials_to(c, target))
                         final.append(c[-1] if c else 0.0)

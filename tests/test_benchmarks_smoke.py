@@ -33,3 +33,81 @@ def test_ops_benchmark_runs(tmp_path):
         assert row["tf_gflops"] > 0 and row["ort_gflops"] > 0 and row["peak_gflops"] > 0
         assert row["tf_over_ort"] == pytest.approx(row["tf_gflops"] / row["ort_gflops"])
     assert data["rows"][0]["gflop"] == pytest.approx(2 * 512 * 512 * 9 * 49 / 1e9)
+
+
+BENCH = OPS.parent
+
+
+def _env(tmp_path):
+    import os
+    return dict(os.environ, TENSORFORGE_CACHE_DIR=str(tmp_path / "cache"))
+
+
+def test_export_and_e2e_on_the_export(tmp_path):
+    """benchmarks/exports/export.py writes DQN as torch.onnx.export does (checked against eager
+    PyTorch before writing), and `e2e.py --onnx DIR` runs that folder against ONNX Runtime and the
+    exported module itself, with the machine's peak and the model's share of it."""
+    pytest.importorskip("torch", reason="the exports are written by torch.onnx.export")
+    pytest.importorskip("onnxruntime", reason="exports are checked, and e2e.py compares, with ONNX Runtime")
+    out = tmp_path / "exports"
+    proc = subprocess.run([sys.executable, str(BENCH / "exports" / "export.py"), "--models", "dqn", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["dqn.npz", "dqn.onnx"]
+    import numpy as np
+    import onnx
+    model = onnx.load(str(out / "dqn.onnx"))
+    assert {n.op_type for n in model.graph.node} >= {"Conv", "Relu"}
+    assert {p.key: p.value for p in model.metadata_props}["tensorforge.benchmarks.workload"] == "dqn"
+    with np.load(out / "dqn.npz") as feeds:
+        assert feeds.files == ["frames"] and feeds["frames"].shape == (1, 4, 84, 84)
+
+    proc = subprocess.run([sys.executable, str(BENCH / "e2e.py"), "--onnx", str(out), "--repeat", "1",
+                           "--threads", "1"], capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("fp32 FMA peak") and "FMA unit" in line for line in lines)
+    for threads in (1,):
+        row = next(line for line in lines if line.startswith("dqn ") and f" {threads}T " in line)
+        share = float(row.split(" peak ", 1)[1].split("%", 1)[0])
+        assert share > 0    # not bounded above: on a busy machine the peak probe can be slowed more
+        # DQN's counted work: its three convs and two dense layers, 2 flops per multiply-add
+        macs = 32 * 20 * 20 * 4 * 8 * 8 + 64 * 9 * 9 * 32 * 4 * 4 + 64 * 7 * 7 * 64 * 3 * 3 + 3136 * 512 + 512 * 18
+        assert f"({2 * macs / 1e9:.3f} GFLOP)" in row
+        # the peer is the exported torch.nn module, in one of the peer's modes
+        mode = row.split("torch (", 1)[1].split(")", 1)[0]
+        assert mode.removesuffix("+channels_last") in ("eager", "jit.freeze", "jit.optimize_for_inference")
+        assert any(line.startswith(f"| dqn | {threads} |") for line in lines)
+    assert "geometric mean ratio tensorforge/onnxruntime, 1 thread(s)" in proc.stdout
+
+
+def test_tuning_curves_runs_on_the_templates_resnet18_uses(tmp_path):
+    """C6 is a 3x3 stride-1 conv, which ResNet-18 compiles to Winograd: the curves are measured
+    on that template (they stopped with "no task of ResNet-18 matches layer C6" when Winograd
+    became the default)."""
+    proc = subprocess.run([sys.executable, str(BENCH / "tuning_curves.py"), "--layers", "C6", "--tuners", "random",
+                           "--seeds", "1", "--trials", "2", "--random-trials", "2", "--out", str(tmp_path / "curves")],
+                          capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "== C6: conv2d_winograd_nchwc.cpu(1x4x28x28x32" in proc.stdout
+    assert any(line.startswith("| C6 | random | ") for line in proc.stdout.splitlines())
+    assert (tmp_path / "curves" / "C6.random.0.jsonl").exists()
+
+
+def test_tuning_curves_layers_for_both_templates():
+    """Each layer maps to ResNet-18's task: Winograd or direct as the model compiles it, every conv
+    direct with --templates direct; a layer ResNet-18 lacks is named in the error."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import tuning_curves
+    finally:
+        sys.path.remove(str(BENCH))
+    model = tuning_curves.layer_tasks(["C1", "C2", "C7", "C12", "dense"], "model")
+    assert {n: t.template for n, t in model.items()} == {
+        "C1": "conv2d_nchwc.cpu", "C2": "conv2d_winograd_nchwc.cpu", "C7": "conv2d_nchwc.cpu",
+        "C12": "conv2d_winograd_nchwc.cpu", "dense": "matmul_packed.cpu"}
+    direct = tuning_curves.layer_tasks(["C2", "C12"], "direct")
+    assert {t.template for t in direct.values()} == {"conv2d_nchwc.cpu"}
+    assert direct["C2"].inputs[1][0][2:4] == (3, 3) and dict(direct["C2"].attrs)["strides"] == (1, 1)
+    with pytest.raises(SystemExit, match="no task of ResNet-18 matches layer C3"):
+        tuning_curves.layer_tasks(["C3"], "model")
