@@ -14,7 +14,6 @@ import platform
 import statistics
 import time
 
-
 import numpy as np  # noqa: E402
 
 import tensorforge  # noqa: E402
@@ -50,7 +49,7 @@ def main() -> None:
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:  # pragma: no cover
-        raise SystemExit("benchmarks need threadpoolctl (pip install -e .[dev])")
+        raise SystemExit("benchmarks need threadpoolctl (pip install -e .[dev])") from None
     blas = [f"{i['internal_api']} {i.get('version')} ({i.get('architecture')})" for i in threadpool_info()
             if i["user_api"] == "blas"]
     print(f"machine: {platform.machine()} {os.cpu_count()} cores; numpy BLAS: {', '.join(blas)}")

@@ -58,12 +58,13 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=1024, help="M = N = K")
     parser.add_argument("--repeat", type=int, default=10)
     args = parser.parse_args(argv)
+    import _peak_int8
+
     import tensorforge
-    from tensorforge.runtime import module as rt
     from tensorforge.ops import x86_intrin as X
     from tensorforge.ops.schedules.cpu_matmul_int8 import matmul_int8_workload, pack_b_vnni
+    from tensorforge.runtime import module as rt
     from tensorforge.target import Target
-    import _peak_int8
 
     n = args.size
     unit = X.int8_unit()

@@ -36,10 +36,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
-
-import numpy as np  # noqa: E402
-
 import _peak  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
+import numpy as np  # noqa: E402
 
 SAMPLE_SECONDS = 2e-3    # a sample repeats the call until it lasts about this long
 TARGET = "c -mcpu=native"
@@ -247,7 +245,7 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
         expected = sess.run(None, work.feeds)[0]
         np.testing.assert_allclose(model(*inputs)[0], expected, rtol=1e-3, atol=1e-3,
                                    err_msg=f"{layer.name}: tensorforge differs from ONNX Runtime")
-        fns = {"tf": lambda: model(*inputs), "ort": lambda: sess.run(None, work.feeds)}
+        fns = {"tf": lambda: model(*inputs), "ort": lambda sess=sess: sess.run(None, work.feeds)}
         with torch.inference_mode() if torch is not None else contextlib.nullcontext():
             if torch is not None:
                 torch.set_num_threads(threads)

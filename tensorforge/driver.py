@@ -71,7 +71,7 @@ def _timed(timings: dict, step: str):
 def _apply_records(groups, records, target, threads: int) -> dict:
     if records is None:
         return {}
-    from .autotune.dispatch import apply_records   # the tuner is optional at compile time
+    from .autotune.dispatch import apply_records  # the tuner is optional at compile time
     return apply_records(groups, records, target, threads)
 
 

@@ -192,5 +192,5 @@ def lower_group_cached(group: FusedGroup, target, name: str, config, path: Path)
     try:
         write_entry(path, serialize.dumps(func).encode("utf-8"))
     except (OSError, TypeError, RecursionError) as err:   # a read-only cache only costs time
-        warnings.warn(f"could not write the lowering cache ({err})", RuntimeWarning)
+        warnings.warn(f"could not write the lowering cache ({err})", RuntimeWarning, stacklevel=2)
     return func

@@ -15,9 +15,10 @@ def _convert(model_path: str, inputs: list):
     """(graph, the inputs it still takes).  Inputs that the frontend needs as constants (a
     Reshape's shape, Slice's starts, TopK's K, ... fed as graph inputs by the test) are bound to
     the values given with the model, one at a time as conversion asks for them."""
+    import onnx
+
     from tensorforge.frontend import from_onnx
     from tensorforge.graph.builder import RuntimeValueError
-    import onnx
     model = onnx.load(model_path, load_external_data=False)
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]

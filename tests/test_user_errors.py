@@ -31,7 +31,7 @@ def test_show_warning_writes_one_line(capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         warnings.showwarning = show_warning
-        warnings.warn("careful\nreally", UserWarning)
+        warnings.warn("careful\nreally", UserWarning, stacklevel=1)
     assert capsys.readouterr().err == "tensorforge: warning: careful; really\n"
 
 

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from .fold import signed_rep, int_range
+from .fold import int_range, signed_rep
 from .structural import Interner
 
 

@@ -26,10 +26,10 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from ..te.space import ConfigEntity, ConfigError
 from .features import FeatureExtractor, Featurizer
 from .measure import MeasureResult
 from .records import Record
-from ..te.space import ConfigEntity, ConfigError
 from .task import Task
 
 

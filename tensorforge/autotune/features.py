@@ -67,8 +67,8 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..tir import nodes as N
 from ..te.space import ConfigEntity, ConfigSpace
+from ..tir import nodes as N
 from .task import Task, instantiate
 
 K_BUFFERS = 4

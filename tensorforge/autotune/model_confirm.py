@@ -25,9 +25,9 @@ from typing import Callable
 
 import numpy as np
 
+from ..te.space import config_key
 from .measure import ErrorKind
 from .records import Record, RecordWriter, load_records
-from ..te.space import config_key
 from .task import Task, task_of_group
 
 
@@ -64,10 +64,10 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     from ..build_module import build
     from ..driver import compile as compile_model
     from ..graph.ir import Graph
+    from ..ir.dtype import random_array
     from ..lowering import lower_group
     from ..runtime.module import get_num_threads
     from ..target import Target
-    from ..ir.dtype import random_array
 
     if not isinstance(graph, Graph):
         raise TypeError(f"confirm_in_model expects a tensorforge Graph, got {type(graph).__name__}")

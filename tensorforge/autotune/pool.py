@@ -45,8 +45,7 @@ import uuid
 from pathlib import Path
 from typing import Sequence
 
-from .measure import (BuildResult, ErrorKind, LocalRunner, MeasureInput, MeasureResult, _describe,
-                      template_modules)
+from .measure import BuildResult, ErrorKind, LocalRunner, MeasureInput, MeasureResult, _describe, template_modules
 from .task import Task
 
 _EXTRA_HINT = "the Dask pool needs dask.distributed: pip install 'tensorforge[distributed]'"

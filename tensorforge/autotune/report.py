@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import MissingDependencyError
-from .records import Record, _records
 from ..te.space import config_key, format_config
+from .records import Record, _records
 
 
 @dataclass

@@ -32,11 +32,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from ..te.space import ConfigEntity, ConfigSpace
 from .cost_model import XGBoostCostModel
 from .features import FeatureExtractor, knob_features
 from .measure import MeasureResult
 from .records import Record
-from ..te.space import ConfigEntity, ConfigSpace
 from .task import Task
 from .tuners import _TunerBase
 

@@ -62,7 +62,7 @@ class Task:
         from ..target import Target
 
         specs = []
-        for k, spec in enumerate(inputs):
+        for spec in inputs:
             if spec is None:
                 specs.append(None)
                 continue

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from ..te.space import ConfigEntity, ConfigError
 from .measure import Builder, LocalBuilder, LocalRunner, MeasureInput, MeasureResult, Runner
 from .records import Record, RecordWriter, load_records
-from ..te.space import ConfigEntity, ConfigError
 from .task import Task
 from .tuners import Tuner, make_tuner
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Callable, Protocol, Sequence
 
-from .measure import MeasureResult
 from ..te.space import ConfigEntity, ConfigSpace
+from .measure import MeasureResult
 from .task import Task
 
 

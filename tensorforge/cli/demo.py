@@ -6,7 +6,8 @@ import argparse
 import time
 
 from ..errors import UsageError
-from .common import progress, threads as thread_count
+from .common import progress
+from .common import threads as thread_count
 
 
 def demo(opts: argparse.Namespace) -> int:

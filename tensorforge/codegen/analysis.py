@@ -11,9 +11,9 @@ from typing import Container
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..tir import nodes as N
 from ..ir.functor import Visitor, post_order_visit
 from ..runtime.module import KernelSignature, ParamSpec
+from ..tir import nodes as N
 
 
 def is_nonneg(e: E.Expr, nonneg_vars: Container) -> bool:

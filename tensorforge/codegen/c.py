@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..tir import nodes as N
 from ..ir.functor import post_order_visit, uses_var
+from ..tir import nodes as N
 from .c_like import CLikePrinter, CodegenError, Dialect
 from .c_text import comment, kernel_symbol
 from .c_vector import VectorExtensions

@@ -27,8 +27,22 @@ from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
 from .analysis import is_nonneg, plain_division_ok, stored_params, widenable
-from .c_text import (ADD, ATOM, COND, EQ, LAND, LOR, MUL, REL, UNARY, c_identifier, comment,
-                     float_literal, int_literal, math_call)
+from .c_text import (
+    ADD,
+    ATOM,
+    COND,
+    EQ,
+    LAND,
+    LOR,
+    MUL,
+    REL,
+    UNARY,
+    c_identifier,
+    comment,
+    float_literal,
+    int_literal,
+    math_call,
+)
 from .legalize import legalize
 
 
@@ -181,7 +195,7 @@ class CLikePrinter:
         try:
             return self.dialect.scalar_types[dt.element_of(dtype)]
         except KeyError:
-            raise CodegenError(f"{self.func_name}: dtype {dtype!r} has no {self.dialect.name} type")
+            raise CodegenError(f"{self.func_name}: dtype {dtype!r} has no {self.dialect.name} type") from None
 
     def value_type(self, dtype: str, e: E.Expr | None = None) -> str:
         """The C type of a value of `dtype` (vector types come from the vector hooks)."""

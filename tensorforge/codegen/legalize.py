@@ -18,8 +18,8 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..tir import nodes as N
 from ..ir.functor import Mutator
+from ..tir import nodes as N
 
 
 def legalize(func: N.PrimFunc) -> N.PrimFunc:

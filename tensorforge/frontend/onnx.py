@@ -172,7 +172,7 @@ def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
     env: dict[str, Value | None] = {"": None}
     for init in g.initializer:
         env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
-    for init in g.sparse_initializer:
+    if len(g.sparse_initializer):
         raise NotImplementedError("sparse initializers are not supported")
     shapes = dict(shapes or {})
     for cname, value in (constants or {}).items():

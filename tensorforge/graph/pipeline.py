@@ -21,7 +21,6 @@ from .passes.fold_constants import fold_constants
 from .passes.simplify_graph import simplify_graph
 
 
-
 def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph]:
     """A pass that computes the same graph for every target, on the list's signature."""
     def run(graph: Graph, target: Target) -> Graph:

@@ -11,8 +11,19 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from .elemwise_base import (FLOATS, NUMERIC, broadcast_compute, broadcasts_to, check_attrs, check_dtype,
-                            check_number_attrs, is_float, lit, np_lit, unary_op)
+from .elemwise_base import (
+    FLOATS,
+    NUMERIC,
+    broadcast_compute,
+    broadcasts_to,
+    check_attrs,
+    check_dtype,
+    check_number_attrs,
+    is_float,
+    lit,
+    np_lit,
+    unary_op,
+)
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 

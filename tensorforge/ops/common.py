@@ -6,7 +6,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .registry import OpError, TensorType
+from .registry import OpError
 
 
 def broadcast_shape(*shapes: Sequence[int], op: str = "op") -> tuple:

@@ -23,8 +23,20 @@ import numpy as np
 from .. import te
 from ..ir.expr import Div
 from .common import broadcast_shape
-from .elemwise_base import (FLOATS, NUMERIC, SIGNED, binary_op, broadcast_compute, check_attrs, common_dtype, fresh,
-                            is_float, lit, nan_max, nan_min)
+from .elemwise_base import (
+    FLOATS,
+    NUMERIC,
+    SIGNED,
+    binary_op,
+    broadcast_compute,
+    check_attrs,
+    common_dtype,
+    fresh,
+    is_float,
+    lit,
+    nan_max,
+    nan_min,
+)
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 binary_op("add", lambda a, b: a + b, np.add, NUMERIC)

@@ -15,8 +15,8 @@ import numpy as np
 from .. import te
 from ..ir import dtype as dt
 from ..ir.expr import Let, Var
-from .elemwise_base import NUMERIC, SIGNED, broadcast_compute, check_attrs, check_dtype, is_float, lit
 from .common import broadcast_shape
+from .elemwise_base import NUMERIC, SIGNED, broadcast_compute, check_attrs, check_dtype, is_float, lit
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 

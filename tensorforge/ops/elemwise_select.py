@@ -15,10 +15,19 @@ import numpy as np
 
 from .. import te
 from .common import broadcast_shape
-from .elemwise_base import (ALL, BOOL, NUMERIC, broadcast_compute, broadcasts_to, check_attrs, check_dtype, fresh,
-                            is_float, lit)
+from .elemwise_base import (
+    ALL,
+    BOOL,
+    NUMERIC,
+    broadcast_compute,
+    broadcasts_to,
+    check_attrs,
+    check_dtype,
+    fresh,
+    is_float,
+    lit,
+)
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
-
 
 # -- where ----------------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import te
 from .nn_conv import conv_reference
-from .nn_window import padded_extent, pad_stage
+from .nn_window import pad_stage, padded_extent
 from .registry import COMPLEX, INJECTIVE, OpError, TensorType, op
 
 

@@ -33,7 +33,6 @@ from .nn_conv_transpose import conv_transpose_reference
 from .nn_window import pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
 
-
 NARROW_BLOCK = 8    # blocks of fewer channels keep the positions of a row innermost instead
 
 

@@ -70,7 +70,8 @@ def _block_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, owp: in
     v = 16
     while per_phase % v:
         v //= 2
-    front = -(-(-(-pl // sx)) // v)            # blocks of zeros before each phase's data
+    phase_rows = -(-pl // sx)                   # ceil(pl / sx)
+    front = -(-phase_rows // v)                 # blocks of zeros before each phase's data
     reach = owp - 1 + (last_tap - pl) // sx + front * v
     blocks = max(reach // v + 1, front + per_phase // v)
 

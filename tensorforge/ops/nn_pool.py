@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
-from .nn_window import check_layout, np_pad, out_spatial, pad_stage, padded_extent, spatial_attrs, window_slices
 from .layout_rules import max_pool_to_rows
+from .nn_window import check_layout, np_pad, out_spatial, pad_stage, padded_extent, spatial_attrs, window_slices
 from .registry import COMPLEX, OpDef, OpError, TensorType, register
 
 RANKS = (1, 2, 3)

@@ -25,7 +25,6 @@ from .common import broadcast_load, const_shape
 from .nn_norm import stats_dtype
 from .registry import COMPLEX, OpError, TensorType, op
 
-
 DEFAULT_LANES = 16
 
 

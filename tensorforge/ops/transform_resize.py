@@ -24,8 +24,18 @@ from .. import te
 from ..ir import dtype as dt
 from .common import const_shape
 from .registry import INJECTIVE, OpError, TensorType, op
-from .transform_resize_math import (NP, TE, AxisPlan, antialias_weight, coord_floor, interp_taps, nearest_index,
-                                    outside, source_coord, tap_offsets)
+from .transform_resize_math import (
+    NP,
+    TE,
+    AxisPlan,
+    antialias_weight,
+    coord_floor,
+    interp_taps,
+    nearest_index,
+    outside,
+    source_coord,
+    tap_offsets,
+)
 
 MODES = ("nearest", "linear", "cubic")
 COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",

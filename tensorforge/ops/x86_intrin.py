@@ -26,7 +26,8 @@ import platform
 
 from ..ir.expr import const
 from ..te.intrin import TensorIntrin, decl_buffer, decl_tensor_intrin
-from ..te.tensor import compute, placeholder, reduce_axis, sum as te_sum
+from ..te.tensor import compute, placeholder, reduce_axis
+from ..te.tensor import sum as te_sum
 from ..tir import nodes as N
 
 # /proc/cpuinfo flag -> what the intrinsics call the unit

@@ -136,7 +136,7 @@ def _compile_units(compiler: list[str], units: list[str], flags: list[str], stem
                 raise _not_run(compiler, err, src) from err
         how = f" (compiled as {len(units)} units)"
         failed = None
-        for cmd, obj, proc in jobs:
+        for cmd, _obj, proc in jobs:
             stdout, stderr = proc.communicate()
             if proc.returncode != 0 and failed is None:
                 failed = _failed(cmd, proc.returncode, stderr + stdout, src, how)

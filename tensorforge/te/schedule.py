@@ -367,8 +367,8 @@ class Schedule:
         if stage.relations or stage.iter_var_attrs or stage.leaf_iter_vars != (
                 list(op.axis) + list(op.reduce_axis)):
             raise ScheduleError(f"cache_write of {tensor.name}: call cache_write before scheduling stage {stage.name}")
-        from .tensor import compute
         from ..ir.functor import substitute
+        from .tensor import compute
         body = op.body[0]
         cache = cast(Tensor, compute(op.shape, lambda *i: substitute(body, {iv.var: v for iv, v in zip(op.axis, i)}),
                                      name=f"{op.name}.{scope}"))  # one body, so one tensor

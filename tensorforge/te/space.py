@@ -30,8 +30,8 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from random import Random
 from dataclasses import dataclass, replace
+from random import Random
 from typing import Any, Callable, Iterator, Sequence
 
 from ..ir.expr import IntImm, IterVar

@@ -11,8 +11,23 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence, cast
 
 from ..ir import dtype as dt
-from ..ir.expr import (DATA, REDUCE, THREAD, CommReducer, Expr, IntImm, IterVar, Range, Reduce, TensorLoad,
-                   Var, const, convert, max_value, min_value)
+from ..ir.expr import (
+    DATA,
+    REDUCE,
+    THREAD,
+    CommReducer,
+    Expr,
+    IntImm,
+    IterVar,
+    Range,
+    Reduce,
+    TensorLoad,
+    Var,
+    const,
+    convert,
+    max_value,
+    min_value,
+)
 
 
 class TensorError(ValueError):

@@ -21,8 +21,8 @@ def make_arguments(args: Sequence[Tensor], seed: int = 0, shape_env: dict | None
     """Arrays for `args`: random data for placeholders; computed tensors filled with the
     `run`-th of `unwritten_fills` (NaN for floats).  Symbolic dimensions take their values from
     `shape_env` ({Var: int})."""
-    from ..ir.expr import IntImm
     from ..arith import simplify
+    from ..ir.expr import IntImm
     from ..ir.functor import substitute
     rng = np.random.default_rng(seed)
     env = {k: v for k, v in (shape_env or {}).items()}

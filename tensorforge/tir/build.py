@@ -22,10 +22,10 @@ from typing import Sequence, cast
 
 from .. import arith
 from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
+from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
-from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
 
 _KIND_OF_ATTR = {"serial": N.SERIAL, "parallel": N.PARALLEL, "vectorized": N.VECTORIZED,
                  "unrolled": N.UNROLLED, "thread_binding": N.THREAD_BINDING}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir import dtype as dt
-from ..ir.expr import Expr, IntImm, Node, Var, convert
+from ..ir.expr import Expr, Node, Var, convert
 from ..ir.printer import register_expr_printer
 
 GLOBAL, LOCAL, SHARED = "global", "local", "shared"

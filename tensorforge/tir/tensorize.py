@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from ..arith.structural import structural_equal
 from ..ir import expr as E
-from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Reduce, TensorLoad, Var, const
+from ..ir.expr import DATA, REDUCE, Expr, IntImm, Reduce, TensorLoad, Var, const
 from ..ir.functor import Mutator, substitute
 from ..te.intrin import BufferDecl, TensorIntrin
 from ..te.schedule import ScheduleError, Stage

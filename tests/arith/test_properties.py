@@ -2,10 +2,10 @@
 bounds and intervals contain every sampled value, proofs are never wrong."""
 from __future__ import annotations
 
+from arith_helpers import RANGES, I, J, K, N, bool_exprs, envs, evaluate, int_exprs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arith_helpers import I, J, K, N, RANGES, bool_exprs, envs, evaluate, int_exprs
 from tensorforge.arith import Analyzer, Interval, structural_equal
 from tensorforge.ir import expr as E
 

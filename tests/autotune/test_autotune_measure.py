@@ -1,11 +1,11 @@
 """Measurement survives every kind of bad candidate: a compile error, a build that hangs, a
 segfault, a hang and a wrong answer each become an error record, and tuning goes on."""
+import autotune_fault_templates  # noqa: F401  (registers vector_add_faults.test)
+
 from tensorforge.autotune import tune
 from tensorforge.autotune.measure import ErrorKind, LocalBuilder, LocalRunner
 from tensorforge.autotune.records import load_records
 from tensorforge.autotune.task import Task
-
-import autotune_fault_templates  # noqa: F401  (registers vector_add_faults.test)
 
 TASK = Task.create("vector_add_faults.test", [((64,), "float32"), ((64,), "float32")])
 EXPECTED = {"segfault": ErrorKind.CRASH, "hang": ErrorKind.TIMEOUT, "wrong": ErrorKind.WRONG,

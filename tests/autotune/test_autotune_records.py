@@ -4,10 +4,9 @@ import math
 
 import pytest
 
-from tensorforge.autotune.records import (Record, RecordWriter, best_configs, load_records,
-                                          measured_keys)
-from tensorforge.te.space import config_key
+from tensorforge.autotune.records import Record, RecordWriter, best_configs, load_records, measured_keys
 from tensorforge.autotune.task import Task
+from tensorforge.te.space import config_key
 
 TASK = Task.for_op("matmul", [((8, 16), "float32"), ((16, 32), "float32")])
 OTHER = Task.for_op("matmul", [((4, 16), "float32"), ((16, 32), "float32")])

@@ -158,9 +158,10 @@ def test_default_point_is_the_hand_template(task):
 def test_conv_default_with_fused_epilogue_is_the_hand_template():
     """A group (conv in NCHW[x]c, bias, relu, back to NCHW): the tile is computed inside the
     epilogue alike without a config and at the default point of the conv's own task."""
+    from autotune_graphs import conv_net, groups_of
+
     from tensorforge.lowering import group_to_te
     from tensorforge.te.tensor import ComputeOp
-    from autotune_graphs import conv_net, groups_of
 
     target = Target.parse("c")
     group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")

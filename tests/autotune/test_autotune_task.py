@@ -4,6 +4,7 @@ import random
 
 import numpy as np
 import pytest
+from autotune_graphs import conv_net, groups_of
 
 import tensorforge
 from tensorforge import te
@@ -14,8 +15,6 @@ from tensorforge.ops.schedules import get_template, get_tunable
 from tensorforge.target import Target
 from tensorforge.te.tensor import ComputeOp
 from tensorforge.testing import check_candidate
-
-from autotune_graphs import conv_net, groups_of
 
 
 def test_extract_tasks_counts_distinct_workloads():

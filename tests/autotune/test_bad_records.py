@@ -3,10 +3,9 @@ skipped, with one warning that counts them, by `inspect --records` and `compile 
 import json
 import warnings
 
-import pytest
-
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper
 
 from tensorforge import cli

@@ -19,6 +19,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 psutil = pytest.importorskip("psutil")         # a dependency of distributed
 
+import autotune_fault_templates  # noqa: E402,F401  (registers vector_add_faults.test)
+
 from tensorforge import te  # noqa: E402
 from tensorforge.autotune import tune  # noqa: E402
 from tensorforge.autotune.measure import ErrorKind, LocalBuilder, LocalRunner, MeasureInput  # noqa: E402
@@ -26,8 +28,6 @@ from tensorforge.autotune.pool import DaskRunner, _default_worker_host, add_pool
 from tensorforge.autotune.records import load_records  # noqa: E402
 from tensorforge.autotune.task import Task  # noqa: E402
 from tensorforge.ops.schedules import workload_template  # noqa: E402
-
-import autotune_fault_templates  # noqa: E402,F401  (registers vector_add_faults.test)
 
 HERE = Path(__file__).resolve().parent
 GEMM = Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")])

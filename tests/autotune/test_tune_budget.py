@@ -5,14 +5,13 @@ import io
 import types
 
 import pytest
+from test_autotune_tuner import FakeBuilder, FakeRunner, fake_cost
 
 from tensorforge.autotune import tune
 from tensorforge.autotune import tuner as tuner_module
 from tensorforge.autotune.records import load_records
 from tensorforge.autotune.task import Task
 from tensorforge.autotune.tuner import parse_duration
-
-from test_autotune_tuner import FakeBuilder, FakeRunner, fake_cost
 
 HEAVY = dataclasses.replace(Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")]), occurrences=10)
 LIGHT = Task.for_op("matmul", [((16, 48), "float32"), ((48, 64), "float32")])

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import fake_backend
 import numpy as np
 import pytest
 
-import fake_backend
 import tensorforge
 from tensorforge import te
 from tensorforge.backends import KindSpec, backend_for, register, unregister

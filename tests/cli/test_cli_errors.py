@@ -8,10 +8,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper
+from test_cli import small_model
 
 from tensorforge import cli
-
-from test_cli import small_model
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -6,10 +6,9 @@ import re
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
+from test_cli import small_model
 
 from tensorforge import cli
-
-from test_cli import small_model
 
 
 def two_task_model(path):

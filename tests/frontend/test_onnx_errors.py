@@ -1,7 +1,6 @@
 """Bad input gives a clear error, never a crash: truncated or foreign files, unsupported ops,
 wrong input names/shapes/dtypes, cycles, dynamic shapes."""
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper
 

@@ -11,8 +11,11 @@ import tensorforge
 from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.fuse import fuse
 from tensorforge.graph.passes.alter_layout import alter_layout
-from tensorforge.graph.passes.alter_layout_propagate import (alter_layout_propagate, cancel_layout_transforms,
-                                                            count_layout_transforms)
+from tensorforge.graph.passes.alter_layout_propagate import (
+    alter_layout_propagate,
+    cancel_layout_transforms,
+    count_layout_transforms,
+)
 from tensorforge.graph.pipeline import optimize
 from tensorforge.graph.reference import run_reference
 from tensorforge.ops.nn_conv_nchwc import pack_weight

@@ -2,18 +2,17 @@
 against NumPy for shapes with tails, on every int8 unit this CPU has; AMX kernels are checked
 through the reference interpreter (which runs the pattern) and compiled everywhere, run only
 on a CPU with AMX."""
-import subprocess
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tensorforge
 from tensorforge import te
 from tensorforge.ops import x86_intrin as X
 from tensorforge.ops.schedules import get_tunable
-from tensorforge.ops.schedules.cpu_matmul_int8 import (available_units, matmul_int8_workload,
-                                                       pack_b_vnni, reference)
+from tensorforge.ops.schedules.cpu_matmul_int8 import available_units, matmul_int8_workload, pack_b_vnni, reference
 from tensorforge.runtime.compile import compile_source
 from tensorforge.target import Target
 from tensorforge.tir import interp

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import tensorforge
 from tensorforge.autotune.task import Task
+from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.passes.alter_layout_winograd import winograd_tile
 from tensorforge.ops.nn_conv import conv_reference
 from tensorforge.ops.nn_conv_nchwc import pack_weight, to_nchw, to_nchwc
@@ -17,7 +18,6 @@ from tensorforge.ops.nn_conv_winograd import transform_weight, winograd_referenc
 from tensorforge.ops.registry import OpError
 from tensorforge.ops.testing import check_op
 from tensorforge.testing import check_candidate
-from tensorforge.graph.builder import GraphBuilder
 
 RNG = np.random.default_rng(0)
 

@@ -10,8 +10,15 @@ import pytest
 
 import tensorforge
 from tensorforge.ops import schedules
-from tensorforge.ops.schedules import (Template, get_template, get_tunable, require_tunable, template,
-                                       tunable_names, workload_template)
+from tensorforge.ops.schedules import (
+    Template,
+    get_template,
+    get_tunable,
+    require_tunable,
+    template,
+    tunable_names,
+    workload_template,
+)
 
 PACKAGE = pathlib.Path(tensorforge.__file__).parent
 

@@ -91,7 +91,7 @@ def test_units_are_compiled_at_once_and_linked(cache):
     for k in range(3):
         a = te.placeholder((64,), name="a")
         factor = float(k + 2)
-        b = te.compute((64,), lambda i: a[i] * factor, name="b")
+        b = te.compute((64,), lambda i: a[i] * factor, name="b")  # noqa: B023 - called right here
         s = te.create_schedule(b.op)
         s[b].vectorize(s[b].op.axis[0])
         funcs.append(tensorforge.lower(s, [a, b], name=f"scale{k}"))

@@ -4,9 +4,9 @@ import pytest
 
 from tensorforge import runtime
 from tensorforge.backends import cpu
+from tensorforge.ir import expr as E
 from tensorforge.runtime import module as module_mod
 from tensorforge.runtime import ndarray as nd
-from tensorforge.ir import expr as E
 from tensorforge.tir import nodes as N
 
 F32 = "float32"

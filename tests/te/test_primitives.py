@@ -147,7 +147,7 @@ def test_cache_read_with_compute_at():
     w = W.matmul(16, 32, 24)
     s = sched(w)
     C = w.outputs[0]
-    A, B = w.args[0], w.args[1]
+    B = w.args[1]
     BB = s.cache_read(B, "local", [C])
     i, j = s[C].op.axis
     (k,) = s[C].op.reduce_axis

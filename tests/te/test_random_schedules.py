@@ -5,7 +5,6 @@ CI runs 300 random schedules; `pytest --fuzz-examples=N` (or TENSORFORGE_FUZZ_EX
 """
 import os
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

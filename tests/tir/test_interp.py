@@ -5,12 +5,26 @@ import numpy as np
 import pytest
 
 from tensorforge.ir import expr as E
-from tensorforge.ir.expr import (Broadcast, Call, Cast, Let, Ramp, Select, Var, call_intrin,
-                                 const)
+from tensorforge.ir.expr import Broadcast, Call, Cast, Let, Ramp, Select, Var, call_intrin, const
 from tensorforge.tir import interp
-from tensorforge.tir.nodes import (Allocate, AttrStmt, Buffer, BufferLoad, BufferStore, Evaluate,
-                                   For, IfThenElse, LetStmt, PrimFunc, SERIAL, PARALLEL,
-                                   THREAD_BINDING, UNROLLED, VECTORIZED, seq)
+from tensorforge.tir.nodes import (
+    PARALLEL,
+    SERIAL,
+    THREAD_BINDING,
+    UNROLLED,
+    VECTORIZED,
+    Allocate,
+    AttrStmt,
+    Buffer,
+    BufferLoad,
+    BufferStore,
+    Evaluate,
+    For,
+    IfThenElse,
+    LetStmt,
+    PrimFunc,
+    seq,
+)
 
 rng = np.random.default_rng(0)
 
@@ -426,7 +440,7 @@ def test_binary_and_predicate_intrinsics():
     b = np.array([3.0, 2.0, -1.5, 4.0], np.float32)
     for op, ref in (("pow", np.power), ("atan2", np.arctan2), ("fmod", np.fmod)):
         c = np.zeros(4, np.float32)
-        interp.run(binary(lambda x, y: call_intrin(op, x, y), "float32", n=4), a, b, c)
+        interp.run(binary(lambda x, y: call_intrin(op, x, y), "float32", n=4), a, b, c)  # noqa: B023
         np.testing.assert_allclose(c, ref(a, b), rtol=1e-6)
     A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "bool")
     i = Var("i")

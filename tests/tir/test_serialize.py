@@ -7,9 +7,9 @@ import pytest
 import tensorforge
 from tensorforge import te
 from tensorforge.ir import expr as E
+from tensorforge.ir.functor import free_vars
 from tensorforge.tir import nodes as N
 from tensorforge.tir import serialize
-from tensorforge.ir.functor import free_vars
 
 
 def _programs():

@@ -87,7 +87,7 @@ def _numel(buf) -> int:
 
 
 def check_indices(func, rng) -> None:
-    for loops, guards, buf, index, is_store in _accesses(func.body):
+    for loops, guards, buf, index, _is_store in _accesses(func.body):
         for point in ("max", "min", "rand", "rand"):
             env = {}
             for var, mn, ext in loops:

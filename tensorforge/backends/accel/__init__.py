@@ -14,9 +14,28 @@ from .assembler import Assembler, noop
 from .checker import StreamReport, check_stream
 from .config import PRESETS, AccelConfig, preset
 from .dram import DramBuilder, read
-from .isa import (Alu, AluOp, EncodingError, Finish, Gemm, Insn, Load, MemType, Opcode, Stage,
-                  Store, Uop, decode, decode_program, decode_uop, encode, encode_program,
-                  encode_uop, format_program, stage_of)
+from .isa import (
+                  Alu,
+                  AluOp,
+                  EncodingError,
+                  Finish,
+                  Gemm,
+                  Insn,
+                  Load,
+                  MemType,
+                  Opcode,
+                  Stage,
+                  Store,
+                  Uop,
+                  decode,
+                  decode_program,
+                  decode_uop,
+                  encode,
+                  encode_program,
+                  encode_uop,
+                  format_program,
+                  stage_of,
+)
 from .machine import SimulationError
 from .protocol import ProtocolError, ProtocolWarning, Queue
 from .simulator import DeadlockError, LeftoverTokensError, Simulator, Stats

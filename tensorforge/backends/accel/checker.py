@@ -39,8 +39,7 @@ from .config import AccelConfig
 from .cycle_model import elem_bytes
 from .dram import words_to_uops
 from .isa import Alu, Gemm, Insn, Load, MemType, Stage, Store, stage_of
-from .protocol import (ProtocolError, ProtocolWarning, Queue, check_structure, describe, pops,
-                       pushes)
+from .protocol import ProtocolError, ProtocolWarning, Queue, check_structure, describe, pops, pushes
 
 WARN_DEPTH = 8       # the HLS design's token FIFOs
 MAX_DEPTH = 255      # the Chisel design's saturating counter

@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .config import AccelConfig
-from .cycle_model import dma_bytes, latency as model_latency
+from .cycle_model import dma_bytes
+from .cycle_model import latency as model_latency
 from .isa import Alu, Finish, Gemm, Insn, Load, MemType, Stage, Store, stage_of
 from .machine import Machine, SimulationError
 from .protocol import Queue, check_structure, describe, pops, pushes
@@ -188,7 +189,7 @@ class _Run:
         return t
 
     def execute(self) -> Stats:
-        program, config = self.program, self.config
+        program = self.program
         busy = {m: 0 for m in _MODULES}
         stall = {m: 0 for m in _MODULES}
         finish_end = None

@@ -264,8 +264,8 @@ def _is_elementwise(n: Node) -> bool:
     from ... import te
     from ...arith import simplify, structural_equal
     from ...ir.expr import IntImm, TensorLoad
-    from ...te.tensor import ComputeOp, PlaceholderOp
     from ...ir.functor import post_order_visit
+    from ...te.tensor import ComputeOp, PlaceholderOp
 
     opdef = registry.get(n.op)
     if opdef.pattern != INJECTIVE or opdef.is_opaque_kernel or any(v is None for v in n.inputs):

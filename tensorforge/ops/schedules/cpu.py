@@ -12,8 +12,7 @@ cpu_conv2d_nchwc.py, cpu_matmul.py, cpu_nchwc.py, cpu_winograd.py, cpu_conv_tran
 from __future__ import annotations
 
 from . import template
-from .common import (const_extent, known_shape, num_elements, reads_only_at,
-                     schedule_elementwise_stage)
+from .common import const_extent, known_shape, num_elements, reads_only_at, schedule_elementwise_stage
 
 
 def _ext(iv) -> int | None:

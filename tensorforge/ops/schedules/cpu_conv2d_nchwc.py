@@ -22,8 +22,16 @@ from __future__ import annotations
 
 from ...te.space import as_config
 from . import template
-from .common import (blocked_epilogue, const_extent, divisor_at_most, inner_data_stages, known_shape,
-                     reads_only_at, schedule_elementwise_stage, schedule_pad)
+from .common import (
+    blocked_epilogue,
+    const_extent,
+    divisor_at_most,
+    inner_data_stages,
+    known_shape,
+    reads_only_at,
+    schedule_elementwise_stage,
+    schedule_pad,
+)
 
 _INNER_ORDERS = ((0, 1, 2, 3), (1, 2, 0, 3), (1, 0, 2, 3), (0, 1, 3, 2))   # over (rc, ry, rx, x)
 

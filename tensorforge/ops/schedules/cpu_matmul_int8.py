@@ -24,10 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.expr import const
-from ...te.space import as_config
-from ...te.schedule import create_schedule
-from ...te.tensor import compute, placeholder, reduce_axis, sum as te_sum
 from ...te.math import if_then_else
+from ...te.schedule import create_schedule
+from ...te.space import as_config
+from ...te.tensor import compute, placeholder, reduce_axis
+from ...te.tensor import sum as te_sum
 from .. import x86_intrin as X
 from . import workload_template
 

@@ -25,8 +25,7 @@ from __future__ import annotations
 from ...te.space import as_config
 from ...te.tensor import ComputeOp
 from . import template
-from .common import (blocked_epilogue, const_extent, divisor_at_most, schedule_elementwise_stage,
-                     schedule_pad)
+from .common import blocked_epilogue, const_extent, divisor_at_most, schedule_elementwise_stage, schedule_pad
 
 ACCUMULATORS = 24            # output vectors in the product's register tile
 

@@ -6,8 +6,8 @@
 from __future__ import annotations
 
 from ...ir.expr import Expr, const
-from .. import nodes as N
 from ...ir.functor import Mutator
+from .. import nodes as N
 
 
 def flat_index(shape: tuple, indices: tuple) -> Expr:

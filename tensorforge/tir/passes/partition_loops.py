@@ -14,8 +14,8 @@ from typing import cast
 
 from ...arith import Analyzer
 from ...ir.expr import IntImm, Range, const
-from .. import nodes as N
 from ...ir.functor import Mutator, uses_var
+from .. import nodes as N
 
 MAX_GUARDS_PER_LOOP = 4
 

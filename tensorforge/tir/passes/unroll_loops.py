@@ -8,8 +8,8 @@ from __future__ import annotations
 from ...arith.fold import fold_binary
 from ...ir import expr as E
 from ...ir.expr import IntImm, const
-from .. import nodes as N
 from ...ir.functor import Mutator
+from .. import nodes as N
 
 MAX_UNROLL = 128
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ...ir import dtype as dt
 from ...ir import expr as E
-from .. import nodes as N
 from ...ir.functor import Mutator, post_order_visit, uses_var
+from .. import nodes as N
 
 MAX_LANES = 64
 

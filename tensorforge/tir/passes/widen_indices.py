@@ -23,8 +23,8 @@ import math
 
 from ...ir import dtype as dt
 from ...ir import expr as E
-from .. import nodes as N
 from ...ir.functor import Mutator
+from .. import nodes as N
 
 INT32 = (-(2 ** 31), 2 ** 31 - 1)
 INF = math.inf

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tensorforge.backends.accel import (AccelConfig, Assembler, DramBuilder, Gemm, Load, MemType,
-                                        Stage, Store, Uop, read)
+from tensorforge.backends.accel import AccelConfig, Assembler, DramBuilder, Gemm, Load, MemType, Stage, Store, Uop, read
 
 LD, CMP, ST = Stage.LOAD, Stage.COMPUTE, Stage.STORE
 
@@ -85,9 +84,9 @@ def tiled_gemm(config: AccelConfig, m: int, k_blocks: int, n_blocks: int, thread
             asm.dep_pop(LD, CMP)
             asm.emit(gemm(t, reset=False))
             asm.dep_push(CMP, LD)
-    for t in range(threads):
+    for _ in range(threads):
         asm.dep_push(CMP, ST)
-    for t in range(threads):
+    for _ in range(threads):
         asm.dep_pop(CMP, LD)                      # drain the loop-carried WAR tokens
     for t in range(threads):
         asm.dep_pop(CMP, ST)
@@ -122,9 +121,9 @@ def worked_example(threads: int = 2, steps: int = 2) -> tuple:
             asm.dep_pop(LD, CMP)
             asm.emit(gemm(t))
             asm.dep_push(CMP, LD)
-    for t in thread_ids:
+    for _ in thread_ids:
         asm.dep_push(CMP, ST)
-    for t in thread_ids:
+    for _ in thread_ids:
         asm.dep_pop(CMP, LD)
     for t in thread_ids:
         asm.dep_pop(CMP, ST)

@@ -9,9 +9,17 @@ import numpy as np
 import pytest
 from accel_streams import tiled_gemm
 
-from tensorforge.backends.accel import (AccelConfig, DeadlockError, Finish, LeftoverTokensError,
-                                        ProtocolError, SimulationError, Simulator, check_stream,
-                                        stage_of)
+from tensorforge.backends.accel import (
+    AccelConfig,
+    DeadlockError,
+    Finish,
+    LeftoverTokensError,
+    ProtocolError,
+    SimulationError,
+    Simulator,
+    check_stream,
+    stage_of,
+)
 from tensorforge.backends.accel.protocol import FLAG_QUEUES, Queue, pops, pushes
 
 C = AccelConfig()

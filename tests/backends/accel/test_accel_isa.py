@@ -5,9 +5,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tensorforge.backends.accel import (PRESETS, AccelConfig, Alu, AluOp, EncodingError, Finish,
-                                        Gemm, Load, MemType, Stage, Store, Uop, decode,
-                                        decode_uop, encode, encode_uop, preset, stage_of)
+from tensorforge.backends.accel import (
+    PRESETS,
+    AccelConfig,
+    Alu,
+    AluOp,
+    EncodingError,
+    Finish,
+    Gemm,
+    Load,
+    MemType,
+    Stage,
+    Store,
+    Uop,
+    decode,
+    decode_uop,
+    encode,
+    encode_uop,
+    preset,
+    stage_of,
+)
 from tensorforge.backends.accel.isa import Opcode, layout
 
 FLAGS = dict(pop_prev=st.booleans(), pop_next=st.booleans(), push_prev=st.booleans(),

@@ -9,9 +9,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tensorforge.backends.accel import (AccelConfig, Alu, AluOp, Assembler, DramBuilder, Gemm,
-                                        Load, MemType, SimulationError, Simulator, Stage, Store,
-                                        Uop, check_stream, read)
+from tensorforge.backends.accel import (
+    AccelConfig,
+    Alu,
+    AluOp,
+    Assembler,
+    DramBuilder,
+    Gemm,
+    Load,
+    MemType,
+    SimulationError,
+    Simulator,
+    Stage,
+    Store,
+    Uop,
+    check_stream,
+    read,
+)
 
 C = AccelConfig()
 LD, CMP, ST = Stage.LOAD, Stage.COMPUTE, Stage.STORE

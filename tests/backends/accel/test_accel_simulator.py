@@ -6,10 +6,26 @@ import numpy as np
 import pytest
 from accel_streams import tiled_gemm, worked_example
 
-from tensorforge.backends.accel import (AccelConfig, Alu, AluOp, Assembler, DeadlockError,
-                                        DramBuilder, Finish, Gemm, LeftoverTokensError, Load,
-                                        MemType, ProtocolWarning, SimulationError, Simulator,
-                                        Stage, Store, Uop, check_stream)
+from tensorforge.backends.accel import (
+    AccelConfig,
+    Alu,
+    AluOp,
+    Assembler,
+    DeadlockError,
+    DramBuilder,
+    Finish,
+    Gemm,
+    LeftoverTokensError,
+    Load,
+    MemType,
+    ProtocolWarning,
+    SimulationError,
+    Simulator,
+    Stage,
+    Store,
+    Uop,
+    check_stream,
+)
 
 C = AccelConfig()
 LD, CMP, ST = Stage.LOAD, Stage.COMPUTE, Stage.STORE
