@@ -10,8 +10,9 @@ A model description is plain data (`ModelSpec`), so it serializes to JSON:
   runs:    stretches of consecutive kernel steps compiled into one C function each
            ({"symbol", "steps": [first, end), "slots": [value names]}): the function takes the
            array of the slots' pointers, calls the kernels in order and reports which one failed.
-           A call makes one foreign call per run, not per kernel (the per-kernel Python and ctypes
-           cost was 0.2 ms of MobileNet's 11.4 ms); `profile` calls kernels one by one to time them.
+           A call makes one foreign call per run, not per kernel (the Python and ctypes cost of a
+           call per kernel adds up over a model's dozens of kernels); `profile` calls kernels one
+           by one to time them.
 """
 from __future__ import annotations
 

@@ -97,8 +97,8 @@ def configure_openmp_waiting() -> None:
 
     By default libgomp spins up to ~0.2 s after each parallel loop, burning cores that NumPy,
     Python or other processes need; fully passive waiting (sleep at once) costs a futex wake-up
-    per parallel loop, which doubled the 2-thread latency of models made of many small kernels
-    (BERT-style encoder: 5.5 ms with a short spin, 11 ms passive).  So workers spin briefly
+    per parallel loop, which slows models made of many small kernels at 2 threads (a BERT-style
+    encoder takes about twice as long).  So workers spin briefly
     (GOMP_SPINCOUNT) and then sleep; clang's libomp sleeps at once (KMP_BLOCKTIME=0).  Values the
     user set (OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME) are kept."""
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:

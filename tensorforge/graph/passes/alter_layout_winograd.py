@@ -9,11 +9,11 @@ NCHW, or a one-conv graph) gets an nchw_to_nchwc before it when its channels fil
 
 `winograd_tile` decides per layer.  The product stage does 4x (m = 4) or 2.25x (m = 2) fewer
 multiply-adds than the direct conv, but reads a transformed weight 4x (m = 4) or 1.8x (m = 2)
-the size of the 3x3 one and pays for the input and output transforms.  Measured on ResNet-18's
-layers (1 thread, default schedules), m = 4 ran 2.7-3.2x faster than the direct conv on 56x56,
-28x28 and 14x14 maps; on 7x7 maps, where 4x4 tiles waste a third of their outputs, m = 2 ran
-1.56x faster and m = 4 1.5x.  Layers with few input channels keep the direct conv: their
-product is too short to hide the transforms.
+the size of the 3x3 one and pays for the input and output transforms.  On ResNet-18's layers
+m = 4 wins on maps of 8x8 and larger; on 7x7 maps, where 4x4 tiles waste a third of their
+outputs, m = 2 is chosen (benchmarks/ops.py measures both against the direct conv).  Layers
+with few input channels keep the direct conv: their product is too short to hide the
+transforms.
 """
 from __future__ import annotations
 

@@ -13,8 +13,7 @@ rows, reading the phase stage.
 Why not take the tile straight into the epilogue, as the conv2d template does: the epilogue reads
 the phase stage at (y % sy, y // sy), and bound inference widens a phase index read under a split
 of y to every phase, so a tile attached there would hold all phases (four times the weights per
-tile, a quarter of the reuse).  Measured on DCGAN (1 thread): all-phase fused tiles 3.7 ms,
-per-phase whole stage 2.7 ms.
+tile, a quarter of the reuse); on DCGAN the per-phase whole stage is the faster of the two.
 
 The template is tunable; its knobs (the heuristic above is the default point of the space):
   tile_x        positions of a phase row per tile (xb), divisors of the phase width; for a

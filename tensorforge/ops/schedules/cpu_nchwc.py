@@ -10,10 +10,10 @@ gathers and no phase split.  The elementwise epilogue (bias, activation, in NCHW
 tile from the accumulator and stores whole vectors.  By default no padded copy of the input is
 built: the pad stage is inlined, so each tap's load tests its own row and column bounds (the
 simplifier drops the tests the loop ranges prove, the C compiler turns the rest into well
-predicted branches) and reads the input in place.  On MobileNet-v1's depthwise layers at one
-thread (AVX-512) this measured 1.3x-3x faster than the padded copy, per plane or per tile of
-rows (and ResNet's stem max pool 1.4x): the copy writes and rereads a padded plane (or tile
-of rows) that does not fit in L1, at a cost of the order of the taps' own.
+predicted branches) and reads the input in place.  On MobileNet-v1's depthwise layers and
+ResNet's stem max pool this is faster than the padded copy, per plane or per tile of rows: the
+copy writes and rereads a padded plane (or tile of rows) that does not fit in L1, at a cost of
+the order of the taps' own.
 The copy stays in the space (`pad_rows` >= 0): a plane at a time, or per tile of output rows
 (see `_pad_rows`), each vector of it one guarded contiguous copy (or the fill value).
 
