@@ -71,8 +71,9 @@ def test_a_killed_tune_leaves_no_processes(tmp_path):
     family: set[int] = set()
     try:
         deadline = time.monotonic() + 90
-        # wait until it has its builder workers, the measuring process and the resource tracker
-        while time.monotonic() < deadline and not (tmp_path / "t.jsonl").exists():
+        # wait until it measures (a record is written) and has its builder workers, the measuring
+        # process and the resource tracker (on a busy machine they can start after the file)
+        while time.monotonic() < deadline and not ((tmp_path / "t.jsonl").exists() and len(family) >= 2):
             family |= _descendants(proc.pid)
             time.sleep(0.2)
         time.sleep(1.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import cuda_device_present
+from gpu_probe import cuda_device_present
 from gpu_schedules import injective, matmul_shared_vthread, row_sum
 
 import tensorforge

@@ -40,7 +40,7 @@ def test_matmul_source_is_printed_without_a_device():
 @given(n=st.integers(1, 300), m=st.integers(1, 5), threads=st.sampled_from([1, 7, 32, 64]),
        op=st.sampled_from(["exp", "relu", "affine", "round"]))
 def test_injective_random_shapes(n, m, threads, op):
-    from conftest import opencl_problem
+    from gpu_probe import opencl_problem
     if opencl_problem():
         pytest.skip(opencl_problem())
     fns = {"exp": (te.exp, np.exp),
@@ -59,7 +59,7 @@ def test_injective_random_shapes(n, m, threads, op):
 @settings(max_examples=8, deadline=None)
 @given(rows=st.integers(1, 200), cols=st.integers(1, 70), threads=st.sampled_from([1, 16, 64]))
 def test_row_sum_random_shapes(rows, cols, threads):
-    from conftest import opencl_problem
+    from gpu_probe import opencl_problem
     if opencl_problem():
         pytest.skip(opencl_problem())
     s, args = row_sum(rows, cols, threads)
