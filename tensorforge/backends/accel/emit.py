@@ -165,8 +165,13 @@ class Emitter:
     # -- the host walk --------------------------------------------------------------------------
     def _walk(self, stmt: N.Stmt, envs: list) -> None:
         if isinstance(stmt, N.SeqStmt):
-            for s in stmt.seq:
-                self._walk(s, envs)
+            for run in _stage_runs(stmt.seq):
+                if len(run) == 1:
+                    self._walk(run[0], envs)
+                    continue
+                for t, env in envs:          # one module's adjacent statements: one block per thread
+                    for s in run:
+                        self._walk(s, [(t, env)])
         elif isinstance(stmt, N.Allocate):
             self._allocate(stmt, envs)
         elif isinstance(stmt, N.AttrStmt):
@@ -425,6 +430,38 @@ class Emitter:
 
 
 # -- statement shapes --------------------------------------------------------------------------
+def _stage_runs(seq: tuple) -> list[list]:
+    """`seq` cut into runs of adjacent coprocessor statements of one module (VTA's
+    LiftAttrScope): virtual threads replicate a run as a unit, so a thread's input and weight
+    loads stay together.  Other statements are runs of their own."""
+    runs: list[list] = []
+    last = None
+    for s in seq:
+        stage = _statement_stage(s)
+        if stage is not None and stage == last:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+        last = stage
+    return runs
+
+
+def _statement_stage(stmt: N.Stmt) -> Stage | None:
+    """The module that runs a coprocessor statement (None for anything else)."""
+    nest = _nest(stmt)
+    if nest is None:
+        return None
+    leaf = nest[1]
+    if isinstance(leaf, N.Tensorized):
+        return Stage.COMPUTE
+    assert isinstance(leaf, N.BufferStore)
+    if leaf.buffer.scope == N.GLOBAL:
+        return Stage.STORE
+    if leaf.buffer.scope in (INP_SCOPE, WGT_SCOPE) and _reads_only(leaf.value, N.GLOBAL):
+        return Stage.LOAD
+    return Stage.COMPUTE
+
+
 def _nest(stmt: N.Stmt) -> tuple[list, N.Stmt] | None:
     """(loops, leaf) when `stmt` is a perfect nest of plain loops around one store or tensorized
     statement; None otherwise."""
