@@ -32,9 +32,8 @@ def evaluate(expr: E.Expr, env: Mapping[E.Var, object]):
         except KeyError:
             raise ValueError(f"index expression uses variable {expr.name!r}, which no enclosing "
                              "loop binds") from None
-    fn = _BINARY.get(type(expr))
-    if fn is not None:
-        return fn(evaluate(expr.a, env), evaluate(expr.b, env))
+    if isinstance(expr, E.BinaryOp) and type(expr) in _BINARY:
+        return _BINARY[type(expr)](evaluate(expr.a, env), evaluate(expr.b, env))
     if isinstance(expr, E.Not):
         return np.logical_not(evaluate(expr.a, env))
     if isinstance(expr, E.Select):
