@@ -125,3 +125,6 @@ register(KindSpec("cuda", "tensorforge.backends.cuda", options=(("arch", ""),), 
 register(KindSpec("opencl", "tensorforge.backends.opencl", options=(("device", ""),),
                   thread_axes=_GPU_THREAD_AXES, memory_scopes=("global", "shared", "local"), vector_bytes=16,
                   template_suffix="gpu"))
+register(KindSpec("accel", "tensorforge.backends.accel.backend", options=(("config", "default"),),
+                  thread_axes=("vthread",), memory_scopes=("global", "local.inp_buffer", "local.wgt_buffer",
+                                                           "local.acc_buffer"), template_suffix="accel"))

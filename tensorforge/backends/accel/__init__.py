@@ -9,6 +9,12 @@
 - cycle_model.py cycles per instruction
 - simulator.py   Simulator: concurrent load/compute/store modules, Stats, DeadlockError
 - checker.py     check_stream: deadlock, leftover-token and race detection
+- index_eval.py  index expressions evaluated over whole loop grids (NumPy)
+- patterns.py    2-D DMA patterns and folded micro-op loops read off those grids
+- emit.py        code generation: a lowered loop program -> blocks of instructions
+- tokens.py      dependence tokens between blocks (CoProcSync per virtual thread)
+- backend.py     the Backend of target kind "accel": render, check, load (AccelModule)
+- layers.py      conv2d_module / matmul_module / tune_conv2d: one layer, NCHW arrays in and out
 """
 from .assembler import Assembler, noop
 from .checker import StreamReport, check_stream
@@ -36,12 +42,13 @@ from .isa import (
                   format_program,
                   stage_of,
 )
+from .layers import LayerModule, conv2d_module, matmul_module, tune_conv2d
 from .machine import SimulationError
 from .protocol import ProtocolError, ProtocolWarning, Queue
 from .simulator import DeadlockError, LeftoverTokensError, Simulator, Stats
 
 __all__ = [
-    "AccelConfig", "Alu", "AluOp", "Assembler", "DeadlockError", "DramBuilder", "EncodingError",
+    "AccelConfig", "LayerModule", "conv2d_module", "matmul_module", "tune_conv2d", "Alu", "AluOp", "Assembler", "DeadlockError", "DramBuilder", "EncodingError",
     "Finish", "Gemm", "Insn", "LeftoverTokensError", "Load", "MemType", "Opcode", "PRESETS",
     "ProtocolError", "ProtocolWarning", "Queue", "SimulationError", "Simulator", "Stage",
     "Stats", "Store", "StreamReport", "Uop", "check_stream", "decode", "decode_program",
