@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .backends import backend_for
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
+from .calibrate import ensure_calibrated
 from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.pipeline import optimize
@@ -43,6 +44,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     tgt = Target.parse(target)
     threads = threads or get_num_threads()
+    ensure_calibrated(tgt)
     timings: dict = {}
     backend = backend_for(tgt)
     with _timed(timings, "graph passes + fusion"):
