@@ -40,6 +40,7 @@ def panel_width(m: int, n: int, lanes: int) -> int:
     to 4, 3, then 2 vectors (a GEMV: more independent accumulators, longer contiguous reads)."""
     if n <= lanes:
         return lanes
+    choices: tuple[int, ...]
     if m < 4:
         choices = (4, 3, 2)
     else:
