@@ -89,3 +89,16 @@ def test_calibration_off_notes_the_detected_kernel(monkeypatch, capsys):
     calibrate.ensure_calibrated(Target.parse("c -mcpu=native"))
     err = capsys.readouterr().err
     assert err.count("calibration is off") == 1 and "GEMM kernel" in err
+
+
+def _source(shape_a, shape_b):
+    task = Task.for_op("matmul", [(shape_a, "float32"), (shape_b, "float32")], target=AVX512)
+    s, args = instantiate(task, None)
+    return tensorforge.lower(s, args, name="mm")
+
+
+def test_tiny_products_run_without_a_parallel_region(monkeypatch):
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    assert "parallel" not in str(_source((8, 16), (16, 32)))           # 4096 multiply-adds
+    assert "parallel" in str(_source((256, 256), (256, 256)))
+    assert "parallel" in str(_source((4, 128, 64), (4, 64, 64)))       # a batch counts too

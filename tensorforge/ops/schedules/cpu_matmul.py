@@ -28,6 +28,9 @@ from .common import const_extent, const_shape, reads_only_at, schedule_elementwi
 from .cpu import complex_out
 
 REGISTERS = gemm_kernel.REGISTERS
+# Below this many multiply-adds (about 2 us on one core) a product runs without a parallel region:
+# handing work to another thread and waiting for it would cost more than it saves.
+PARALLEL_MIN_MACS = 1 << 18
 
 
 def _ext(iv) -> int:
@@ -176,7 +179,10 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     s[acc].unroll(ajo)
     s[acc].vectorize(aji)
     outer = first
-    if target.num_cores > 1:
+    batch_size = 1
+    for iv in batch:
+        batch_size *= _ext(iv)
+    if target.num_cores > 1 and batch_size * m * n * kk >= PARALLEL_MIN_MACS:
         outer = ost.fuse(*batch, first) if batch else first
         ost.parallel(outer)
     if pack:
