@@ -10,8 +10,11 @@ while every row tile uses it.  An elementwise epilogue (bias, activation, residu
 applied to the tile as it leaves the registers; the accumulator is then the master stage itself,
 attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.
 
-Both are tunable; the heuristic above (`panel_width`, `row_tile`) is the default point of the
-space.  Knobs:
+Both are tunable.  The default point of the space: the machine's micro-kernel (gemm_kernel.py:
+the register model's shape, or the one `tensorforge calibrate` measured) when the output has at
+least its rows and columns, else the heuristics `panel_width` and `row_tile`; the right operand's
+panels packed when each serves two or more row tiles; no parallel region under
+PARALLEL_MIN_MACS multiply-adds.  Knobs:
   tile_m  rows per register tile (mr), tails allowed;
   tile_n  (panels, vectors per tile, lanes per vector): nr = vectors * lanes columns per tile;
   tile_k  inner split of the reduction, unrolled when > 1;
