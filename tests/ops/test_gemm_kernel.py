@@ -99,6 +99,6 @@ def _source(shape_a, shape_b):
 
 def test_tiny_products_run_without_a_parallel_region(monkeypatch):
     monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
-    assert "parallel" not in str(_source((8, 16), (16, 32)))           # 4096 multiply-adds
+    assert "parallel" not in str(_source((12, 32), (32, 128)))         # 49152 multiply-adds, 2+ panels
     assert "parallel" in str(_source((256, 256), (256, 256)))
     assert "parallel" in str(_source((4, 128, 64), (4, 64, 64)))       # a batch counts too
