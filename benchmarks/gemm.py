@@ -1,10 +1,14 @@
-"""fp32 GEMM 1024^3: tensorforge's best hand-written schedule against numpy.matmul (OpenBLAS),
-in one process, interleaved, with 1 and with 2 threads.  Medians of `--repeat` runs.
+"""fp32 GEMM 1024^3: tensorforge's default matmul schedule (what `compile` gives a MatMul: the
+machine's micro-kernel, packed panels; ops/schedules/cpu_matmul.py) and the hand-written
+schedule of testing/gemm.py, against numpy.matmul (OpenBLAS), in one process, interleaved, with
+1 and 2 threads; each as GFLOP/s and as a share of the measured FMA peak (benchmarks/_peak.py).
 
     python benchmarks/gemm.py [--size 1024] [--repeat 15]
 
-The last line reads `gemm 1024 fp32: tensorforge X GFLOP/s, numpy Y GFLOP/s, ratio X/Y`
-(single-threaded).
+Each round times every kernel `repeat // 3` times back to back and keeps its fastest run (noise
+from other processes only slows a run down); the figure is the median over 3 rounds.  The last
+line reads `gemm 1024 fp32: tensorforge X GFLOP/s, numpy Y GFLOP/s, ratio X/Y` (1 thread, the
+default schedule).
 """
 from __future__ import annotations
 
@@ -12,14 +16,34 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _peak  # noqa: E402
 
 import tensorforge  # noqa: E402
+from tensorforge.autotune.task import Task, instantiate  # noqa: E402
+from tensorforge.ops.schedules import gemm_kernel  # noqa: E402
 from tensorforge.runtime import module as rt  # noqa: E402
+from tensorforge.target import Target  # noqa: E402
 from tensorforge.testing.gemm import gemm_schedule  # noqa: E402
-from tensorforge.testing.timing import median_seconds  # noqa: E402
+
+TARGET = "c -mcpu=native"
+
+
+def _build(n: int):
+    """{name: callable(a, b, c)}: the default matmul schedule and the hand-written one."""
+    task = Task.for_op("matmul", [((n, n), "float32"), ((n, n), "float32")], target=TARGET)
+    s, args = instantiate(task, None)
+    default = tensorforge.build(tensorforge.lower(s, args, name="gemm_default"), target=TARGET)
+    s, args = gemm_schedule(n, n, n)
+    hand = tensorforge.build(tensorforge.lower(s, args, name="gemm_hand"), target=TARGET)
+    return {"tensorforge (default matmul)": default, "tensorforge (testing/gemm.py)": hand}
 
 
 def main() -> None:
@@ -29,44 +53,64 @@ def main() -> None:
     opts = ap.parse_args()
     n = opts.size
     flops = 2.0 * n * n * n
+    try:
+        from threadpoolctl import threadpool_info, threadpool_limits
+    except ImportError:  # pragma: no cover
+        raise SystemExit("benchmarks need threadpoolctl (pip install -e .[dev])") from None
 
     start = time.perf_counter()
-    s, args = gemm_schedule(n, n, n)
-    func = tensorforge.lower(s, args, name="gemm")
-    lowered = time.perf_counter()
-    mod = tensorforge.build(func, target="c -mcpu=native")
-    built = time.perf_counter()
-    print(f"compile: lower {lowered - start:.2f} s, C compile+load {built - lowered:.2f} s "
-          f"(a cache hit skips the C compiler)")
+    mods = _build(n)
+    print(f"compile: {time.perf_counter() - start:.2f} s (a cache hit skips the C compiler)")
+    lanes = Target.parse(TARGET).simd_lanes("float32")
+    record = gemm_kernel.load_calibration()
+    print(f"micro-kernel: {gemm_kernel.for_target(Target.parse(TARGET))} "
+          f"({'calibrated' if record else 'detected; run `tensorforge calibrate` to measure'}; "
+          f"the register model's choice: {gemm_kernel.detected(lanes)})")
 
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n), dtype=np.float32)
     b = rng.standard_normal((n, n), dtype=np.float32)
     c = np.empty((n, n), np.float32)
-    mod(a, b, c)
-    np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    for mod in mods.values():
+        c.fill(np.nan)
+        mod(a, b, c)
+        np.testing.assert_allclose(c, a @ b, rtol=1e-3, atol=1e-3)
+    runners = dict(mods, numpy=lambda a, b, c: np.matmul(a, b, out=c))
 
-    try:
-        from threadpoolctl import threadpool_info, threadpool_limits
-    except ImportError:  # pragma: no cover
-        raise SystemExit("benchmarks need threadpoolctl (pip install -e .[dev])") from None
     blas = [f"{i['internal_api']} {i.get('version')} ({i.get('architecture')})" for i in threadpool_info()
             if i["user_api"] == "blas"]
     print(f"machine: {platform.machine()} {os.cpu_count()} cores; numpy BLAS: {', '.join(blas)}")
+    peak = _peak.measure([1, 2])
+    print(peak.describe())
     results = {}
-    for threads in (2, 1):
+    per_round = max(1, opts.repeat // 3)
+    for threads in (1, 2):
         rt.set_num_threads(threads)
         with threadpool_limits(limits=threads, user_api="blas"):
-            tf_times, np_times = [], []
-            for _ in range(3):  # interleave the two so background noise hits both
-                tf_times.append(median_seconds(lambda: mod(a, b, c), opts.repeat // 3 or 1))
-                np_times.append(median_seconds(lambda: np.matmul(a, b, out=c), opts.repeat // 3 or 1))
-        tf, npy = flops / min(tf_times) / 1e9, flops / min(np_times) / 1e9
-        tf_med, np_med = flops / statistics.median(tf_times) / 1e9, flops / statistics.median(np_times) / 1e9
-        results[threads] = (tf_med, np_med)
-        print(f"{threads} thread(s): tensorforge {tf_med:.1f} GFLOP/s (best {tf:.1f}), "
-              f"numpy {np_med:.1f} GFLOP/s (best {npy:.1f}), ratio {tf_med / np_med:.2f}")
-    tf, npy = results[1]
+            times: dict = {name: [] for name in runners}
+            for _ in range(3):  # interleave so background noise hits every kernel
+                for name, fn in runners.items():
+                    best = float("inf")
+                    for _ in range(per_round):
+                        t0 = time.perf_counter()
+                        fn(a, b, c)
+                        best = min(best, time.perf_counter() - t0)
+                    times[name].append(best)
+        peak = peak.merged(_peak.measure([threads]))
+        top = peak.gflops[threads]
+        gf = {name: flops / statistics.median(ts) / 1e9 for name, ts in times.items()}
+        results[threads] = gf
+        for name, g in gf.items():
+            ratio = "" if name == "numpy" else f", {g / gf['numpy']:.2f}x numpy"
+            print(f"{threads} thread{'s' if threads > 1 else ''}: {name:31s} {g:6.1f} GFLOP/s = "
+                  f"{100 * g / top:3.0f}% of peak ({top:.0f}){ratio}")
+    name = "tensorforge (default matmul)"
+    print(f"2 threads / 1 thread: {name} {results[2][name] / results[1][name]:.2f}x, "
+          f"numpy {results[2]['numpy'] / results[1]['numpy']:.2f}x")
+    note = _peak.scaling_warning(peak)
+    if note:
+        print(note)
+    tf, npy = results[1][name], results[1]["numpy"]
     print(f"gemm {n} fp32: tensorforge {tf:.1f} GFLOP/s, numpy {npy:.1f} GFLOP/s, ratio {tf / npy:.2f}")
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .backends import backend_for
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
+from .calibrate import ensure_calibrated
 from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.pipeline import optimize
@@ -43,6 +44,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     tgt = Target.parse(target)
     threads = threads or get_num_threads()
+    ensure_calibrated(tgt)
     timings: dict = {}
     backend = backend_for(tgt)
     with _timed(timings, "graph passes + fusion"):
@@ -166,7 +168,8 @@ def _kernel_runs(steps: list) -> list[dict]:
     """Each stretch of consecutive kernel steps as one C function that calls them in order (the
     executor then makes one foreign call per stretch instead of one per kernel): its symbol,
     the steps [first, end) it covers, its pointer slots (value names) and its calls."""
-    runs, k = [], 0
+    runs: list[dict] = []
+    k = 0
     while k < len(steps):
         if steps[k]["kind"] != "kernel":
             k += 1
@@ -202,7 +205,7 @@ def _group_signature(group, config) -> tuple:
     each other and to the group's inputs, the shapes and dtypes of inputs and outputs, and the
     schedule config.  Two groups with one signature compute the same function of their
     arguments (values are passed to kernels, never built into them)."""
-    where = {v: ("in", i) for i, v in enumerate(group.inputs)}
+    where: dict = {v: ("in", i) for i, v in enumerate(group.inputs)}
     nodes = []
     for k, n in enumerate(group.nodes):
         ins = tuple(None if v is None else where[v] for v in n.inputs)

@@ -120,7 +120,8 @@ def te_lower(s, args, name, target=None):
 # data, never code, is read back) with its size and checksum (runtime/cache_files.py), under a
 # key made of what it depends on: the group's signature (ops, attributes, wiring, shapes,
 # config: see driver._group_signature), the target, and the source of this package (any change
-# to the compiler makes new keys).
+# to the compiler makes new keys), and the machine's calibrated defaults (a new calibration
+# changes the default schedules).
 
 @functools.cache
 def package_fingerprint() -> str:
@@ -137,8 +138,18 @@ def cache_path(signature, target) -> Path:
     """Where the kernel lowered for a group `signature` on `target` is kept; the C text printed
     from it (codegen/c.py) is kept beside it, at `text_path(path)`."""
     from .runtime.cache_files import cache_dir
-    key = hashlib.sha256(repr((signature, str(target), package_fingerprint())).encode()).hexdigest()[:40]
+    key = hashlib.sha256(repr((signature, str(target), package_fingerprint(), machine_defaults(target))
+                              ).encode()).hexdigest()[:40]
     return cache_dir() / "lowered" / f"{key}.ir"
+
+
+def machine_defaults(target) -> str:
+    """The machine-dependent choices default schedules make (the GEMM micro-kernel on CPUs)."""
+    from .ops.schedules import gemm_kernel
+    from .target import Target
+
+    tgt = Target.parse(target)
+    return str(gemm_kernel.for_target(tgt)) if tgt.template_suffix == "cpu" else ""
 
 
 def text_path(path: Path) -> Path:

@@ -10,6 +10,7 @@
                                                 tune the model's kernels, append records
     tensorforge inspect --records tune.jsonl    summarize a record file
     tensorforge pool scheduler | worker         a Dask measurement pool (needs tensorforge[distributed])
+    tensorforge calibrate [--show]              measure this CPU's GEMM micro-kernel once (cached)
 
 A failure is one line on stderr, `tensorforge: error: ...`, with exit code 2 for a usage error
 and 1 otherwise (cli/failures.py); TENSORFORGE_DEBUG=1 adds the traceback.  Warnings are one
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_tune(sub)
     _add_run(sub)
     _add_inspect(sub)
+    _add_calibrate(sub)
     try:
         from tensorforge.autotune.pool import add_pool_commands
         add_pool_commands(sub)
@@ -147,6 +149,15 @@ def _add_inspect(sub) -> None:
     options.add_shape_option(p)
     p.add_argument("--source", action="store_true", help="also print the generated C")
     p.set_defaults(fn=inspect)
+
+
+def _add_calibrate(sub) -> None:
+    from .calibrate_cmd import calibrate_machine
+
+    p = sub.add_parser("calibrate", help="measure this CPU's GEMM micro-kernel once (cached; under 30 s)")
+    p.add_argument("--show", action="store_true", help="print the cached choice without measuring")
+    options.add_target_option(p)
+    p.set_defaults(fn=calibrate_machine)
 
 
 def _tuner_names() -> tuple:

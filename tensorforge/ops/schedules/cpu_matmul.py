@@ -10,8 +10,11 @@ while every row tile uses it.  An elementwise epilogue (bias, activation, residu
 applied to the tile as it leaves the registers; the accumulator is then the master stage itself,
 attached inside the epilogue's tile loop.  Non-dividing tiles leave peeled tails.
 
-Both are tunable; the heuristic above (`panel_width`, `row_tile`) is the default point of the
-space.  Knobs:
+Both are tunable.  The default point of the space: the machine's micro-kernel (gemm_kernel.py:
+the register model's shape, or the one `tensorforge calibrate` measured) when the output has at
+least its rows and columns, else the heuristics `panel_width` and `row_tile`; the right operand's
+panels packed when each serves two or more row tiles; no parallel region under
+PARALLEL_MIN_MACS multiply-adds.  Knobs:
   tile_m  rows per register tile (mr), tails allowed;
   tile_n  (panels, vectors per tile, lanes per vector): nr = vectors * lanes columns per tile;
   tile_k  inner split of the reduction, unrolled when > 1;
@@ -23,11 +26,14 @@ from __future__ import annotations
 
 from ...te.space import as_config
 from ...te.tensor import PlaceholderOp
-from . import template
+from . import gemm_kernel, template
 from .common import const_extent, const_shape, reads_only_at, schedule_elementwise_stage
 from .cpu import complex_out
 
-REGISTERS = {16: 32, 8: 16, 4: 16}     # SIMD lanes of float32 -> vector registers (AVX-512, AVX2, SSE)
+REGISTERS = gemm_kernel.REGISTERS
+# Below this many multiply-adds (about 2 us on one core) a product runs without a parallel region:
+# handing work to another thread and waiting for it would cost more than it saves.
+PARALLEL_MIN_MACS = 1 << 18
 
 
 def _ext(iv) -> int:
@@ -40,6 +46,7 @@ def panel_width(m: int, n: int, lanes: int) -> int:
     to 4, 3, then 2 vectors (a GEMV: more independent accumulators, longer contiguous reads)."""
     if n <= lanes:
         return lanes
+    choices: tuple[int, ...]
     if m < 4:
         choices = (4, 3, 2)
     else:
@@ -54,6 +61,19 @@ def row_tile(m: int, nr: int, lanes: int) -> int:
     mr_max = max(1, budget // max(1, nr // lanes))
     tiles = -(-m // mr_max)
     return max(1, -(-m // tiles))
+
+
+def default_tile(m: int, n: int, lanes: int, kernel: gemm_kernel.MicroKernel,
+                 packed_nr: int | None = None) -> tuple[int, int]:
+    """(mr, nr) of the default register tile: the machine's micro-kernel (gemm_kernel.py) when
+    the output has at least its rows and columns, rows evened out over the row tiles; else (a
+    GEMV, a narrow or short product, a right operand packed at another width) the heuristics
+    `panel_width` and `row_tile`."""
+    if packed_nr is None and m >= kernel.mr and n >= kernel.nr and kernel.lanes == lanes:
+        tiles = -(-m // kernel.mr)
+        return -(-m // tiles), kernel.nr
+    nr = min(packed_nr or panel_width(m, n, lanes), -(-n // lanes) * lanes)
+    return row_tile(m, nr, lanes), nr
 
 
 def _main_stage(s, master_outs):
@@ -112,9 +132,7 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     point.  `packed_nr`: the panel width of a right operand packed at compile time."""
     lanes = max(1, target.simd_lanes(main.dtype))
     m, n, kk = _ext(main.op.axis[-2]), _ext(main.op.axis[-1]), _ext(main.op.reduce_axis[0])
-    nr0 = packed_nr or panel_width(m, n, lanes)
-    nr0 = min(nr0, -(-n // lanes) * lanes)
-    mr0 = row_tile(m, nr0, lanes)
+    mr0, nr0 = default_tile(m, n, lanes, gemm_kernel.for_target(target, main.dtype), packed_nr)
     default_n = (nr0 // lanes, lanes) if nr0 % lanes == 0 else (1, nr0)
     cfg.define_split("tile_m", m, 2, policy="factors", allow_tail=True, max_factor=max(mr0, min(m, 16)),
                      default=(mr0,))
@@ -124,7 +142,8 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     cfg.define_reorder("order", 2, policy="all", default=(0, 1))      # (panel loop, row loop)
     right = _right_operand(main) if packable else None
     if right is not None:
-        cfg.define_knob("pack_b", [False, True], default=False)
+        # packing pays when each panel serves at least two row tiles
+        cfg.define_knob("pack_b", [False, True], default=m >= 2 * mr0)
     pack = right is not None and cfg["pack_b"].val
     if pack:
         packed = s.cache_read(right, "global", [main])
@@ -163,7 +182,10 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     s[acc].unroll(ajo)
     s[acc].vectorize(aji)
     outer = first
-    if target.num_cores > 1:
+    batch_size = 1
+    for iv in batch:
+        batch_size *= _ext(iv)
+    if target.num_cores > 1 and batch_size * m * n * kk >= PARALLEL_MIN_MACS:
         outer = ost.fuse(*batch, first) if batch else first
         ost.parallel(outer)
     if pack:
