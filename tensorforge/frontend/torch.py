@@ -15,11 +15,17 @@ PyTorch is an optional dependency (the `torch` extra), imported only here.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ..errors import MissingDependencyError
 from ..graph.ir import Graph
 from .onnx import InputShapeError
+
+
+# PyTorch's own warnings during export that say nothing to a user of tensorforge: nn.LSTM's
+# flattened weights, and a deprecation inside torch's pytree code.
+_EXPORT_NOISE = (r"The tensor attributes .* were assigned during export", r".*isinstance\(treespec, LeafSpec\)")
 
 
 def import_torch() -> Any:
@@ -44,7 +50,9 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, nam
                               "the module for the example inputs' static shapes; call from_torch without "
                               "dynamic_shapes and convert once per input shape")
     module = module.eval()
-    with torch.no_grad():
+    with torch.no_grad(), warnings.catch_warnings():
+        for noise in _EXPORT_NOISE:
+            warnings.filterwarnings("ignore", message=noise)
         try:
             program = torch.export.export(module, example_inputs)
         except Exception as err:
