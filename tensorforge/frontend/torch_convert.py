@@ -225,7 +225,7 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict) -> Any:
     shapes = tuple(_static_shape(t, f"node {n.name}") if hasattr(t, "shape") else None for t in metas)
     dtypes = tuple(torch_dtype(t.dtype) if hasattr(t, "dtype") else None for t in metas)
     if isinstance(n.meta.get("val"), (list, tuple)):
-        used = frozenset(u.args[1] for u in n.users if op_name(u) == "getitem")
+        used = frozenset(u.args[1] for u in n.users if op_name(u) == "getitem" and u.users)   # not dead ones
     else:
         used = frozenset({0})
     ctx = AtenContext(b, n.name, op_label(n), shapes, dtypes, used)

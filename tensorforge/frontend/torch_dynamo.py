@@ -8,7 +8,7 @@
 
 Dynamo hands the backend an FX graph of torch-level calls and example inputs (the module's
 parameters and buffers among them).  The backend traces that graph to core ATen with `make_fx`
-and the core decompositions, converts it with the same ATen converters as `from_torch`
+and the core decompositions (plus `torch_decomp.py`'s), converts it with the same ATen converters as `from_torch`
 (parameters and buffers become constants of the graph, so weight transposes and batch-norm
 folds happen once at compile time), compiles it, and returns a callable on torch tensors: the
 inputs go to the model as NumPy views of the tensors' memory, the outputs come back with
@@ -61,11 +61,11 @@ class CompiledGraph:
 
     def _build(self, inputs: list) -> None:
         torch = import_torch()
-        from torch._decomp import core_aten_decompositions
         from torch.fx.experimental.proxy_tensor import make_fx
         from torch.utils._pytree import tree_flatten
 
         from .torch_convert import convert_graph
+        from .torch_decomp import decompositions
         bad = [type(x).__name__ for x in inputs if not isinstance(x, torch.Tensor)]
         if bad:
             raise NotImplementedError(f"the graph takes non-tensor inputs ({', '.join(sorted(set(bad)))}), "
@@ -73,7 +73,7 @@ class CompiledGraph:
                                       "(torch.compile(..., dynamic=False) avoids them)")
         weights = _weight_positions(self.gm, inputs)
         with torch.no_grad():
-            traced = make_fx(self.gm, decomposition_table=core_aten_decompositions())(*inputs)
+            traced = make_fx(self.gm, decomposition_table=decompositions())(*inputs)
         placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
         bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else ("input", None))
                     for k, n in enumerate(placeholders)}
