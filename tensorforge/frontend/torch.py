@@ -22,7 +22,6 @@ from ..errors import MissingDependencyError
 from ..graph.ir import Graph
 from .onnx import InputShapeError
 
-
 # PyTorch's own warnings during export that say nothing to a user of tensorforge: nn.LSTM's
 # flattened weights, and a deprecation inside torch's pytree code.
 _EXPORT_NOISE = (r"The tensor attributes .* were assigned during export", r".*isinstance\(treespec, LeafSpec\)")

@@ -10,10 +10,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the torch.compile backend needs torch")
 
 from torch import nn  # noqa: E402
+from torch_helpers import eager, workloads  # noqa: E402
 
 from tensorforge.frontend import torch_dynamo  # noqa: E402
-
-from torch_helpers import eager, workloads  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -8,11 +8,10 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
 
 from torch import nn  # noqa: E402
+from torch_helpers import check_from_torch, workloads  # noqa: E402
 
 from tensorforge.frontend import from_torch  # noqa: E402
 from tensorforge.frontend.onnx import InputShapeError, UnsupportedOpsError  # noqa: E402
-
-from torch_helpers import check_from_torch, workloads  # noqa: E402
 
 
 @pytest.fixture(scope="module")
