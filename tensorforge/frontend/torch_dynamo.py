@@ -7,7 +7,8 @@
         y = fast(x)
 
 Dynamo hands the backend an FX graph of torch-level calls and example inputs (the module's
-parameters and buffers among them).  The backend traces that graph to core ATen with `make_fx`
+parameters and buffers among them).  The backend functionalizes that graph (in-place ops become
+pure ones) and traces it to core ATen with `make_fx`
 and the core decompositions (plus `torch_decomp.py`'s), converts it with the same ATen converters as `from_torch`
 (parameters and buffers become constants of the graph, so weight transposes and batch-norm
 folds happen once at compile time), compiles it, and returns a callable on torch tensors: the
@@ -40,10 +41,11 @@ def register() -> None:
         torch._dynamo.register_backend(tensorforge_backend, name=BACKEND_NAME)
 
 
-def tensorforge_backend(gm: Any, example_inputs: list, **options: Any) -> Callable:
-    """The dynamo backend: a compiled callable for `gm`, or `gm.forward` with a warning."""
+def tensorforge_backend(gm: Any, example_inputs: list, options: dict | None = None) -> Callable:
+    """The dynamo backend: a compiled callable for `gm`, or `gm.forward` with a warning.
+    `options` (torch.compile's options=) may name the tensorforge "target" and "threads"."""
     try:
-        return CompiledGraph(gm, list(example_inputs), options)
+        return CompiledGraph(gm, list(example_inputs), dict(options or {}))
     except (NotImplementedError, UserError, GraphError) as err:
         warnings.warn(f"torch.compile backend {BACKEND_NAME!r}: a graph runs in eager PyTorch instead: "
                       f"{one_line(str(err))}", UserWarning, stacklevel=2)
@@ -61,6 +63,7 @@ class CompiledGraph:
 
     def _build(self, inputs: list) -> None:
         torch = import_torch()
+        from torch.func import functionalize
         from torch.fx.experimental.proxy_tensor import make_fx
         from torch.utils._pytree import tree_flatten
 
@@ -73,7 +76,9 @@ class CompiledGraph:
                                       "(torch.compile(..., dynamic=False) avoids them)")
         weights = _weight_positions(self.gm, inputs)
         with torch.no_grad():
-            traced = make_fx(self.gm, decomposition_table=decompositions())(*inputs)
+            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms
+            traced = make_fx(functionalize(self.gm, remove="mutations_and_views"),
+                             decomposition_table=decompositions())(*inputs)
         placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
         bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else ("input", None))
                     for k, n in enumerate(placeholders)}
