@@ -66,7 +66,7 @@ def addmm(ctx, a: dict):
 
 @aten("mm", "bmm", "matmul")
 def mm(ctx, a: dict):
-    return _product(ctx, a["self"], a.get("mat2", a.get("other")))
+    return _product(ctx, a["self"], a["mat2"] if "mat2" in a else a["other"])
 
 
 @aten("linear")

@@ -112,7 +112,7 @@ def squeeze(ctx, a: dict):
 def split(ctx, a: dict):
     x = a["self"]
     dim = norm_dim(int(a["dim"]), len(x.shape))
-    sizes = a.get("split_sizes") if "split_sizes" in a else a.get("split_size")
+    sizes = a["split_sizes"] if "split_sizes" in a else a["split_size"]
     if isinstance(sizes, int):
         size = x.shape[dim]
         sizes = [min(sizes, size - k) for k in range(0, size, sizes)] if sizes else [size]
