@@ -1,0 +1,289 @@
+"""An FX graph of core ATen ops -> Graph.  Both PyTorch paths end here: `from_torch` hands it the
+graph of a `torch.export` program (after `run_decompositions`), the `torch.compile` backend the
+graph that `make_fx` traced from dynamo's FX graph.
+
+Converters are registered per ATen op (the overload packet: `aten.add` covers add.Tensor and
+add.Scalar) in `frontend/torch_ops/` with `@aten("add")`.  Each gets a context and the node's
+arguments bound by name to the op's schema (defaults filled in), with every FX node replaced by
+its Value (a tuple of Values for a node with several outputs) and Python scalars left as they
+are; it returns a Value or a tuple of them.
+
+Only nodes that the outputs depend on are converted, so dead nodes (an `empty` that a
+decomposition left behind, an assertion) cost nothing.  Every converted node's output shapes are
+checked against the shapes PyTorch recorded for it (`node.meta["val"]`), so a converter that
+gets a shape wrong fails at conversion with the node's name, not with a wrong answer later.
+Unsupported ops are collected first and reported together, one line each.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..graph.builder import GraphBuilder
+from ..graph.ir import Graph, GraphError, Value
+from .onnx import UnsupportedOpsError
+
+_CONVERTERS: dict[str, Callable] = {}
+
+# torch dtype names (str(torch.float32) without "torch.") -> tensorforge dtype names
+TORCH_DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16", "int64": "int64",
+                "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool"}
+
+# nodes that pass their first argument through (no copy is observable in a functional graph)
+PASSTHROUGH = {"clone", "alias", "detach", "contiguous", "lift_fresh_copy", "dropout", "_assert_tensor_metadata"}
+
+
+def aten(*names: str) -> Callable:
+    """Register a converter for ATen ops by overload-packet name (`"convolution"`)."""
+
+    def wrap(fn: Callable) -> Callable:
+        for name in names:
+            if name in _CONVERTERS:
+                raise ValueError(f"ATen converter for {name} registered twice")
+            _CONVERTERS[name] = fn
+        return fn
+
+    return wrap
+
+
+def _load_converters() -> None:
+    import importlib
+    import pkgutil
+
+    from . import torch_ops
+    for info in pkgutil.iter_modules(torch_ops.__path__):
+        importlib.import_module(f"{torch_ops.__name__}.{info.name}")
+
+
+def torch_dtype(dtype: Any) -> str:
+    """tensorforge's name of a torch dtype; NotImplementedError for one it lacks."""
+    name = str(dtype).replace("torch.", "")
+    if name not in TORCH_DTYPES:
+        raise NotImplementedError(f"torch dtype {name} is not supported")
+    return TORCH_DTYPES[name]
+
+
+def op_name(node: Any) -> str:
+    """The overload-packet name of a call_function node ("convolution"), or "getitem"."""
+    target = node.target
+    if target is operator.getitem:
+        return "getitem"
+    schema = getattr(target, "_schema", None)
+    if schema is not None:
+        return schema.name.split("::")[-1]
+    return getattr(target, "__name__", str(target))
+
+
+def op_label(node: Any) -> str:
+    """The op as PyTorch names it: aten.add.Tensor."""
+    return str(node.target) if getattr(node.target, "_schema", None) is not None else op_name(node)
+
+
+@dataclass
+class AtenContext:
+    """What a converter sees: the builder, the node's name and op, and its recorded output shapes."""
+    builder: GraphBuilder
+    node_name: str
+    op: str
+    out_shapes: tuple            # shape of each output tensor (one entry per output)
+    out_dtypes: tuple
+    used_outputs: frozenset      # indices of outputs that some getitem reads (all for one output)
+
+    def add(self, op: str, inputs: list, attrs: dict | None = None) -> list[Value]:
+        return self.builder.add(op, inputs, attrs, self.node_name)
+
+    def add1(self, op: str, inputs: list, attrs: dict | None = None) -> Value:
+        return self.builder.add(op, inputs, attrs, self.node_name)[0]
+
+    def const(self, array: Any, dtype: str | None = None) -> Value:
+        return self.builder.const(array, name=f"{self.node_name}_c", dtype=dtype)
+
+    def is_const(self, v: Value | None) -> bool:
+        return self.builder.is_const(v)
+
+    def value_of(self, v: Value) -> np.ndarray:
+        return self.builder.value_of(v, f"an argument of {self.node_name}")
+
+    @property
+    def out_shape(self) -> tuple:
+        return self.out_shapes[0]
+
+    def unsupported(self, what: str) -> NotImplementedError:
+        return NotImplementedError(f"node {self.node_name} ({self.op}): {what}")
+
+
+def _meta_tensors(node: Any) -> list:
+    val = node.meta.get("val")
+    if val is None:
+        return []
+    return list(val) if isinstance(val, (list, tuple)) else [val]
+
+
+def _static_shape(t: Any, where: str) -> tuple:
+    dims = []
+    for d in t.shape:
+        if not isinstance(d, int):
+            try:
+                d = int(d)
+            except Exception:
+                raise NotImplementedError(f"{where} has a symbolic dimension {d}; symbolic shapes are not "
+                                          "supported yet: give static example inputs") from None
+        dims.append(d)
+    return tuple(dims)
+
+
+def needed_nodes(graph: Any) -> list:
+    """The graph's nodes that the output depends on, in graph order."""
+    out = next(n for n in graph.nodes if n.op == "output")
+    keep, stack = set(), [out]
+    while stack:
+        n = stack.pop()
+        if n in keep:
+            continue
+        keep.add(n)
+        stack.extend(n.all_input_nodes)
+    return [n for n in graph.nodes if n in keep]
+
+
+def check_supported(nodes: Iterable) -> None:
+    """One UnsupportedOpsError listing every ATen op in `nodes` without a converter."""
+    _load_converters()
+    missing: dict[str, list[str]] = {}
+    for n in nodes:
+        if n.op != "call_function":
+            continue
+        name = op_name(n)
+        if name not in _CONVERTERS and name not in PASSTHROUGH and name != "getitem":
+            missing.setdefault(op_label(n), []).append(n.name)
+    if missing:
+        lines = [f"  {op}: nodes {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
+                 for op, names in sorted(missing.items())]
+        raise UnsupportedOpsError("the model uses ATen operators tensorforge does not support:\n" + "\n".join(lines))
+
+
+def unsupported_ops(graph: Any) -> list[str]:
+    """The ATen ops of the graph's needed nodes that have no converter (sorted, unique)."""
+    _load_converters()
+    return sorted({op_label(n) for n in needed_nodes(graph) if n.op == "call_function"
+                   and op_name(n) not in _CONVERTERS and op_name(n) not in PASSTHROUGH and op_name(n) != "getitem"})
+
+
+def convert_graph(graph: Any, bindings: dict, name: str) -> Graph:
+    """Convert an FX graph of ATen ops.  `bindings` maps each placeholder's name to ("input",
+    None) for a run-time input or ("const", array) for a weight; run-time inputs keep graph order."""
+    b = GraphBuilder(name)
+    nodes = needed_nodes(graph)
+    check_supported(nodes)
+    env: dict[Any, Any] = {}
+    for n in graph.nodes:
+        if n.op != "placeholder":
+            continue
+        kind, array = bindings[n.name]
+        if kind == "const":
+            env[n] = b.const(np.asarray(array), name=n.name)
+        else:
+            metas = _meta_tensors(n)
+            if not metas or not hasattr(metas[0], "shape"):
+                raise NotImplementedError(f"input {n.name} is not a tensor; only tensor inputs are supported")
+            env[n] = b.input(n.name, _static_shape(metas[0], f"input {n.name}"), torch_dtype(metas[0].dtype))
+    for n in nodes:
+        if n.op in ("placeholder", "output"):
+            continue
+        if n.op == "get_attr":
+            raise NotImplementedError(f"node {n.name} reads the attribute {n.target}; the graph should have "
+                                      "its weights lifted to inputs")
+        env[n] = _convert_node(b, n, env)
+    out = next(n for n in graph.nodes if n.op == "output")
+    results = [_lookup(env, o) for o in _flat(out.args[0])]
+    return _finish(b, results)
+
+
+def _flat(x: Any) -> list:
+    if isinstance(x, (list, tuple)):
+        return [y for item in x for y in _flat(item)]
+    return [x]
+
+
+def _lookup(env: dict, x: Any) -> Any:
+    from torch.fx import Node
+    if isinstance(x, Node):
+        return env[x]
+    if isinstance(x, (list, tuple)):
+        return type(x)(_lookup(env, y) for y in x)
+    return x
+
+
+def _convert_node(b: GraphBuilder, n: Any, env: dict) -> Any:
+    name = op_name(n)
+    args = _lookup(env, list(n.args))
+    if name == "getitem":
+        return args[0][args[1]]
+    metas = _meta_tensors(n)
+    shapes = tuple(_static_shape(t, f"node {n.name}") if hasattr(t, "shape") else None for t in metas)
+    dtypes = tuple(torch_dtype(t.dtype) if hasattr(t, "dtype") else None for t in metas)
+    if isinstance(n.meta.get("val"), (list, tuple)):
+        used = frozenset(u.args[1] for u in n.users if op_name(u) == "getitem" and u.users)   # not dead ones
+    else:
+        used = frozenset({0})
+    ctx = AtenContext(b, n.name, op_label(n), shapes, dtypes, used)
+    bound = _bind(n, args, _lookup(env, dict(n.kwargs)))
+    if name in PASSTHROUGH:
+        x = next(iter(bound.values()))
+        return x
+    try:
+        out = _CONVERTERS[name](ctx, bound)
+    except (NotImplementedError, GraphError):
+        raise
+    except Exception as err:
+        raise GraphError(f"node {n.name} ({ctx.op}): {err}") from err
+    _check_shapes(ctx, out)
+    return out
+
+
+def _bind(n: Any, args: list, kwargs: dict) -> dict:
+    """The node's arguments by schema name, defaults filled in."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return {f"arg{k}": a for k, a in enumerate(args)} | kwargs
+    bound = {}
+    for k, a in enumerate(schema.arguments):
+        if k < len(args):
+            bound[a.name] = args[k]
+        elif a.name in kwargs:
+            bound[a.name] = kwargs[a.name]
+        elif a.has_default_value():
+            bound[a.name] = a.default_value
+        else:
+            bound[a.name] = None
+    return bound
+
+
+def _check_shapes(ctx: AtenContext, out: Any) -> None:
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    for k, (v, want) in enumerate(zip(outs, ctx.out_shapes)):
+        if isinstance(v, Value) and want is not None and tuple(v.shape) != tuple(want):
+            raise GraphError(f"node {ctx.node_name} ({ctx.op}): output {k} has shape {tuple(v.shape)}, but "
+                             f"PyTorch computes {tuple(want)} (a converter bug)")
+
+
+def _finish(b: GraphBuilder, results: list) -> Graph:
+    """Outputs that are inputs, constants or repeated get an identity node of their own."""
+    produced = {v for node in b.nodes for v in node.outputs}
+    final, seen = [], set()
+    for k, v in enumerate(results):
+        if not isinstance(v, Value):
+            raise NotImplementedError(f"output {k} is {type(v).__name__}, not a tensor; only tensor outputs "
+                                      "are supported")
+        if v not in produced or v in seen:
+            if b.is_const(v):   # the builder would fold identity(const) to the same constant
+                b.fold_constants = False
+                v = b.add1("identity", [v], name=f"output_{k}")
+                b.fold_constants = True
+            else:
+                v = b.add1("identity", [v], name=f"output_{k}")
+        seen.add(v)
+        final.append(v)
+    return b.finish(final)

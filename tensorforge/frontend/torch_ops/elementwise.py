@@ -1,0 +1,166 @@
+"""ATen elementwise ops -> tensorforge's elementwise ops.
+
+Operands are cast to the dtype PyTorch computed for the node (type promotion: int / float is a
+float, a float tensor plus a Python int stays float); Python scalars become 0-d constants.
+"""
+from __future__ import annotations
+
+from ..torch_convert import aten
+from .common import as_value, cast
+
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "minimum": "minimum",
+           "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor"}
+_COMPARE = {"eq": "equal", "lt": "less", "le": "less_or_equal", "gt": "greater", "ge": "greater_or_equal"}
+_UNARY = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt",
+          "neg": "neg", "abs": "abs", "erf": "erf", "sin": "sin", "cos": "cos", "tan": "tan",
+          "reciprocal": "reciprocal", "floor": "floor", "ceil": "ceil", "sign": "sign", "isnan": "isnan",
+          "logical_not": "logical_not", "silu": "swish", "hardswish": "hard_swish", "mish": "mish",
+          "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh"}
+
+
+def _operands(ctx, a, b, dtype: str):
+    """Both operands as Values of `dtype` (a scalar operand takes it directly)."""
+    like = a if hasattr(a, "dtype") else b
+    a, b = as_value(ctx, a, like, dtype), as_value(ctx, b, like, dtype)
+    return cast(ctx, a, dtype), cast(ctx, b, dtype)
+
+
+@aten(*_BINARY)
+def binary(ctx, a: dict):
+    name = ctx.op.split(".")[1]
+    dtype = ctx.out_dtypes[0]
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    alpha = a.get("alpha", 1)
+    if name in ("add", "sub") and alpha not in (None, 1):
+        y = ctx.add1("mul", [y, as_value(ctx, alpha, dtype=dtype)])
+    return ctx.add1(_BINARY[name], [x, y])
+
+
+@aten("rsub")
+def rsub(ctx, a: dict):
+    dtype = ctx.out_dtypes[0]
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    if a.get("alpha", 1) not in (None, 1):
+        x = ctx.add1("mul", [x, as_value(ctx, a["alpha"], dtype=dtype)])
+    return ctx.add1("sub", [y, x])
+
+
+@aten("div")
+def div(ctx, a: dict):
+    dtype = ctx.out_dtypes[0]
+    mode = a.get("rounding_mode")
+    if mode is not None and not dtype.startswith("float"):
+        raise ctx.unsupported(f"integer division with rounding_mode={mode!r} is not supported")
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    q = ctx.add1("div", [x, y])
+    if mode == "floor":
+        return ctx.add1("floor", [q])
+    if mode == "trunc":
+        return ctx.add1("mul", [ctx.add1("sign", [q]), ctx.add1("floor", [ctx.add1("abs", [q])])])
+    return q
+
+
+@aten("remainder", "fmod")
+def remainder(ctx, a: dict):
+    dtype = ctx.out_dtypes[0]
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    return ctx.add1("mod", [x, y], {"fmod": int(ctx.op.split(".")[1] == "fmod")})
+
+
+@aten("pow")
+def pow_(ctx, a: dict):
+    dtype = ctx.out_dtypes[0]
+    base, exponent = a["self"], a["exponent"]
+    if isinstance(exponent, (int, float)) and hasattr(base, "dtype"):
+        base = cast(ctx, base, dtype)
+        if exponent == 1:
+            return base
+        if exponent == 2:
+            return ctx.add1("mul", [base, base])
+        if exponent == 0.5:
+            return ctx.add1("sqrt", [base])
+    x, y = _operands(ctx, base, exponent, dtype)
+    return ctx.add1("pow", [x, y])
+
+
+@aten(*_COMPARE, "ne")
+def compare(ctx, a: dict):
+    name = ctx.op.split(".")[1]
+    x, y = a["self"], a["other"]
+    like = x if hasattr(x, "dtype") else y
+    dtype = like.dtype
+    if hasattr(x, "dtype") and hasattr(y, "dtype") and x.dtype != y.dtype:
+        import numpy as np
+        dtype = np.result_type(x.dtype, y.dtype).name
+    x, y = _operands(ctx, x, y, dtype)
+    if name == "ne":
+        return ctx.add1("logical_not", [ctx.add1("equal", [x, y])])
+    return ctx.add1(_COMPARE[name], [x, y])
+
+
+@aten("where")
+def where(ctx, a: dict):
+    dtype = ctx.out_dtypes[0]
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    return ctx.add1("where", [a["condition"], x, y])
+
+
+@aten(*_UNARY)
+def unary(ctx, a: dict):
+    name = ctx.op.split(".")[1]
+    x = cast(ctx, a["self"], ctx.out_dtypes[0]) if name not in ("isnan", "logical_not") else a["self"]
+    if name == "logical_not" and x.dtype != "bool":
+        x = ctx.add1("cast", [x], {"dtype": "bool"})
+    return ctx.add1(_UNARY[name], [x])
+
+
+@aten("bitwise_not")
+def bitwise_not(ctx, a: dict):
+    x = a["self"]
+    return ctx.add1("logical_not" if x.dtype == "bool" else "bitwise_not", [x])
+
+
+@aten("rsqrt")
+def rsqrt(ctx, a: dict):
+    return ctx.add1("reciprocal", [ctx.add1("sqrt", [cast(ctx, a["self"], ctx.out_dtypes[0])])])
+
+
+@aten("gelu")
+def gelu(ctx, a: dict):
+    return ctx.add1("gelu", [a["self"]], {"approximate": a.get("approximate") or "none"})
+
+
+@aten("leaky_relu")
+def leaky_relu(ctx, a: dict):
+    return ctx.add1("leaky_relu", [a["self"]], {"alpha": float(a.get("negative_slope", 0.01))})
+
+
+@aten("elu")
+def elu(ctx, a: dict):
+    if float(a.get("scale", 1)) != 1.0 or float(a.get("input_scale", 1)) != 1.0:
+        raise ctx.unsupported("elu with scale or input_scale other than 1 is not supported")
+    return ctx.add1("elu", [a["self"]], {"alpha": float(a.get("alpha", 1.0))})
+
+
+@aten("hardsigmoid")
+def hardsigmoid(ctx, a: dict):
+    return ctx.add1("hard_sigmoid", [a["self"]], {"alpha": 1.0 / 6.0, "beta": 0.5})
+
+
+@aten("softplus")
+def softplus(ctx, a: dict):
+    x, beta = a["self"], float(a.get("beta", 1.0))
+    if beta == 1.0:
+        return ctx.add1("softplus", [x])
+    scaled = ctx.add1("mul", [x, as_value(ctx, beta, x)])
+    return ctx.add1("div", [ctx.add1("softplus", [scaled]), as_value(ctx, beta, x)])
+
+
+@aten("hardtanh", "clamp", "clip")
+def clamp(ctx, a: dict):
+    x = a["self"]
+    lo = a.get("min_val", a.get("min"))
+    hi = a.get("max_val", a.get("max"))
+    if hasattr(lo, "dtype") or hasattr(hi, "dtype"):
+        raise ctx.unsupported("clamp with tensor bounds is not supported")
+    return ctx.add1("clip", [x], {"min": None if lo is None else float(lo), "max": None if hi is None else float(hi)})

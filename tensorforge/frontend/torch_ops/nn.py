@@ -1,0 +1,175 @@
+"""ATen neural-network ops -> tensorforge's nn ops: convolution (and its transposed form),
+the matrix products, batch and layer norm, pooling, softmax, embedding.
+
+A product whose right operand is a constant matrix becomes `dense` with the weight transposed
+here once (the dense schedules expect [units, k]), so `addmm(b, x, permute(W))`, the form
+`nn.Linear` exports as, is `dense(x, W) + b`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...graph.ir import Value
+from ..torch_convert import aten
+from .common import cast, int_list, ints, norm_dim
+
+
+def _bias(ctx, y: Value, bias: Value | None) -> Value:
+    """y + bias along axis 1 (a separate node: fusion folds it into the producer's epilogue)."""
+    if bias is None:
+        return y
+    shape = (y.shape[1],) + (1,) * (len(y.shape) - 2)
+    b = ctx.const(ctx.value_of(bias).reshape(shape)) if ctx.is_const(bias) \
+        else ctx.add1("reshape", [bias], {"shape": shape})
+    return ctx.add1("add", [y, b])
+
+
+@aten("convolution")
+def convolution(ctx, a: dict):
+    x, w = a["input"], a["weight"]
+    rank = len(x.shape) - 2
+    if rank not in (1, 2, 3):
+        raise ctx.unsupported(f"input shape {x.shape}: only 1-D, 2-D and 3-D convolutions are supported")
+    strides, pads, dilations = ints(a["stride"], rank), ints(a["padding"], rank), ints(a["dilation"], rank)
+    attrs = {"strides": strides, "padding": pads + pads, "dilations": dilations, "groups": int(a["groups"])}
+    if a["transposed"]:
+        attrs["output_padding"] = ints(a["output_padding"], rank)
+        y = ctx.add1(f"conv_transpose{rank}d", [x, w], attrs)
+    else:
+        if any(ints(a["output_padding"], rank)):
+            raise ctx.unsupported("output_padding on a convolution that is not transposed")
+        y = ctx.add1(f"conv{rank}d", [x, w], attrs)
+    return _bias(ctx, y, a["bias"])
+
+
+def _product(ctx, x: Value, w: Value) -> Value:
+    """x @ w, as `dense` when w is a constant matrix."""
+    if len(w.shape) == 2 and ctx.is_const(w) and not ctx.is_const(x) and len(x.shape) == 2:
+        return ctx.add1("dense", [x, ctx.const(np.ascontiguousarray(ctx.value_of(w).T))])
+    return ctx.add1("matmul", [x, w])
+
+
+def _scaled(ctx, v: Value, factor) -> Value:
+    if factor in (None, 1):
+        return v
+    return ctx.add1("mul", [v, ctx.const(np.asarray(factor, dtype=v.dtype))])
+
+
+@aten("addmm")
+def addmm(ctx, a: dict):
+    y = _scaled(ctx, _product(ctx, a["mat1"], a["mat2"]), a.get("alpha", 1))
+    beta = a.get("beta", 1)
+    if beta == 0:
+        return y
+    return ctx.add1("add", [y, _scaled(ctx, a["self"], beta)])
+
+
+@aten("mm", "bmm", "matmul")
+def mm(ctx, a: dict):
+    return _product(ctx, a["self"], a["mat2"] if "mat2" in a else a["other"])
+
+
+@aten("linear")
+def linear(ctx, a: dict):
+    x, w, b = a["input"], a["weight"], a["bias"]
+    if ctx.is_const(w) and len(x.shape) == 2:
+        y = ctx.add1("dense", [x, w])
+    else:
+        y = ctx.add1("matmul", [x, w], {"transpose_b": True})
+    return y if b is None else ctx.add1("add", [y, b])
+
+
+def _batch_norm(ctx, x, weight, bias, mean, var, eps):
+    c = x.shape[1]
+    weight = weight if weight is not None else ctx.const(np.ones(c, x.dtype))
+    bias = bias if bias is not None else ctx.const(np.zeros(c, x.dtype))
+    params = [cast(ctx, p, x.dtype) for p in (weight, bias, mean, var)]
+    y = ctx.add1("batch_norm", [x, *params], {"epsilon": float(eps), "axis": 1})
+    # the other outputs (saved mean and invstd) are empty tensors in inference
+    return (y,) + tuple(ctx.const(np.zeros(s, x.dtype)) for s in ctx.out_shapes[1:])
+
+
+@aten("_native_batch_norm_legit_no_training")
+def batch_norm_no_training(ctx, a: dict):
+    return _batch_norm(ctx, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], a["eps"])
+
+
+@aten("native_batch_norm", "_native_batch_norm_legit")
+def native_batch_norm(ctx, a: dict):
+    if a.get("training"):
+        raise ctx.unsupported("batch norm in training mode (batch statistics) is not supported; call "
+                              "module.eval() first")
+    if a.get("running_mean") is None:
+        raise ctx.unsupported("batch norm without running statistics is not supported")
+    return _batch_norm(ctx, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], a["eps"])
+
+
+@aten("native_layer_norm")
+def native_layer_norm(ctx, a: dict):
+    x, shape = a["input"], int_list(a["normalized_shape"])
+    weight = a["weight"] if a["weight"] is not None else ctx.const(np.ones(shape, x.dtype))
+    stash = bool(ctx.used_outputs & {1, 2})
+    outs = ctx.add("layer_norm", [x, weight, a["bias"]],
+                   {"axis": len(x.shape) - len(shape), "epsilon": float(a["eps"]), "stash": stash})
+    return tuple(outs) if stash else (outs[0], None, None)
+
+
+def _pool_args(ctx, a: dict, rank: int) -> tuple:
+    kernel = ints(a["kernel_size"], rank)
+    stride = ints(a["stride"], rank) if a.get("stride") else kernel
+    pads = ints(a["padding"], rank)
+    return kernel, stride, pads + pads
+
+
+@aten("max_pool2d_with_indices", "max_pool2d", "max_pool1d", "max_pool3d", "max_pool3d_with_indices")
+def max_pool(ctx, a: dict):
+    x = a["self"]
+    rank = len(x.shape) - 2
+    if 1 in ctx.used_outputs and "with_indices" in ctx.op:
+        raise ctx.unsupported("the indices output of max pooling is not supported")
+    kernel, stride, pads = _pool_args(ctx, a, rank)
+    y = ctx.add1(f"max_pool{rank}d", [x], {"kernel": kernel, "strides": stride, "padding": pads,
+                                           "dilations": ints(a.get("dilation", 1), rank),
+                                           "ceil_mode": bool(a.get("ceil_mode", False))})
+    return (y, None) if "with_indices" in ctx.op else y
+
+
+@aten("avg_pool1d", "avg_pool2d", "avg_pool3d")
+def avg_pool(ctx, a: dict):
+    x = a["self"]
+    rank = len(x.shape) - 2
+    if a.get("divisor_override") is not None:
+        raise ctx.unsupported("avg_pool with divisor_override is not supported")
+    kernel, stride, pads = _pool_args(ctx, a, rank)
+    return ctx.add1(f"avg_pool{rank}d", [x], {"kernel": kernel, "strides": stride, "padding": pads,
+                                              "ceil_mode": bool(a.get("ceil_mode", False)),
+                                              "count_include_pad": bool(a.get("count_include_pad", True))})
+
+
+@aten("_adaptive_avg_pool2d", "adaptive_avg_pool2d")
+def adaptive_avg_pool2d(ctx, a: dict):
+    x = a["self"]
+    out = ints(a["output_size"], 2)
+    if len(x.shape) != 4:
+        raise ctx.unsupported(f"input shape {x.shape}: only NCHW input is supported")
+    if out == (1, 1):
+        return ctx.add1("global_avg_pool", [x])
+    h, w = x.shape[2:]
+    if h % out[0] or w % out[1]:
+        raise ctx.unsupported(f"adaptive pooling of {h}x{w} to {out[0]}x{out[1]} (not a divisor) is not supported")
+    kernel = (h // out[0], w // out[1])
+    return ctx.add1("avg_pool2d", [x], {"kernel": kernel, "strides": kernel, "padding": (0, 0, 0, 0)})
+
+
+@aten("_softmax", "softmax", "_log_softmax", "log_softmax")
+def softmax(ctx, a: dict):
+    x = a["self"]
+    dtype = ctx.out_dtypes[0]
+    x = cast(ctx, x, dtype)
+    axis = norm_dim(int(a["dim"]), len(x.shape))
+    return ctx.add1("log_softmax" if "log" in ctx.op else "softmax", [x], {"axes": (axis,)})
+
+
+@aten("embedding")
+def embedding(ctx, a: dict):
+    return ctx.add1("gather", [a["weight"], a["indices"]], {"axis": 0})

@@ -1,0 +1,147 @@
+"""from_torch (torch.export -> core ATen -> Graph) against torch eager: the paper's workloads as
+torch.nn modules (small sizes where the architecture allows), nn.TransformerEncoder and nn.LSTM,
+and the errors for what is not supported."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
+
+from torch import nn  # noqa: E402
+from torch_helpers import check_from_torch, workloads  # noqa: E402
+
+from tensorforge.frontend import from_torch  # noqa: E402
+from tensorforge.frontend.onnx import InputShapeError, UnsupportedOpsError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def models():
+    return workloads()
+
+
+def _get(models, name: str):
+    module, feeds = models.get(name, seed=0)
+    return module, tuple(torch.from_numpy(a) for a in feeds.values())
+
+
+def test_dqn(models):
+    check_from_torch(*_get(models, "dqn"))
+
+
+def test_dcgan_generator_small(models):
+    torch.manual_seed(0)
+    gen = models.DCGANGenerator(latent=16, width=8)
+    models._randomize_batch_norms(gen, torch.Generator().manual_seed(1))
+    check_from_torch(gen, (torch.randn(2, 16, 1, 1),))
+
+
+def test_bert_layers_small(models):
+    torch.manual_seed(0)
+
+    class SmallBert(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 32)
+            self.layers = nn.ModuleList(models.EncoderLayer(32, 4, 64) for _ in range(2))
+
+        def forward(self, ids):
+            x = self.emb(ids)
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    check_from_torch(SmallBert(), (torch.randint(0, 50, (2, 9)),))
+
+
+def test_lstm_language_model_small():
+    torch.manual_seed(0)
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding, self.lstm = nn.Embedding(40, 16), nn.LSTM(16, 16, num_layers=2)
+            self.decoder = nn.Linear(16, 40)
+
+        def forward(self, tokens):
+            return self.decoder(self.lstm(self.embedding(tokens))[0])
+
+    check_from_torch(LM(), (torch.randint(0, 40, (6, 2)),))
+
+
+def test_lstm_returns_output_and_states():
+    torch.manual_seed(0)
+    check_from_torch(nn.LSTM(8, 12, num_layers=2, batch_first=True), (torch.randn(3, 5, 8),))
+
+
+def test_transformer_encoder():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True)
+    check_from_torch(nn.TransformerEncoder(layer, 2, enable_nested_tensor=False), (torch.randn(2, 7, 32),))
+
+
+def test_small_ops_mix():
+    """Elementwise ops with scalars, integer promotion, slicing, select, cat, pads, reductions."""
+    torch.manual_seed(0)
+
+    class Mix(nn.Module):
+        def forward(self, x, k):
+            y = torch.cat([x[:, 1:3] * 2.0 - 1, x[:, ::2].sqrt()], dim=1) / 3
+            z = nn.functional.pad(y, (1, 2)).mean(dim=-1, keepdim=True) + x.select(1, 0).unsqueeze(1).amax(-1, True)
+            w = torch.where(x > 0.5, x.rsqrt(), -x) ** 3
+            return z, w.sum(dim=(0, 1)), (k + 1) / 2, nn.functional.gelu(x, approximate="tanh").clamp(0.1, 0.4)
+
+    check_from_torch(Mix(), (torch.rand(3, 4, 5) + 0.1, torch.arange(6).reshape(2, 3)))
+
+
+@pytest.mark.slow
+def test_resnet18(models):
+    module, (x,) = _get(models, "resnet18")
+    check_from_torch(module, (x[:, :, :64, :64].contiguous(),), atol=1e-4)
+
+
+@pytest.mark.slow
+def test_mobilenet_v1(models):
+    module, (x,) = _get(models, "mobilenet_v1")       # 28 layers: atol 1e-3
+    check_from_torch(module, (x[:, :, :64, :64].contiguous(),), atol=1e-3)
+
+
+@pytest.mark.slow
+def test_bert_small_full_width(models):
+    module, (ids,) = _get(models, "bert_encoder")
+    check_from_torch(module, (ids[:, :32].contiguous(),))
+
+
+@pytest.mark.slow
+def test_lstm_language_model(models):
+    module, (tokens,) = _get(models, "lstm_lm")
+    check_from_torch(module, (tokens,))
+
+
+def test_unsupported_op_names_op_and_node():
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.special.bessel_j0(x).cumprod(0)
+
+    with pytest.raises(UnsupportedOpsError) as info:
+        from_torch(Odd(), (torch.randn(3, 4),))
+    text = str(info.value)
+    assert "aten.special_bessel_j0.default: nodes special_bessel_j0" in text
+    assert "aten.cumprod.default: nodes cumprod" in text
+
+
+def test_dynamic_shapes_are_a_clear_error():
+    dim = torch.export.Dim("batch")
+    with pytest.raises(InputShapeError, match="dynamic_shapes .* not supported yet"):
+        from_torch(nn.Linear(3, 2), (torch.randn(2, 3),), dynamic_shapes=({0: dim},))
+
+
+def test_rejects_a_non_module():
+    with pytest.raises(TypeError, match="expects a torch.nn.Module"):
+        from_torch(lambda x: x, (torch.randn(2),))
+
+
+def test_weights_are_params_and_inputs_are_user_inputs():
+    torch.manual_seed(0)
+    graph = from_torch(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4).eval()), (torch.randn(2, 3),))
+    assert [v.shape for v in graph.inputs] == [(2, 3)]
+    assert graph.params and all(v not in graph.inputs for v in graph.params)
