@@ -1,5 +1,6 @@
-"""What the GPU backends (opencl.py, cuda.py) share: the loop-IR passes they add, by phase, and
-the checks a PrimFunc must pass before GPU code generation."""
+"""What the GPU backends (opencl.py, cuda.py) share: the loop-IR passes they add, by phase, the
+checks a PrimFunc must pass before GPU code generation, and the graph model they make
+(runtime/device_model.py: each kernel step's launches written down as plain data)."""
 from __future__ import annotations
 
 import math

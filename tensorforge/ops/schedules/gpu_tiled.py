@@ -1,5 +1,5 @@
-"""Tunable GPU templates for the reductions that dominate models: direct conv2d (NCHW) and
-matmul / dense / batched matmul.  This is the paper's GPU search space (section 5):
+"""Tunable GPU templates for the reductions that dominate models: direct conv2d (NCHW),
+depthwise conv2d and matmul / dense / batched matmul.  This is the paper's GPU search space (section 5):
 
 - each spatial output axis (conv: output channels, rows, columns; matmul: rows, columns) is split
   four ways, (block, virtual thread, thread, inner): blocks and threads are bound to blockIdx /
@@ -135,7 +135,7 @@ def conv2d(s, master_outs, outs, target, cfg=None) -> None:
 
 
 def _matmul_ok(main) -> bool:
-    return (main.dtype == "float32" and len(main.shape) >= 2 and len(main.op.reduce_axis) == 1
+    return (main.dtype == "float32" and len(main.shape) >= 2 and len(main.op.reduce_axis) >= 1
             and all(d is not None for d in known_shape(main)))
 
 
@@ -153,4 +153,19 @@ def matmul(s, master_outs, outs, target, cfg=None) -> None:
     rank = len(main.shape)
     schedule_tiled(s, cfg, main, out, spatial=[rank - 2, rank - 1], batch=list(range(rank - 2)),
                    thread_caps=[8, 16], reduce_caps=[8], shared_inputs=list(main.op.input_tensors()))
+    schedule_roots(s)
+
+
+@template("depthwise_conv2d.gpu", tunable=True)
+def depthwise_conv2d(s, master_outs, outs, target, cfg=None) -> None:
+    """Depthwise conv2d: channels, rows and columns tiled as in conv2d.gpu; the reduction is the
+    window's rows (split), the window's padded input tile and filters fetched into shared memory."""
+    cfg = as_config(cfg)
+    main = master_outs[0]
+    out = _output_stage(s, main, outs) if len(master_outs) == 1 else None
+    if out is None or not _matmul_ok(main) or len(main.shape) != 4:
+        return complex_out(s, master_outs, outs, target, None)
+    inline_data_stages(s, master_outs)
+    schedule_tiled(s, cfg, main, out, spatial=[1, 2, 3], batch=[0], thread_caps=[4, 8, 8], reduce_caps=[3],
+                   shared_inputs=list(main.op.input_tensors()))
     schedule_roots(s)

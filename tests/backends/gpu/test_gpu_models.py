@@ -75,7 +75,7 @@ def test_zoo_model_compiles_to_sm90_cubins(nvrtc, name):
     symbols = {s["symbol"] for s in model.spec.steps if s["kind"] == "kernel"}
     assert symbols and symbols <= set(model.device["kernels"])
     for symbol in symbols:
-        for entry, grid, block in model.device["kernels"][symbol]["launches"]:
+        for entry, _grid, block in model.device["kernels"][symbol]["launches"]:
             assert entry.encode() in model.program and np.prod(block) <= 1024
     if not cuda_device_present():
         with pytest.raises(RuntimeError, match="NVIDIA GPU"):
