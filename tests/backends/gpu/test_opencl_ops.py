@@ -39,6 +39,7 @@ CASES = [
     ("gelu", [f32(8, 16)], {}),
     ("leaky_relu", [f32(7, 3)], {"alpha": 0.2}),
     ("reduce_sum", [f32(6, 40)], {"axes": (1,), "keepdims": 0}),
+    ("reduce_sum", [f32(5, 70)], {"keepdims": 0}),                      # to a scalar: one thread
     ("reduce_max", [f32(3, 5, 7)], {"axes": (0, 2), "keepdims": 1}),
     ("reduce_mean", [f32(2, 3, 4, 5)], {"axes": (2, 3), "keepdims": 1}),
     ("argmax", [f32(4, 9)], {"axis": 1, "keepdims": 0}),
