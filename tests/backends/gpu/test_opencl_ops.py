@@ -60,6 +60,8 @@ CASES = [
     ("dense", [f32(3, 40), f32(24, 40)], {}),
     ("matmul", [f32(33, 20), f32(20, 50)], {}),
     ("matmul", [f32(3, 16, 8), f32(3, 8, 12)], {}),
+    ("matmul", [f32(6, 16).astype("float16"), f32(16, 5).astype("float16")], {}),     # half, no cl_khr_fp16 needed
+    ("conv2d", [f32(1, 4, 6, 6).astype("float16"), f32(4, 4, 3, 3).astype("float16")], {"padding": (1, 1, 1, 1)}),
     ("transpose", [f32(2, 3, 4)], {"perm": (2, 0, 1)}),
     ("reshape", [f32(4, 6)], {"shape": (3, 8)}),
     ("concat", [f32(2, 3), f32(2, 5)], {"axis": 1}),
@@ -91,7 +93,9 @@ def test_op_on_opencl_matches_numpy(opencl, op, inputs, attrs):
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g.dtype == e.dtype and g.shape == e.shape
-        if np.issubdtype(e.dtype, np.floating):
+        if e.dtype == np.float16:
+            np.testing.assert_allclose(g.astype("float32"), e.astype("float32"), rtol=1e-2, atol=2e-2)
+        elif np.issubdtype(e.dtype, np.floating):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
         else:
             np.testing.assert_array_equal(g, e)
