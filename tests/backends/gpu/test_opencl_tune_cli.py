@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 
 import tensorforge
 from tensorforge import autotune, cli
@@ -39,3 +40,10 @@ def test_cli_compile_run_inspect_with_target_opencl(opencl, tmp_path, capsys):
     np.testing.assert_allclose(np.load(out), expected, rtol=1e-4, atol=1e-4)
     assert cli.main(["inspect", str(tmp_path / "m.onnx"), "--target", "opencl"]) == 0
     assert "conv2d+add+relu" in capsys.readouterr().out
+
+
+def test_confirm_in_model_says_device_models_cannot_swap_kernels(opencl, tmp_path):
+    proto, _ = models.get("dqn")
+    graph = tensorforge.frontend.from_onnx(proto)
+    with pytest.raises(NotImplementedError, match="opencl models cannot do yet"):
+        autotune.confirm_in_model(graph, str(tmp_path / "none.jsonl"), target="opencl", log=False)
