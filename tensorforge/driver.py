@@ -226,8 +226,8 @@ def _buffer_record(func) -> list:
 
 def _symbol(module, name: str) -> str:
     """The C symbol of kernel `name` in `module` (the code generator may rename it)."""
-    fn = module.get_function(name)
-    return fn._cfunc.__name__
+    cfunc = getattr(module.get_function(name), "_cfunc", None)
+    return cfunc.__name__ if cfunc is not None else name     # device modules keep their names
 
 
 def _check_unique_names(graph) -> None:

@@ -52,3 +52,13 @@ def run(model_path: str, inputs: list) -> list:
     model = tensorforge.compile(graph, target="c -O1")
     present = [np.asarray(a) for a in rest if a is not None]
     return model(*present)
+
+
+def run_opencl(model_path: str, inputs: list) -> list:
+    """Compile the model with tensorforge for OpenCL (the GPU templates and device executor) and
+    run it on the first OpenCL device."""
+    import tensorforge
+    graph, rest = _convert(model_path, inputs)
+    model = tensorforge.compile(graph, target="opencl")
+    present = [np.asarray(a) for a in rest if a is not None]
+    return model(*present)

@@ -148,8 +148,11 @@ def _build_job(task_json: dict, config_json: dict, modules: list, limit: float) 
         config = task.config_space.from_json(config_json)
         func = build_candidate(task, config)
         module = build(func, target=task.target)
-        symbol = module.get_function(func.name)._cfunc.__name__
-        return {"lib_path": module.lib_path, "func": func, "symbol": symbol,
+        cfunc = getattr(module.get_function(func.name), "_cfunc", None)
+        # a device module (GPU) has no library to pass on: the measuring process builds its
+        # program again from `func` (the compile caches make that cheap)
+        return {"lib_path": getattr(module, "lib_path", None), "func": func,
+                "symbol": cfunc.__name__ if cfunc is not None else func.name,
                 "build_s": time.perf_counter() - start}
     except _BuildTimeout:
         return {"error": ErrorKind.BUILD_TIMEOUT, "message": f"building took more than {limit:g} s",
@@ -321,7 +324,11 @@ def _check_and_time(msg: dict, prepared: tuple) -> dict:
 
     inputs, expected = prepared
     func = msg["func"]
-    module = Module([kernel_signature(func)], msg["lib_path"], "", symbols={func.name: msg["symbol"]})
+    target = Target.parse(msg.get("target", "c"))
+    if msg["lib_path"]:
+        module = Module([kernel_signature(func)], msg["lib_path"], "", symbols={func.name: msg["symbol"]})
+    else:                            # a device backend: its program is built on the device here
+        module = backend_for(target).build([func], target)
     outs = []
     for buf in func.params[len(inputs):]:
         shape = tuple(int(d.value) for d in buf.shape)
@@ -335,7 +342,7 @@ def _check_and_time(msg: dict, prepared: tuple) -> dict:
             if problem:
                 return {"error": ErrorKind.WRONG, "message": f"output {k}: {problem}"}
     # the clock is the target's backend's (a device backend times on the device)
-    timer = backend_for(Target.parse(msg.get("target", "c"))).timer
+    timer = backend_for(target).timer
     evaluate = timer(module, func.name, number=msg["number"], repeat=1 if msg["flush"] else msg["repeat"],
                      min_repeat_ms=msg["min_repeat_ms"])
     if msg["flush"]:

@@ -77,6 +77,9 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     previous = [r for r in load_records(records) if r.task.target == str(tgt) and r.measured_with(threads)]
     model = compile_model(graph, target=tgt)             # every kernel at its default schedule
     ex = model.executor
+    if not hasattr(ex, "run_with"):
+        raise NotImplementedError(f"confirming configs inside the running model swaps kernels in the graph executor, "
+                                  f"which {tgt.kind} models cannot do yet; the tuning records apply as they are")
     groups = model.info["groups"]
     by_task: dict[Task, list[int]] = {}
     for k, g in enumerate(groups):                       # step k runs group k

@@ -114,16 +114,18 @@ def _measure_on_worker(payload: dict, options: dict) -> MeasureResult:
                            "`tensorforge pool worker` or `dask worker --no-nanny`")
     _import_templates(payload["modules"], worker.address)
     task = Task.from_json(payload["task"])
-    lib = _write_library(Path(worker.local_directory) / "tensorforge", payload["lib"])
+    # a device candidate comes without a library: the measuring process builds its program
+    lib = _write_library(Path(worker.local_directory) / "tensorforge", payload["lib"]) if payload["lib"] else None
     # the runner reads only the task, the library and the PrimFunc of a build: no config here
-    build = BuildResult(MeasureInput(task, None), str(lib), payload["func"],  # type: ignore[arg-type]
+    build = BuildResult(MeasureInput(task, None), str(lib) if lib else None, payload["func"],  # type: ignore[arg-type]
                         payload["symbol"], build_s=payload["build_s"])
     runner, lock = _worker_runner(options)
     try:
         with lock:
             return runner.run([build])[0]
     finally:
-        lib.unlink(missing_ok=True)     # the measuring process has loaded it (or died)
+        if lib is not None:
+            lib.unlink(missing_ok=True)     # the measuring process has loaded it (or died)
 
 
 # The client side ---------------------------------------------------------------------------
@@ -164,7 +166,7 @@ class DaskRunner:
     # Submitting ----------------------------------------------------------------------------
     def _payload(self, b: BuildResult) -> dict:
         task = b.input.task
-        return {"task": task.to_json(), "modules": template_modules([task]), "lib": Path(b.lib_path).read_bytes(),
+        return {"task": task.to_json(), "modules": template_modules([task]), "lib": Path(b.lib_path).read_bytes() if b.lib_path else None,
                 "symbol": b.symbol, "func": b.func, "build_s": b.build_s}
 
     def _submit(self, payload: dict, b: BuildResult, attempt: int):

@@ -184,7 +184,7 @@ def build_candidate(task: Task, config: ConfigEntity | None, name: str = "candid
     from ..build_module import lower
 
     s, args = instantiate(task, config)
-    return lower(s, args, name)
+    return lower(s, args, name, target=task.target)      # with the passes the backend adds
 
 
 @functools.lru_cache(maxsize=512)

@@ -22,7 +22,7 @@ from ..runtime.memory import HOST
 from ..target import Target
 from ..tir import nodes as N
 from .base import Backend
-from .gpu import PASSES_BY_PHASE, check_func, no_graph_models, timer
+from .gpu import PASSES_BY_PHASE, check_func, graph_model, timer
 
 
 def codegen(funcs: Sequence[N.PrimFunc], target: Target) -> GPUSource:
@@ -117,7 +117,7 @@ def load_module(artifact: tuple[bytes, str], funcs: Sequence[N.PrimFunc], source
 
 
 BACKEND = Backend(name="cuda", dialect="cuda", render=render, compile=compile, load=load_module,
-                  memory=HOST, timer=timer, make_model=no_graph_models, passes=PASSES_BY_PHASE)
+                  memory=HOST, timer=timer, make_model=graph_model("cuda", arch_of), passes=PASSES_BY_PHASE)
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "cuda", sequences=(), text_cache=None) -> DeviceModule:

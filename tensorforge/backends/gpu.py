@@ -1,8 +1,15 @@
-"""What the GPU backends (opencl.py, cuda.py) share: the loop-IR passes they add, by phase, and
-the checks a PrimFunc must pass before GPU code generation."""
+"""What the GPU backends (opencl.py, cuda.py) share: the loop-IR passes they add, by phase, the
+checks a PrimFunc must pass before GPU code generation, and the graph model they make
+(runtime/device_model.py: each kernel step's launches written down as plain data)."""
 from __future__ import annotations
 
+import math
+from typing import Callable
+
+from ..ir import dtype as dt
+from ..ir.expr import IntImm
 from ..ir.functor import post_order_visit
+from ..runtime.device_model import DeviceModel
 from ..target import Target
 from ..tir import nodes as N
 from ..tir.passes.inject_virtual_threads import inject_virtual_threads
@@ -27,11 +34,37 @@ def timer(module, name: str, number: int = 10, repeat: int = 3, min_repeat_ms: f
     return module.time_evaluator(name, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
 
-def no_graph_models(spec, module, params, info=None):
-    """Whole graphs need GPU schedule templates (ops/schedules/gpu*.py), not written yet."""
-    kind = info["target"].kind if info and "target" in info else "a GPU"
-    raise NotImplementedError(f"compiling whole graphs for {kind} is not supported yet (its schedule templates "
-                              "are not written); tensorforge.build(schedule, args, target=...) works")
+def graph_model(runtime: str, option_of: Callable[[Target], str]):
+    """The backend's `make_model`: a DeviceModel (runtime/device_model.py) over the module's
+    program, each kernel step's launches and workspaces written down as plain data."""
+    def make_model(spec, module, params: dict, info: dict | None = None) -> DeviceModel:
+        kernels: dict = {}
+        for step in spec.steps:
+            if step["kind"] == "kernel" and step["symbol"] not in kernels:
+                kernels[step["symbol"]] = launch_record(module.get_function(step["symbol"]).plan)
+        target = (info or {}).get("target") or (module.target if module is not None else None)
+        device = {"runtime": runtime, "option": option_of(target) if target is not None else "",
+                  "kernels": kernels}
+        if module is None:
+            program: str | bytes = ""
+        else:
+            program = module.binary if module.binary is not None else module.source
+        return DeviceModel(spec, device, program, params, module.source if module else "", info)
+    return make_model
+
+
+def launch_record(plan) -> dict:
+    """A kernel's launches ([entry, grid, block]) and workspace sizes in bytes, as plain ints
+    (a graph's shapes are static)."""
+    def value(e) -> int:
+        if isinstance(e, int):
+            return e
+        if isinstance(e, IntImm):
+            return int(e.value)
+        raise ValueError(f"kernel {plan.name}: launch extent {e} is not a constant")
+    launches = [[lk.symbol, [value(g) for g in lk.grid], [value(b) for b in lk.block]] for lk in plan.launches]
+    workspaces = [math.prod(value(d) for d in shape) * dt.itemsize(dtype) for _name, dtype, shape in plan.workspaces]
+    return {"launches": launches, "workspaces": workspaces}
 
 
 def check_func(func: N.PrimFunc, target: Target) -> None:

@@ -17,7 +17,7 @@ from ..runtime.opencl import OpenCLDevice, import_pyopencl
 from ..target import Target
 from ..tir import nodes as N
 from .base import Backend
-from .gpu import PASSES_BY_PHASE, check_func, no_graph_models, timer
+from .gpu import PASSES_BY_PHASE, check_func, graph_model, timer
 
 
 def codegen(funcs: Sequence[N.PrimFunc], target: Target) -> GPUSource:
@@ -47,7 +47,7 @@ def load_module(source: GPUSource, funcs: Sequence[N.PrimFunc], _source, target:
 
 
 BACKEND = Backend(name="opencl", dialect="opencl", render=render, compile=compile, load=load_module,
-                  memory=HOST, timer=timer, make_model=no_graph_models, passes=PASSES_BY_PHASE)
+                  memory=HOST, timer=timer, make_model=graph_model("opencl", lambda t: t.device), passes=PASSES_BY_PHASE)
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "opencl", sequences=(), text_cache=None) -> DeviceModule:

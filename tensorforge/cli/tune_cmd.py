@@ -102,6 +102,8 @@ def _confirm_in_model(opts: argparse.Namespace, graph) -> None:
         set_num_threads(opts.threads)
     try:
         confirm_in_model(graph, opts.records, target=opts.target, top=max(1, opts.confirm), log=progress)
+    except NotImplementedError as err:        # a device model: the records stay as tuned
+        progress(f"skipped: {err}")
     finally:
         set_num_threads(before_threads)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
-from .c_gpu import GPUDialect, GPUPrinter, GPUSource
+from .c_gpu import GPUDialect, GPUPrinter, GPUSource, _const_count
 from .c_text import ATOM, COND, UNARY
 
 # float -> the nearest half (ties to even) -> float, with the core half load/store built-ins
@@ -62,6 +62,22 @@ class OpenCLPrinter(GPUPrinter):
         if dt.element_of(dtype) == "float16" and dt.lanes(dtype) == 1:
             return "float"
         return super().value_type(dtype, e)
+
+    def visit_Allocate(self, s: N.Allocate) -> None:
+        """A thread's float16 buffer: a `half` variable cannot be declared without cl_khr_fp16, a
+        pointer to half can, so the storage is ushort and the loads and stores go through it."""
+        buf = s.buffer
+        count = _const_count(buf) if buf.scope == N.LOCAL else None
+        if count is None or dt.element_of(buf.dtype) != "float16" or dt.lanes(buf.dtype) != 1:
+            return super().visit_Allocate(s)
+        name = self.bind_buffer(buf)
+        bits = self.fresh(f"{name}_bits")
+        try:
+            self.emit(f"ushort {bits}[{max(1, count)}];")
+            self.emit(f"__private half* {name} = (__private half*){bits};")
+            self.stmt(s.body)
+        finally:
+            self.unbind_buffer(buf, name)
 
     def print_BufferLoad(self, e: N.BufferLoad):
         if dt.element_of(e.buffer.dtype) != "float16" or dt.lanes(e.dtype) > 1:

@@ -89,7 +89,7 @@ def _make(rank: int) -> OpDef:
         return conv_reference(data, weight, s, p, d, g)
 
     return register(OpDef(name, COMPLEX, infer, reference, compute,
-                          schedule={}, attr_defaults={"groups": 1},
+                          schedule={"gpu": "conv2d.gpu"} if rank == 2 else {}, attr_defaults={"groups": 1},
                           alter_layout=conv_to_depthwise if rank == 2 else None))
 
 

@@ -32,7 +32,7 @@ def _accumulate(a: np.ndarray) -> np.dtype:
     return np.dtype(np.float32) if a.dtype == np.float16 else a.dtype
 
 
-@op("dense", COMPLEX)
+@op("dense", COMPLEX, schedule={"gpu": "matmul.gpu"})
 class dense:
     """x (M, K) times w (N, K) transposed."""
 
@@ -81,7 +81,7 @@ def matmul_shape(a: tuple, b: tuple, transpose_a: bool = False, transpose_b: boo
     return batch + ((m,) if len(a) >= 2 else ()) + ((n,) if len(b) >= 2 else ())
 
 
-@op("matmul", COMPLEX, schedule={"cpu": "matmul.cpu"}, attr_defaults={"transpose_a": False, "transpose_b": False})
+@op("matmul", COMPLEX, schedule={"cpu": "matmul.cpu", "gpu": "matmul.gpu"}, attr_defaults={"transpose_a": False, "transpose_b": False})
 class matmul:
     """numpy.matmul with optional transposes of the last two axes."""
 

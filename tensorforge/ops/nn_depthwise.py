@@ -101,7 +101,7 @@ def _phase_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, phase_c
     return stage, lambda x, tap: (tap % sx, x + tap // sx)
 
 
-@op("depthwise_conv2d", COMPLEX, schedule={"cpu": "window2d.cpu"},
+@op("depthwise_conv2d", COMPLEX, schedule={"cpu": "window2d.cpu", "gpu": "depthwise_conv2d.gpu"},
     attr_defaults={"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
 class depthwise_conv2d:
     @staticmethod

@@ -14,11 +14,15 @@ import io
 import json
 import os
 import zipfile
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .executor import GraphExecutor, ModelSpec
 from .validate import SpecError, validate_spec
+
+if TYPE_CHECKING:
+    from .device_model import DeviceModel
 
 FORMAT_VERSION = 2      # 2: kernel steps record their buffers ("params"), checked at load
 
@@ -94,8 +98,8 @@ def _restore(x):
     return x
 
 
-def load(path: str) -> Model:
-    """Load a model written by `Model.export`."""
+def load(path: str) -> Model | DeviceModel:
+    """Load a model written by `Model.export` (or `DeviceModel.export`: a GPU model)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such model file: {path}")
     try:
@@ -123,11 +127,14 @@ def load(path: str) -> Model:
             raise ValueError(f"{path}: the model's parameters (params.npz) cannot be read: {err}") from None
         lib = z.read("kernels.so") if "kernels.so" in z.namelist() else None
         source = z.read("kernels.c").decode() if "kernels.c" in z.namelist() else ""
-    spec = _spec(path, manifest)
-    try:
-        validate_spec(spec, params)
-    except SpecError as err:
-        raise ValueError(f"{path}: the model description does not match its kernels: {err}") from None
+        spec = _spec(path, manifest)
+        try:
+            validate_spec(spec, params)
+        except SpecError as err:
+            raise ValueError(f"{path}: the model description does not match its kernels: {err}") from None
+        if "device" in manifest:            # a GPU model: its program instead of a library
+            from .device_model import load_device_model
+            return load_device_model(path, z, manifest, spec, params)
     if lib is None and any(st["kind"] == "kernel" for st in spec.steps):
         raise ValueError(f"{path}: the model has kernel steps but no kernels.so")
     lib_path = _materialize(lib) if lib is not None else None

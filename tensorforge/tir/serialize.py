@@ -8,7 +8,8 @@ program's sharing: variables and buffers are compared by identity, and a loaded 
 one object wherever the lowered one did.
 
 Reading looks class names up in `NODE_CLASSES`, the node classes of `ir/expr.py` and
-`tir/nodes.py` and nothing else: an unknown name is rejected with ValueError, never imported.
+`tir/nodes.py` (and tir/kernel.py's launch records) and nothing else: an unknown name is
+rejected with ValueError, never imported.
 Fields hold only nodes, tuples, lists, str-keyed dicts, str, int, float, bool and None.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 from typing import Any
 
 from ..ir import expr as E
+from . import kernel as K
 from . import nodes as N
 
 FORMAT = "tensorforge-ir"
@@ -27,7 +29,7 @@ VERSION = 1
 
 def _node_classes() -> dict[str, type]:
     classes = {}
-    for module in (E, N):
+    for module in (E, N, K):     # K: a GPU kernel's launch record (KernelInfo) sits in its IR
         for name, obj in vars(module).items():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__:
                 classes[name] = obj

@@ -93,6 +93,18 @@ def test_unbound_nest_is_an_error_that_says_what_to_bind():
         lower_thread_binding(func(loop(i, 64, store(B, load(A, i), i))))
 
 
+def test_nest_that_writes_only_a_scalar_is_a_one_thread_kernel():
+    """A reduction to a 0-d tensor has no data axis to bind: its nest runs as one thread."""
+    k = Var("k")
+    S = N.Buffer("S", (1,), "float32")
+    nest = N.seq(store(S, 0.0, 0), loop(k, 64, store(S, load(S, 0) + load(A, k), 0)))
+    program = device_program(lower_thread_binding(func(nest, params=(A, S))))
+    assert [info.name for info, _ in program.kernels] == ["f_kernel0", "f_kernel1"]   # init, then update
+    for (info, body), expected in zip(program.kernels, nest.seq):
+        assert info.grid == (1, 1, 1) and info.block == (1, 1, 1)
+        assert structural_equal(body, expected)
+
+
 def test_inner_loop_longer_than_enclosing_loop_on_same_tag_is_an_error():
     t, u = Var("t"), Var("u")
     body = loop(t, 4, loop(u, 8, store(B, load(A, u), u), N.THREAD_BINDING, "threadIdx.x"),

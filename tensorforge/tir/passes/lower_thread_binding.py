@@ -84,6 +84,9 @@ def _make_kernel(func: N.PrimFunc, name: str, nest: N.Stmt) -> N.Stmt:
     if isinstance(nest, N.AttrStmt) and nest.key == KERNEL_ATTR:
         return nest
     loops = _bound_loops(nest)
+    if not loops and _writes_scalars_only(nest):
+        # a stage with no data axes (a reduction to a scalar) has nothing to bind: one thread
+        return N.AttrStmt(KERNEL_ATTR, KernelInfo(name, ()), nest)
     if not loops:
         raise ThreadBindingError(
             f"{func.name}: the loop nest that writes {', '.join(_written(nest)) or 'nothing'} is not "
@@ -111,6 +114,13 @@ def _make_kernel(func: N.PrimFunc, name: str, nest: N.Stmt) -> N.Stmt:
     info = KernelInfo(name, tuple(threads))
     body = _Substitute(info, analyzer, func.name).visit(nest)
     return N.AttrStmt(KERNEL_ATTR, info, body)
+
+
+def _writes_scalars_only(s: N.Stmt) -> bool:
+    """Whether every buffer `s` stores to holds one element (a 0-d tensor)."""
+    stores: list[N.Buffer] = []
+    post_order_visit(s, lambda n: stores.append(n.buffer) if isinstance(n, N.BufferStore) else None)
+    return bool(stores) and all(all(isinstance(d, IntImm) and d.value == 1 for d in b.shape) for b in stores)
 
 
 def _largest(analyzer: Analyzer, exts: list[Expr]) -> Expr:

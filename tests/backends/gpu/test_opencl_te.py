@@ -161,3 +161,23 @@ def test_shared_fetch_covers_the_block_tile_not_one_threads_share():
     post_order_visit(schedule_to_primfunc(s, args).body, lambda n: shapes.__setitem__(
         n.buffer.name, [int(d.value) for d in n.buffer.shape]) if isinstance(n, N.Allocate) else None)
     assert shapes["A.shared"] == [32, 8] and shapes["B.shared"] == [8, 32]
+
+
+def test_float16_local_buffer_builds_without_cl_khr_fp16(opencl):
+    """A thread's float16 buffer is ushort storage behind a half pointer (a `half` variable needs
+    cl_khr_fp16, which CPU OpenCL devices lack); values round to half on the way in."""
+    A = te.placeholder((300,), "float16", name="A")
+    B = te.compute((300,), lambda i: A[i] * A[i], name="B")
+    C = te.compute((300,), lambda i: B[i] + te.const(1.0, "float16"), name="C")
+    s = te.create_schedule(C.op)
+    bo, bi = s[C].split(C.op.axis[0], factor=64)
+    s[C].bind(bo, te.thread_axis("blockIdx.x"))
+    s[C].bind(bi, te.thread_axis("threadIdx.x"))
+    s[B].set_scope("local")
+    s[B].compute_at(s[C], bi)
+    f = tensorforge.build(s, [A, C], target="opencl")
+    assert "ushort" in f.source
+    a = (np.random.default_rng(0).standard_normal(300) * 3).astype("float16")
+    c = np.full(300, np.nan, "float16")
+    f(a, c)
+    np.testing.assert_array_equal(c, (a * a).astype("float16") + np.float16(1))
