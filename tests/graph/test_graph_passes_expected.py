@@ -359,6 +359,37 @@ def test_alter_layout_matmul_packs_constant_weights_into_panels():
     assert_graph_equal(alter_layout_matmul(before, AVX512), want)
 
 
+def test_alter_layout_matmul_folds_batch_axes_into_the_rows_of_one_gemm():
+    # x[6, 1, 8] x W[8, 20], as torch.onnx.export writes nn.Linear over a sequence: one GEMM of
+    # 6 rows (panel width chosen for 6 rows, not for single-row products), reshaped back
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (6, 1, 8), "float32")
+    before = b.finish([b.add1("matmul", [x, b.const(w)])])
+
+    nr = 32
+    panels = np.zeros((1, 8, nr), "float32")
+    panels[0, :, :20] = w
+    e = builder()
+    x = e.input("x", (6, 1, 8), "float32")
+    rows = e.add1("reshape", [x], {"shape": (6, 8)})
+    y = e.add1("matmul_packed", [rows, e.const(panels)], {"units": 20})
+    want = e.finish([e.add1("reshape", [y], {"shape": (6, 1, 20)})])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    xin = rand(6, 1, 8)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_matmul_keeps_a_single_batch_as_it_is():
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (1, 5, 8), "float32")
+    before = b.finish([b.add1("matmul", [x, b.const(w)])])
+    got = alter_layout_matmul(before, AVX512)
+    assert [n.op for n in got.nodes] == ["matmul_packed"]
+
+
 def test_alter_layout_matmul_leaves_runtime_weights_alone():
     b = builder()
     x, w = b.input("x", (5, 8), "float32"), b.input("w", (8, 20), "float32")
