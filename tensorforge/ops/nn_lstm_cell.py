@@ -17,8 +17,8 @@ ONNX defines by default (sigmoid, tanh, tanh; no peepholes, clip or input_forget
 of R, k-major.  A CPU kernel (ops/schedules/cpu_rnn.py) then accumulates the four gates of L
 units in 4 vectors while it streams R with unit stride, and applies the gate math to those
 registers as they leave: the GEMV and the cell update are one pass, one kernel per step.
-Pattern complex-out-fusable; the product stage is named `lstm_cell_gates`, the output
-`lstm_cell` (tagged with the op's name).
+Pattern complex-out-fusable; the product stage is named `lstm_cell_gates`, the new cell state
+`lstm_cell_c`, the output `lstm_cell` (tagged with the op's name).
 """
 from __future__ import annotations
 
@@ -65,17 +65,18 @@ def _check(name: str, xw: TensorType, state: TensorType, hidden: int, step: int)
 
 
 def _cell(xw: te.Tensor, state: te.Tensor, z: Callable, hidden: int, step: int) -> te.Tensor:
-    """The output stage: the gate math on z(b, gate, u) = (h R^T)[b, gate * H + u]."""
+    """The gate math on z(b, gate, u) = (h R^T)[b, gate * H + u]: the new cell state as a stage of
+    its own (`lstm_cell_c`, computed once per unit), then the output stage (h and c)."""
     batch = const_shape(state)[0]
 
-    def body(b, s, u):
-        row = step * batch + b
-        pre = [xw[row, g * hidden + u] + z(b, g, u) for g in range(4)]
-        i, o, f = te.sigmoid(pre[0]), te.sigmoid(pre[1]), te.sigmoid(pre[2])
-        c = f * state[b, 1, u] + i * te.tanh(pre[3])
-        return te.if_then_else(s == 0, o * te.tanh(c), c)
+    def pre(b, g, u):
+        return xw[step * batch + b, g * hidden + u] + z(b, g, u)
 
-    return te.compute((batch, 2, hidden), body, name="lstm_cell", tag="lstm_cell")
+    c = te.compute((batch, hidden), lambda b, u: te.sigmoid(pre(b, 2, u)) * state[b, 1, u]
+                   + te.sigmoid(pre(b, 0, u)) * te.tanh(pre(b, 3, u)), name="lstm_cell_c")
+    return te.compute((batch, 2, hidden),
+                      lambda b, s, u: te.if_then_else(s == 0, te.sigmoid(pre(b, 1, u)) * te.tanh(c[b, u]), c[b, u]),
+                      name="lstm_cell", tag="lstm_cell")
 
 
 def _reference(xw: np.ndarray, state: np.ndarray, r: np.ndarray, step: int) -> np.ndarray:

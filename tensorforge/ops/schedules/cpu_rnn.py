@@ -3,8 +3,9 @@
 Per block of L hidden units (L = the packing's lanes), the recurrent product of the four gates
 accumulates in four L-wide vectors (`lstm_cell_gates`, a local buffer the C compiler keeps in
 registers) while the k loop streams the block's (H x 4L) slice of the packed R with unit
-stride; the gate math then reads those registers and writes the block's h and c (the state
-axis unrolled, the units vectorized).  The blocks are independent: they run on the thread pool
+stride; the gate math then reads those registers: the block's new cell state into a local
+vector (`lstm_cell_c`), then h and c written out (the state axis unrolled, the units
+vectorized).  The blocks are independent: they run on the thread pool
 when the step has enough multiply-adds to pay for a parallel region, which splits the GEMV, the
 step's whole cost, over the cores.  Elementwise consumers fused onto the step (rare: the state
 is read by the next step and by slices) are scheduled as stages of their own.
@@ -21,10 +22,11 @@ PARALLEL_MIN_MACS = 1 << 16       # below this a step runs on one thread: a para
 @template("lstm_cell_packed.cpu")
 def lstm_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     out = master_outs[0]
-    gates = [t for t in out.op.input_tensors() if t.op.name == "lstm_cell_gates"]
-    if len(gates) != 1 or any(d == 0 for d in const_shape(out)):
+    cells = [t for t in out.op.input_tensors() if t.op.name == "lstm_cell_c"]
+    gates = [t for t in cells[0].op.input_tensors() if t.op.name == "lstm_cell_gates"] if cells else []
+    if len(cells) != 1 or len(gates) != 1 or any(d == 0 for d in const_shape(out)):
         return complex_out(s, master_outs, outs, target, cfg)
-    z = gates[0]
+    c, z = cells[0], gates[0]
     for t in outs:
         if t is not out:
             schedule_elementwise_stage(s, t, target)
@@ -38,6 +40,12 @@ def lstm_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     ost.unroll(state)
     ost.vectorize(ul)
     block = ost.fuse(b, uo) if batch > 1 else uo
+
+    cst = s[c]
+    cst.set_scope("local")
+    cst.compute_at(ost, block)
+    _, cu = cst.op.axis
+    cst.vectorize(cu)
 
     zst = s[z]
     zst.set_scope("local")
