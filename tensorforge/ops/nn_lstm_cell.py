@@ -32,19 +32,20 @@ from .registry import COMPLEX, OpError, TensorType, op
 
 
 def pack_recurrent(r: np.ndarray, lanes: int) -> np.ndarray:
-    """R (4H, H) -> (ceil(H / lanes), H, 4, lanes), zero rows past hidden unit H."""
-    four_h, hidden = r.shape
+    """R (G * H, H) of G gates -> (ceil(H / lanes), H, G, lanes), zero rows past hidden unit H."""
+    rows, hidden = r.shape
+    gates = rows // hidden
     blocks = -(-hidden // lanes)
-    padded = np.zeros((4, blocks * lanes, hidden), r.dtype)
-    padded[:, :hidden, :] = r.reshape(4, hidden, hidden)
-    return np.ascontiguousarray(padded.reshape(4, blocks, lanes, hidden).transpose(1, 3, 0, 2))
+    padded = np.zeros((gates, blocks * lanes, hidden), r.dtype)
+    padded[:, :hidden, :] = r.reshape(gates, hidden, hidden)
+    return np.ascontiguousarray(padded.reshape(gates, blocks, lanes, hidden).transpose(1, 3, 0, 2))
 
 
 def unpack_recurrent(rp: np.ndarray, hidden: int) -> np.ndarray:
-    """The inverse of `pack_recurrent`: (blocks, H, 4, lanes) -> (4H, H)."""
-    blocks, h, four, lanes = rp.shape
-    return np.ascontiguousarray(rp.transpose(2, 0, 3, 1).reshape(4, blocks * lanes, h)[:, :hidden, :]
-                                .reshape(4 * hidden, h))
+    """The inverse of `pack_recurrent`: (blocks, H, G, lanes) -> (G * H, H)."""
+    blocks, h, gates, lanes = rp.shape
+    return np.ascontiguousarray(rp.transpose(2, 0, 3, 1).reshape(gates, blocks * lanes, h)[:, :hidden, :]
+                                .reshape(gates * hidden, h))
 
 
 def _check(name: str, xw: TensorType, state: TensorType, hidden: int, step: int) -> int:
@@ -115,7 +116,7 @@ class lstm_cell:
         return _reference(xw, state, r, int(step))
 
 
-@op("lstm_cell_packed", COMPLEX, schedule={"cpu": "lstm_cell_packed.cpu"})
+@op("lstm_cell_packed", COMPLEX, schedule={"cpu": "rnn_cell_packed.cpu"})
 class lstm_cell_packed:
     @staticmethod
     def infer(xw: TensorType, state: TensorType, rp: TensorType, step: int) -> TensorType:

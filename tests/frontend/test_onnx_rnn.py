@@ -236,30 +236,41 @@ def test_bad_weight_shape():
         from_onnx(model)
 
 
-def _kernels(direction, seq, batch, hidden):
-    """(ONNX Runtime's outputs, ours, kernel labels) of a compiled default-cell LSTM."""
+def _kernels(op, direction, seq, batch, hidden):
+    """(ONNX Runtime's outputs, ours, kernel labels) of a compiled default cell."""
     import tensorforge
 
-    model, feeds = rnn_case("LSTM", seq=seq, batch=batch, inp=5, hidden=hidden, direction=direction,
-                            bias=True, init_h=True, init_c=True)
+    extra = {"init_c": True} if op == "LSTM" else {"linear_before_reset": 1}
+    model, feeds = rnn_case(op, seq=seq, batch=batch, inp=5, hidden=hidden, direction=direction,
+                            bias=True, init_h=True, **extra)
     want = ort_run(model, feeds)
     graph = from_onnx(model)
     compiled = tensorforge.compile(graph, target="c")
     return want, compiled(*[feeds[v.name] for v in graph.inputs]), compiled.spec.labels
 
 
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
 @pytest.mark.parametrize("direction, batch, hidden", [("forward", 1, 40), ("bidirectional", 3, 21)])
-def test_onnx_lstm_compiles_to_one_kernel_per_step(direction, batch, hidden):
-    """The default cell compiled: every output against ONNX Runtime, and one kernel per step
-    (the recurrent product and the gates together); the other kernels (input projection, initial
-    state, assembling Y, Y_h and Y_c) do not grow with the sequence."""
+def test_default_cell_compiles_to_one_kernel_per_step(op, direction, batch, hidden):
+    """The cells torch exports, compiled: every output against ONNX Runtime, and one kernel per
+    step (the recurrent product and the gates together); the other kernels (input projection,
+    initial state, assembling Y and the final states) do not grow with the sequence."""
     dirs = 2 if direction == "bidirectional" else 1
     others = []
     for seq in (6, 3):
-        want, got, labels = _kernels(direction, seq, batch, hidden)
+        want, got, labels = _kernels(op, direction, seq, batch, hidden)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-        steps = [lab for lab in labels if "lstm_cell_packed" in lab]
+        steps = [lab for lab in labels if f"{op.lower()}_cell_packed" in lab]
         assert len(steps) == seq * dirs
         others.append(len(labels) - len(steps))
     assert others[0] == others[1]
+
+
+def test_the_gru_cell_torch_exports_is_one_gru_cell_per_step():
+    graph = from_onnx(rnn_case("GRU", seq=4, bias=True, linear_before_reset=1)[0])
+    assert sum(n.op == "gru_cell" for n in graph.nodes) == 4
+    assert not any(n.op in ("matmul", "sigmoid", "tanh") for n in graph.nodes)
+    # linear_before_reset=0 needs the reset gate before the recurrent product: decomposed
+    graph = from_onnx(rnn_case("GRU", seq=4, bias=True)[0])
+    assert not any(n.op == "gru_cell" for n in graph.nodes)

@@ -1,4 +1,4 @@
-"""lstm_cell and lstm_cell_packed (one LSTM step): the TE compute against the NumPy reference,
+"""lstm_cell, gru_cell and their packed forms (one LSTM / GRU step): the TE compute against the NumPy reference,
 the packing, and the CPU template through the whole compiler (ONNX LSTMs compiled end to end:
 tests/frontend/test_onnx_rnn.py)."""
 from __future__ import annotations
@@ -78,3 +78,33 @@ def test_compiled_step_matches_the_reference(batch, hidden):
     got = model(xw, state)[0]
     np.testing.assert_allclose(got, numpy_step(xw, state, r, 2), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(got, run_reference(g, xw, state)[0], rtol=1e-4, atol=1e-5)
+
+
+def numpy_gru_step(xw, h, r, rbh, step):
+    """The ONNX GRU equations (linear_before_reset, gate order z, r, h) for one step."""
+    batch, hidden = h.shape
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    x, g = xw[step * batch:(step + 1) * batch], h @ r.T
+    z = sig(x[:, :hidden] + g[:, :hidden])
+    reset = sig(x[:, hidden:2 * hidden] + g[:, hidden:2 * hidden])
+    cand = np.tanh(x[:, 2 * hidden:] + reset * (g[:, 2 * hidden:] + rbh))
+    return (1 - z) * cand + z * h
+
+
+@pytest.mark.parametrize("batch, hidden", [(1, 40), (3, 37)])
+def test_gru_cell_reference_compute_and_compiled(batch, hidden):
+    rng = np.random.default_rng(1)
+    xw = rng.standard_normal((4 * batch, 3 * hidden)).astype("float32")
+    h = rng.standard_normal((batch, hidden)).astype("float32")
+    r = (rng.standard_normal((3 * hidden, hidden)) * 0.3).astype("float32")
+    rbh = rng.standard_normal(hidden).astype("float32")
+    want = numpy_gru_step(xw, h, r, rbh, 1)
+    np.testing.assert_allclose(check_op("gru_cell", [xw, h, r, rbh], {"step": 1})[0], want, rtol=1e-5, atol=1e-5)
+    got = check_op("gru_cell_packed", [xw, h, pack_recurrent(r, 16), rbh], {"step": 1})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    b = GraphBuilder("gru")
+    x, s = b.input("xw", xw.shape, "float32"), b.input("h", h.shape, "float32")
+    g = b.finish([b.add1("gru_cell", [x, s, b.const(r), b.const(rbh)], {"step": 1})])
+    model = tensorforge.compile(g, target="c")
+    assert "gru_cell_gates[" in model.source
+    np.testing.assert_allclose(model(xw, h)[0], want, rtol=1e-4, atol=1e-5)
