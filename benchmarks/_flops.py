@@ -4,8 +4,9 @@ optimization, so every conv, dense and matmul is still one node with its logical
 Counted: 2 flops per multiply-add of the dense linear algebra, which is where a model's time
 goes and what an FMA peak bounds: conv1d/2d/3d and depthwise conv2d (output elements x the
 weight's reduction size), transposed convs (input elements x the weight's per-input fan-out),
-dense (the frontend's Gemm and nn.Linear, and the per-step GEMMs of an unrolled LSTM/GRU) and
-matmul (batched, with its transpose flags).  Element-wise ops, normalizations, softmax and
+dense (the frontend's Gemm and nn.Linear, and the per-step GEMMs of an unrolled LSTM/GRU),
+matmul (batched, with its transpose flags) and an LSTM step's recurrent product (lstm_cell:
+batch x 4 hidden x hidden).  Element-wise ops, normalizations, softmax and
 pooling are left out.  A conv counts its direct multiply-adds whatever algorithm runs it, so a
 model whose 3x3 convs run as Winograd convs (ResNet-18) can show more than 100% of the peak.
 """
@@ -30,6 +31,9 @@ def node_flops(node) -> float:
         a = node.inputs[0].shape
         k = a[-2] if node.attrs.get("transpose_a") and len(a) >= 2 else a[-1]
         return 2.0 * math.prod(out) * k
+    if node.op in ("lstm_cell", "lstm_cell_packed"):
+        batch, _, hidden = out
+        return 2.0 * batch * 4 * hidden * hidden
     return 0.0
 
 

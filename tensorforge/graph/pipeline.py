@@ -14,6 +14,7 @@ from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
 from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.alter_layout_ops import alter_layout_ops
 from .passes.alter_layout_propagate import alter_layout_propagate
+from .passes.alter_layout_rnn import alter_layout_rnn
 from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
@@ -40,6 +41,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
+    ("alter_layout_rnn", alter_layout_rnn, 2),
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
 ]

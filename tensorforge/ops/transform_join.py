@@ -1,7 +1,8 @@
 """Joining and repeating along axes: concat, split, tile.  All injective.
 
-concat selects, per output index along the axis, the input whose range holds it (a chain of
-if_then_else from the last input back to the first); split is one compute per output that reads
+concat selects, per output index along the axis, the input whose range holds it (a balanced
+tree of if_then_else on the range starts, so an element of a concat of n inputs costs about
+log2(n) comparisons, not up to n: an LSTM's output joins one value per time step); split is one compute per output that reads
 its slice; tile reads `x[i % d]` on every repeated axis.
 """
 from __future__ import annotations
@@ -52,12 +53,15 @@ class concat:
         def load(x: te.Tensor, start: int, idx: tuple):
             return x[idx[:axis] + (idx[axis] - start,) + idx[axis + 1:]]
 
+        def pick(idx: tuple, lo: int, hi: int):
+            """The element from parts[lo:hi]."""
+            if hi - lo == 1:
+                return load(*parts[lo], idx)
+            mid = (lo + hi) // 2
+            return te.if_then_else(idx[axis] < parts[mid][1], pick(idx, lo, mid), pick(idx, mid, hi))
+
         def f(*idx):
-            x, start = parts[-1]
-            expr = load(x, start, idx)
-            for (x, start), (_, nxt) in zip(parts[-2::-1], parts[:0:-1]):
-                expr = te.if_then_else(idx[axis] < nxt, load(x, start, idx), expr)
-            return expr
+            return pick(idx, 0, len(parts))
 
         return te.compute(out_shape, f, name="concat", tag="concat")
 

@@ -181,15 +181,30 @@ def test_float64_against_the_onnx_reference_evaluator(op):
 
 
 def test_graph_is_unrolled_with_a_hoisted_input_projection():
-    """Forward LSTM, 5 steps, zero initial state: one dense for the input projection of all steps
-    plus one recurrent dense per step after the first; the gate math is elementwise ops."""
-    graph = from_onnx(rnn_case("LSTM", seq=5, weights_const=True)[0])
+    """Forward LSTM with peepholes, 5 steps, zero initial state: one dense for the input projection
+    of all steps plus one recurrent dense per step after the first; the gate math is elementwise ops."""
+    graph = from_onnx(rnn_case("LSTM", seq=5, peep=True, weights_const=True)[0])
     dense = [n for n in graph.nodes if n.op == "dense"]
     assert len(dense) == 1 + 4
     assert dense[0].inputs[0].shape == (5 * 3, 4)              # [seq * batch, input]
     assert sum(n.op == "sigmoid" for n in graph.nodes) == 3 * 5
     assert sum(n.op == "tanh" for n in graph.nodes) == 2 * 5
     assert not any(n.op in ("transpose",) for n in graph.nodes)   # weight layout folded away
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+def test_the_default_cell_is_one_lstm_cell_per_step(direction):
+    """The cell torch.nn.LSTM exports (default activations, no peepholes): the input projection of
+    all steps as one dense per direction, then one lstm_cell op per step, reading its step's rows
+    of the projection and the previous state; no per-step matmul or gate ops."""
+    dirs = 2 if direction == "bidirectional" else 1
+    graph = from_onnx(rnn_case("LSTM", seq=5, bias=True, init_h=True, direction=direction)[0])
+    cells = [n for n in graph.nodes if n.op == "lstm_cell"]
+    assert len(cells) == 5 * dirs
+    assert sum(n.op == "dense" for n in graph.nodes) == dirs
+    assert not any(n.op in ("matmul", "sigmoid", "tanh") for n in graph.nodes)
+    assert sorted(n.attrs["step"] for n in cells) == sorted(list(range(5)) * dirs)
+    assert all(n.inputs[0].shape == (5 * 3, 4 * 6) and n.outputs[0].shape == (3, 2, 6) for n in cells)
 
 
 @pytest.mark.parametrize("attrs,match", [
@@ -219,3 +234,43 @@ def test_bad_weight_shape():
             a.i = 5
     with pytest.raises(ValueError, match="W must have shape"):
         from_onnx(model)
+
+
+def _kernels(op, direction, seq, batch, hidden):
+    """(ONNX Runtime's outputs, ours, kernel labels) of a compiled default cell."""
+    import tensorforge
+
+    extra = {"init_c": True} if op == "LSTM" else {"linear_before_reset": 1}
+    model, feeds = rnn_case(op, seq=seq, batch=batch, inp=5, hidden=hidden, direction=direction,
+                            bias=True, init_h=True, **extra)
+    want = ort_run(model, feeds)
+    graph = from_onnx(model)
+    compiled = tensorforge.compile(graph, target="c")
+    return want, compiled(*[feeds[v.name] for v in graph.inputs]), compiled.spec.labels
+
+
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+@pytest.mark.parametrize("direction, batch, hidden", [("forward", 1, 40), ("bidirectional", 3, 21)])
+def test_default_cell_compiles_to_one_kernel_per_step(op, direction, batch, hidden):
+    """The cells torch exports, compiled: every output against ONNX Runtime, and one kernel per
+    step (the recurrent product and the gates together); the other kernels (input projection,
+    initial state, assembling Y and the final states) do not grow with the sequence."""
+    dirs = 2 if direction == "bidirectional" else 1
+    others = []
+    for seq in (6, 3):
+        want, got, labels = _kernels(op, direction, seq, batch, hidden)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        steps = [lab for lab in labels if f"{op.lower()}_cell_packed" in lab]
+        assert len(steps) == seq * dirs
+        others.append(len(labels) - len(steps))
+    assert others[0] == others[1]
+
+
+def test_the_gru_cell_torch_exports_is_one_gru_cell_per_step():
+    graph = from_onnx(rnn_case("GRU", seq=4, bias=True, linear_before_reset=1)[0])
+    assert sum(n.op == "gru_cell" for n in graph.nodes) == 4
+    assert not any(n.op in ("matmul", "sigmoid", "tanh") for n in graph.nodes)
+    # linear_before_reset=0 needs the reset gate before the recurrent product: decomposed
+    graph = from_onnx(rnn_case("GRU", seq=4, bias=True)[0])
+    assert not any(n.op == "gru_cell" for n in graph.nodes)

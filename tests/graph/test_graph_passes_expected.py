@@ -16,6 +16,7 @@ from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_co
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
 from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
+from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
@@ -33,7 +34,7 @@ AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 TESTED = {"eliminate_dead_code", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_ops"}
+          "alter_layout_matmul", "alter_layout_rnn", "alter_layout_ops"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -359,11 +360,77 @@ def test_alter_layout_matmul_packs_constant_weights_into_panels():
     assert_graph_equal(alter_layout_matmul(before, AVX512), want)
 
 
+def test_alter_layout_matmul_folds_batch_axes_into_the_rows_of_one_gemm():
+    # x[6, 1, 8] x W[8, 20], as torch.onnx.export writes nn.Linear over a sequence: one GEMM of
+    # 6 rows (panel width chosen for 6 rows, not for single-row products), reshaped back
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (6, 1, 8), "float32")
+    before = b.finish([b.add1("matmul", [x, b.const(w)])])
+
+    nr = 32
+    panels = np.zeros((1, 8, nr), "float32")
+    panels[0, :, :20] = w
+    e = builder()
+    x = e.input("x", (6, 1, 8), "float32")
+    rows = e.add1("reshape", [x], {"shape": (6, 8)})
+    y = e.add1("matmul_packed", [rows, e.const(panels)], {"units": 20})
+    want = e.finish([e.add1("reshape", [y], {"shape": (6, 1, 20)})])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    xin = rand(6, 1, 8)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_matmul_keeps_a_single_batch_as_it_is():
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (1, 5, 8), "float32")
+    before = b.finish([b.add1("matmul", [x, b.const(w)])])
+    got = alter_layout_matmul(before, AVX512)
+    assert [n.op for n in got.nodes] == ["matmul_packed"]
+
+
 def test_alter_layout_matmul_leaves_runtime_weights_alone():
     b = builder()
     x, w = b.input("x", (5, 8), "float32"), b.input("w", (8, 20), "float32")
     g = b.finish([b.add1("matmul", [x, w])])
     assert alter_layout_matmul(g, AVX512) is g
+
+
+# -- alter_layout_rnn -----------------------------------------------------------------------------
+
+def test_alter_layout_rnn_packs_the_recurrent_weight_once_for_every_step():
+    hidden = 20                          # 16 float lanes: two blocks, the second padded
+    r = rand(4 * hidden, hidden)
+    b = builder()
+    xw, s0 = b.input("xw", (2, 4 * hidden), "float32"), b.input("s", (1, 2, hidden), "float32")
+    rc = b.const(r)
+    s1 = b.add1("lstm_cell", [xw, s0, rc], {"step": 0})
+    before = b.finish([b.add1("lstm_cell", [xw, s1, rc], {"step": 1})])
+
+    packed = np.zeros((2, hidden, 4, 16), "float32")      # [block, k, gate, lane] = R[gate * H + unit, k]
+    for u in range(hidden):
+        for gate in range(4):
+            packed[u // 16, :, gate, u % 16] = r[gate * hidden + u]
+    e = builder()
+    xw, s0 = e.input("xw", (2, 4 * hidden), "float32"), e.input("s", (1, 2, hidden), "float32")
+    rp = e.const(packed)
+    s1 = e.add1("lstm_cell_packed", [xw, s0, rp], {"step": 0})
+    want = e.finish([e.add1("lstm_cell_packed", [xw, s1, rp], {"step": 1})])
+    got = alter_layout_rnn(before, AVX512)
+    assert_graph_equal(got, want)
+    assert len(got.params) == 1
+    xin, sin = rand(2, 4 * hidden), rand(1, 2, hidden)
+    np.testing.assert_allclose(run_reference(got, xin, sin)[0], run_reference(before, xin, sin)[0],
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_rnn_leaves_runtime_weights_alone():
+    b = builder()
+    xw, s0, r = b.input("xw", (2, 16), "float32"), b.input("s", (1, 2, 4), "float32"), b.input("r", (16, 4), "float32")
+    g = b.finish([b.add1("lstm_cell", [xw, s0, r], {"step": 1})])
+    assert alter_layout_rnn(g, AVX512) is g
 
 
 # -- alter_layout_ops: the depthwise rule--------------------------------------------------------------------

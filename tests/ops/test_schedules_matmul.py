@@ -63,6 +63,16 @@ def test_packed_matmul_leading_axes_and_transposed_weight():
     _check(graph, x)
 
 
+@pytest.mark.parametrize("lead, m, epilogue", [((35,), 1, "bias"), ((3, 4), 2, "bias_relu"), ((5,), 3, "two_outputs")])
+def test_batched_left_operand_runs_as_one_gemm(lead, m, epilogue):
+    """x[..., M, K] x W (a 2-D constant) as torch.onnx.export writes nn.Linear over a sequence:
+    one GEMM over all the rows, reshaped back, with its epilogue."""
+    graph, x = _dense_graph(m, 24, 70, epilogue, lead=lead)
+    model = _check(graph, x)
+    packed = [n for n in model.info["graph"].nodes if n.op == "matmul_packed"]
+    assert len(packed) == 1 and packed[0].inputs[0].shape == (int(np.prod(lead)) * m, 24)
+
+
 def test_tile_is_kept_in_a_local_buffer():
     graph, x = _dense_graph(35, 65, 130, "bias_relu")
     model = _check(graph, x)

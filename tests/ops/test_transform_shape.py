@@ -106,3 +106,21 @@ def test_depth_space():
 def test_errors(name, types, attrs, message):
     with pytest.raises(OpError, match=message):
         infer(name, *types, **attrs)
+
+
+def test_concat_of_many_inputs_selects_through_a_balanced_tree():
+    """An element of a concat of n inputs costs about log2(n) comparisons (an LSTM's output joins
+    one value per time step), and every input still lands in its place."""
+    from tensorforge import te
+    from tensorforge.ir.expr import Select
+
+    rng = np.random.default_rng(3)
+    xs = [rng.standard_normal((2, k % 4)).astype("float32") for k in range(9)]   # sizes 0..3, one empty
+    check_op("concat", xs, {"axis": 1})
+
+    def depth(e) -> int:
+        return 1 + max(depth(e.true_value), depth(e.false_value)) if isinstance(e, Select) else 0
+
+    parts = [te.placeholder((1, 4), "float32", name=f"x{k}") for k in range(35)]
+    out = get("concat").build_compute(parts, {"axis": 0})[0]
+    assert depth(out.op.body[0]) == 6                    # ceil(log2(35)), not 34

@@ -4,8 +4,10 @@ outputs.
 
 Algorithm (per direction): X is brought to [seq, batch, input]; one matmul computes the input
 projection X W^T + (Wb + Rb) of all time steps at once ([seq * batch, gates * hidden]); the time
-loop is then unrolled: each step slices its rows, adds h_{t-1} R^T (one matmul) and does the gate
-math with elementwise ops, which the graph compiler fuses into one kernel per step.  The reverse
+loop is then unrolled.  The cells torch exports (LSTM with its default activations, GRU with
+linear_before_reset) become one cell op per step (ops/nn_lstm_cell.py, ops/nn_gru_cell.py: the
+recurrent product and the gates in one kernel); other cells are decomposed: each step slices its
+rows, adds h_{t-1} R^T (one matmul) and does the gate math with elementwise ops.  The reverse
 direction walks the steps backwards.  Step outputs are concatenated into Y.
 
 Sequence lengths shorter than the sequence are handled with a [seq, batch] mask: a masked step

@@ -7,10 +7,17 @@ Per step, with gates in ONNX order z, r, h and activations f, g (default sigmoid
     h~ = g(Xt Wh^T + r * (Ht-1 Rh^T + Rbh) + Wbh)          linear_before_reset != 0
     Ht = (1 - z) * h~ + z * Ht-1
 The Xt W^T terms and the biases outside the reset product come from one hoisted matmul.
+
+The cell torch.nn.GRU exports (default activations sigmoid, tanh; linear_before_reset; no clip
+or short sequences) becomes one `gru_cell` op per step (ops/nn_gru_cell.py): the recurrent
+product and the gates in one kernel.  Other cells are decomposed into matmuls and elementwise
+ops step by step.
 """
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 
 from ...graph.ir import Value
 from ..onnx import converter
@@ -58,6 +65,29 @@ def _biases(ctx, spec: rc.RNNSpec, b: Value | None, d: int, before_reset: bool) 
     return input_bias, g.slice_axis(ctx, rb, 0, 2 * hid, 3 * hid)
 
 
+DEFAULT_ACTIVATIONS = (("sigmoid", None, None), ("tanh", None, None))
+
+
+def _plain_cell(spec: rc.RNNSpec, before_reset: bool, masks: list | None) -> bool:
+    """Whether every direction runs the cell `gru_cell` computes."""
+    acts = all(tuple((name.lower(), a, b) for name, a, b in d) == DEFAULT_ACTIVATIONS for d in spec.activations)
+    return acts and before_reset and spec.clip is None and masks is None and spec.dtype == "float32"
+
+
+def _cell_steps(ctx, spec: rc.RNNSpec, xw: Value, r_d: Value, rbh: Value | None, h: Value | None,
+                reverse: bool) -> tuple[list, Value]:
+    """One gru_cell per step over the projected input: (h of every step in time order, last h)."""
+    if rbh is None:
+        rbh = ctx.const(np.zeros((spec.hidden,), spec.dtype))
+    if h is None:
+        h = ctx.const(np.zeros((spec.batch, spec.hidden), spec.dtype))
+    outs: list = [None] * spec.seq
+    for t in (range(spec.seq - 1, -1, -1) if reverse else range(spec.seq)):
+        h = ctx.add1("gru_cell", [xw, h, r_d, rbh], {"step": t})
+        outs[t] = h
+    return outs, h
+
+
 @converter("GRU")
 def convert_gru(ctx, inputs: list, attrs: dict) -> list:
     x, w, r, b, lens, h0 = (list(inputs) + [None] * 6)[:6]
@@ -66,10 +96,17 @@ def convert_gru(ctx, inputs: list, attrs: dict) -> list:
     before_reset = bool(attrs.get("linear_before_reset", 0))
     xs = rc.time_major(ctx, spec, x)
     masks = rc.step_masks(ctx, spec, lens)
+    plain = _plain_cell(spec, before_reset, masks)
     ys, hs = [], []
     for d, direction in enumerate(spec.directions):
         bias, rbh = _biases(ctx, spec, b, d, before_reset)
         xw = g.add(ctx, g.dense(ctx, xs, rc.direction_weight(ctx, w, d)), bias)
+        if plain:
+            outs, h = _cell_steps(ctx, spec, xw, rc.direction_weight(ctx, r, d), rbh,
+                                  rc.initial_state(ctx, spec, h0, d, "initial_h"), direction == "reverse")
+            ys.append(outs)
+            hs.append(h)
+            continue
         step = functools.partial(_gru_step, ctx, spec, spec.activations[d], rc.direction_weight(ctx, r, d),
                                  rbh, before_reset)
         state = (rc.initial_state(ctx, spec, h0, d, "initial_h"),)

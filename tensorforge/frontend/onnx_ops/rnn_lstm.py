@@ -9,10 +9,17 @@ tanh):
     o = f(Xt Wo^T + Ht-1 Ro^T + Po * Ct + Wbo + Rbo)
     Ht = o * h(Ct)
 The Xt W^T + Wb + Rb terms of all steps come from one hoisted matmul.
+
+The cell ONNX defines by default (activations sigmoid, tanh, tanh; no peepholes, clip,
+input_forget or short sequences) becomes one `lstm_cell` op per step (ops/nn_lstm_cell.py): the
+recurrent product and the gates in one kernel, the state (h, c) carried as one [batch, 2, hidden]
+value.  Other cells are decomposed into matmuls and elementwise ops step by step.
 """
 from __future__ import annotations
 
 import functools
+
+import numpy as np
 
 from ...graph.ir import Value
 from ..onnx import converter
@@ -56,6 +63,31 @@ def _input_bias(ctx, spec: rc.RNNSpec, b: Value | None, d: int) -> Value | None:
     return g.add(ctx, wb, rb)
 
 
+DEFAULT_ACTIVATIONS = (("sigmoid", None, None), ("tanh", None, None), ("tanh", None, None))
+
+
+def _plain_cell(ctx, spec: rc.RNNSpec, p: Value | None, input_forget: bool, masks: list | None) -> bool:
+    """Whether every direction runs the default cell, which `lstm_cell` computes."""
+    acts = all(tuple((name.lower(), a, b) for name, a, b in d) == DEFAULT_ACTIVATIONS for d in spec.activations)
+    no_peep = p is None or (ctx.is_const(p) and not ctx.value_of(p, "P").any())
+    return (acts and no_peep and spec.clip is None and not input_forget and masks is None
+            and spec.dtype == "float32")
+
+
+def _cell_steps(ctx, spec: rc.RNNSpec, xw: Value, r_d: Value, h0: Value | None, c0: Value | None,
+                reverse: bool) -> tuple[list, Value, Value]:
+    """One lstm_cell per step over the projected input: (h of every step in time order, h, c)."""
+    zero = ctx.const(np.zeros((spec.batch, 1, spec.hidden), spec.dtype)) if h0 is None or c0 is None else None
+    parts = [g.reshape(ctx, v, (spec.batch, 1, spec.hidden)) if v is not None else zero for v in (h0, c0)]
+    state = g.concat(ctx, parts, 1)
+    outs: list = [None] * spec.seq
+    order = range(spec.seq - 1, -1, -1) if reverse else range(spec.seq)
+    for t in order:
+        state = ctx.add1("lstm_cell", [xw, state, r_d], {"step": t})
+        outs[t] = g.take(ctx, state, 1, 0)
+    return outs, outs[order[-1]], g.take(ctx, state, 1, 1)
+
+
 @converter("LSTM")
 def convert_lstm(ctx, inputs: list, attrs: dict) -> list:
     x, w, r, b, lens, h0, c0, p = (list(inputs) + [None] * 8)[:8]
@@ -66,9 +98,18 @@ def convert_lstm(ctx, inputs: list, attrs: dict) -> list:
     input_forget = bool(attrs.get("input_forget", 0))
     xs = rc.time_major(ctx, spec, x)
     masks = rc.step_masks(ctx, spec, lens)
+    plain = _plain_cell(ctx, spec, p, input_forget, masks)
     ys, hs, cs = [], [], []
     for d, direction in enumerate(spec.directions):
         xw = g.add(ctx, g.dense(ctx, xs, rc.direction_weight(ctx, w, d)), _input_bias(ctx, spec, b, d))
+        if plain:
+            outs, h, c = _cell_steps(ctx, spec, xw, rc.direction_weight(ctx, r, d),
+                                     rc.initial_state(ctx, spec, h0, d, "initial_h"),
+                                     rc.initial_state(ctx, spec, c0, d, "initial_c"), direction == "reverse")
+            ys.append(outs)
+            hs.append(h)
+            cs.append(c)
+            continue
         peep = g.split_equal(ctx, g.take(ctx, p, 0, d), 0, 3) if p is not None else None
         step = functools.partial(_lstm_step, ctx, spec, spec.activations[d], rc.direction_weight(ctx, r, d),
                                  peep, input_forget)

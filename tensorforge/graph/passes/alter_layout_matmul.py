@@ -5,6 +5,12 @@ The panels (N / nr, K, nr) let the CPU template stream the weight with unit stri
 ops/schedules/cpu_matmul.py).  The panel width nr depends on the shape (a wider panel for single
 rows); the weight is packed once per (weight, nr), at compile time.  Runs after `alter_layout`,
 which has already turned dense layers with constant weights into such matmuls.
+
+A batched left operand x (B..., M, K) times a 2-D constant weight is one GEMM of B*M rows: x is
+reshaped to (B*M, K), multiplied, and the (B*M, N) result reshaped back.  Without this, each of
+the B batches would run its own M-row product and stream the whole weight again: a decoder
+x[35, 1, 650] x W[650, 10000], as `torch.onnx.export` writes an nn.Linear over a sequence, would
+read the 26 MB weight 35 times as 35 single-row products instead of once.
 """
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import numpy as np
 from ...ops.nn_dense_packed import pack_columns
 from ...ops.schedules.cpu_matmul import panel_width
 from ...target import Target
-from ..ir import Graph, Node, Value
+from ..ir import Graph, NameGen, Node, Value
 
 
 def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
@@ -21,6 +27,7 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
     if not target.prefers("packed_weights"):
         return graph
     params = dict(graph.params)
+    names = NameGen(v.name for v in _values(graph))
     nodes = []
     packed: dict = {}
     changed = False
@@ -29,10 +36,13 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
             nodes.append(n)
             continue
         x, w = n.inputs
+        y = n.outputs[0]
         arr = params[w].T if n.attrs.get("transpose_b", False) else params[w]
         k, units = arr.shape
+        rows = int(np.prod(x.shape[:-1], dtype=np.int64))
+        folded = x.ndim > 2 and rows > x.shape[-2]
         lanes = target.simd_lanes(arr.dtype.name)
-        nr = panel_width(x.shape[-2], units, lanes)
+        nr = panel_width(rows if folded else x.shape[-2], units, lanes)
         key = (w, bool(n.attrs.get("transpose_b", False)), nr)
         wp = packed.get(key)
         if wp is None:
@@ -40,12 +50,26 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
             wp = Value(f"{w.name}_p{nr}", data.shape, data.dtype.name)
             params[wp] = data
             packed[key] = wp
-        nodes.append(Node("matmul_packed", (x, wp), n.outputs, {"units": units}, n.name))
+        if folded:
+            x2 = Value(names(f"{x.name}_rows"), (rows, k), x.dtype)
+            y2 = Value(names(f"{y.name}_rows"), (rows, units), y.dtype)
+            nodes.append(Node("reshape", (x,), (x2,), {"shape": x2.shape}, f"{n.name}_rows"))
+            nodes.append(Node("matmul_packed", (x2, wp), (y2,), {"units": units}, n.name))
+            nodes.append(Node("reshape", (y2,), (y,), {"shape": y.shape}, f"{n.name}_unrows"))
+        else:
+            nodes.append(Node("matmul_packed", (x, wp), n.outputs, {"units": units}, n.name))
         changed = True
     if not changed:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _values(graph: Graph):
+    yield from graph.inputs
+    yield from graph.params
+    for n in graph.nodes:
+        yield from (v for v in n.outputs if v is not None)
 
 
 def _packable(n: Node, params: dict) -> bool:

@@ -1,0 +1,75 @@
+"""CPU template `rnn_cell_packed.cpu`: one LSTM or GRU step (ops/nn_lstm_cell.py,
+ops/nn_gru_cell.py) as one pass over the packed recurrent weight R.
+
+Per block of L hidden units (L = the packing's lanes), the recurrent product of the G gates
+accumulates in G L-wide vectors (`<op>_gates`, a local buffer the C compiler keeps in
+registers) while the k loop streams the block's (H x G*L) slice of the packed R with unit
+stride; the gate math then reads those registers: for the LSTM the block's new cell state into
+a local vector (`lstm_cell_c`), then h and c written out (the state axis unrolled, the units
+vectorized); for the GRU the new h.  The blocks are independent: they run on the thread pool
+when the step has enough multiply-adds to pay for a parallel region, which splits the GEMV, the
+step's whole cost, over the cores.  Elementwise consumers fused onto the step (rare: the state
+is read by the next step and by slices) are scheduled as stages of their own.
+"""
+from __future__ import annotations
+
+from . import template
+from .common import const_shape, schedule_elementwise_stage
+from .cpu import complex_out
+
+PARALLEL_MIN_MACS = 1 << 16       # below this a step runs on one thread: a parallel region costs more
+
+
+def _stages(out) -> dict:
+    """The op's compute stages by name, producers of `out` included."""
+    found, todo = {}, [out]
+    while todo:
+        t = todo.pop()
+        if t.op.name in found or not hasattr(t.op, "axis"):
+            continue
+        found[t.op.name] = t
+        todo.extend(t.op.input_tensors())
+    return found
+
+
+@template("rnn_cell_packed.cpu")
+def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
+    out = master_outs[0]
+    stages = _stages(out)
+    gates = [t for name, t in stages.items() if name.endswith("_cell_gates")]
+    if len(gates) != 1 or any(d == 0 for d in const_shape(out)):
+        return complex_out(s, master_outs, outs, target, cfg)
+    z = gates[0]
+    for t in outs:
+        if t is not out:
+            schedule_elementwise_stage(s, t, target)
+    batch, hidden = const_shape(out)[0], const_shape(out)[-1]
+    num_gates, lanes = const_shape(z)[-2:]
+
+    ost = s[out]
+    b, *state, u = ost.op.axis
+    uo, ul = ost.split(u, factor=lanes)
+    ost.reorder(b, uo, *state, ul)
+    for ax in state:
+        ost.unroll(ax)
+    ost.vectorize(ul)
+    block = ost.fuse(b, uo) if batch > 1 else uo
+
+    cell = stages.get("lstm_cell_c")
+    if cell is not None:
+        cst = s[cell]
+        cst.set_scope("local")
+        cst.compute_at(ost, block)
+        cst.vectorize(cst.op.axis[-1])
+
+    zst = s[z]
+    zst.set_scope("local")
+    zst.compute_at(ost, block)
+    zb, zub, zg, zl = zst.op.axis
+    (k,) = zst.op.reduce_axis
+    zst.reorder(zb, zub, k, zg, zl)
+    zst.unroll(zg)
+    zst.vectorize(zl)
+
+    if target.num_cores > 1 and batch * num_gates * hidden * hidden >= PARALLEL_MIN_MACS:
+        ost.parallel(block)
