@@ -18,6 +18,7 @@ from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
+from .passes.fold_qdq import fold_qdq
 from .passes.simplify_graph import simplify_graph
 
 
@@ -32,6 +33,7 @@ def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph
 # (name, pass(graph, target), minimum opt_level)
 PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
+    ("fold_qdq", _any_target(fold_qdq), 1),           # before fold_constants dequantizes the weights
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),

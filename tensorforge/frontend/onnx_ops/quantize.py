@@ -4,6 +4,8 @@ products matmul_integer / conv_integer (frontend -> Graph).
 * QuantizeLinear / DequantizeLinear (opsets 10-): per tensor, per axis (13+) and blocked (21+);
   the result type is the zero point's, else output_dtype (21+), else uint8 (Quantize) / the
   scale's type (Dequantize).
+  A dequantized 8-bit constant (a quantized weight) is kept as a node rather than folded, so
+  that graph/passes/fold_qdq can turn the product it feeds into an integer one.
 * DynamicQuantizeLinear (11+) is its ONNX function body: the range [min(x, 0), max(x, 0)] maps
   onto [0, 255]; scale = (max - min) / 255, zero point = saturate(round(-min / scale)).
 * MatMulInteger / ConvInteger (10+) map one to one.
@@ -47,7 +49,9 @@ def convert_quantize(ctx, inputs: list, attrs: dict):
 def convert_dequantize(ctx, inputs: list, attrs: dict):
     x, scale, zp = inputs[0], inputs[1], input_at(inputs, 2)
     out = onnx_dtype(ctx, int(attrs["output_dtype"])) if int(attrs.get("output_dtype", 0)) else ""
-    return ctx.add1("dequantize_linear", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": out})
+    # an 8-bit constant (a quantized weight) stays a node, for graph/passes/fold_qdq
+    keep = ctx.is_const(x) and x.dtype in ("int8", "uint8")
+    return ctx.add1("dequantize_linear", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": out}, fold=not keep)
 
 
 @converter("DynamicQuantizeLinear", since=11)
