@@ -11,6 +11,7 @@ from ..target import Target
 from .ir import Graph
 from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from .passes.alter_layout_int8 import alter_layout_int8
 from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.alter_layout_ops import alter_layout_ops
 from .passes.alter_layout_propagate import alter_layout_propagate
@@ -42,6 +43,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
+    ("alter_layout_int8", alter_layout_int8, 2),      # int8 products on the CPU's dot-product unit
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
 ]

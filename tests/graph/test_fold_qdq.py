@@ -43,7 +43,8 @@ def test_quantize_static_model_matches_onnx_runtime(tmp_path, make, shape, ops):
     path = quantized(make(), tmp_path, shape)
     graph = from_onnx(path)
     optimized = optimize(graph, "c")
-    assert [n.op for n in optimized.nodes if n.op.endswith("_integer")] == ops
+    # (on a CPU with an int8 dot-product unit, matmul_integer is then packed for it)
+    assert [n.op.removesuffix("_vnni") for n in optimized.nodes if "_integer" in n.op] == ops
     assert not any(n.op in ("conv2d", "dense", "matmul") for n in optimized.nodes)
     model = tensorforge.compile(graph, target="c")
     step = _output_step(path)

@@ -13,6 +13,7 @@ from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from tensorforge.graph.passes.alter_layout_int8 import alter_layout_int8
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
 from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
@@ -34,7 +35,7 @@ AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_ops"}
+          "alter_layout_matmul", "alter_layout_int8", "alter_layout_ops"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -171,6 +172,28 @@ def test_fold_qdq_dense_with_bias():
     xin = rand(2, 3)
     diff = run_reference(got, xin)[0].astype(int) - run_reference(before, xin)[0].astype(int)
     assert np.abs(diff).max() <= 1          # the float path rounds the same sum once more
+
+
+def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
+    from tensorforge.ops import x86_intrin as X
+    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    unit = X.int8_unit()
+    if unit is None:
+        pytest.skip("this CPU has no int8 dot-product unit")
+    lanes = X.LANES[unit]
+    w = RNG.integers(-128, 128, (6, 5)).astype("int8")
+    b = builder()
+    x = b.input("x", (3, 6), "uint8")
+    before = b.finish([b.add1("matmul_integer", [x, b.const(w), b.const(np.array(9, "uint8")),
+                                                 b.const(np.zeros(5, "int8"))])])
+    e = builder()
+    x = e.input("x", (3, 6), "uint8")
+    corr = (9 * w.astype(np.int64).sum(axis=0)).astype("int32")
+    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(pack_b_vnni(w, lanes)), e.const(corr)], {"units": 5})])
+    assert_graph_equal(alter_layout_int8(before, Target.parse("c")), want)
+    assert alter_layout_int8(before, AVX512) is before          # an explicit -mcpu: the host's units may differ
+    xin = RNG.integers(0, 256, (3, 6)).astype("uint8")
+    np.testing.assert_array_equal(run_reference(want, xin)[0], run_reference(before, xin)[0])
 
 
 def test_fold_batch_norm_into_conv_and_bias():

@@ -95,3 +95,17 @@ def test_conv_integer(groups, padding, strides):
     want = conv_reference(x.astype(np.int64) - 128, w.astype(np.int64) - zw[:, None, None, None],
                           strides, padding, (1, 1), groups)
     np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 16), (5, 70, 20), (12, 130, 48)])
+def test_matmul_integer_vnni_equals_matmul_integer(m, k, n):
+    """The packed form with the zero-point correction is matmul_integer(a, b, za, 0)."""
+    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    za = np.array(77, np.uint8)
+    corr = (77 * b.astype(np.int64).sum(axis=0)).astype(np.int32)
+    want = get("matmul_integer").run_reference([a, b, za, None], {})[0]
+    got = check_op("matmul_integer_vnni", [a, pack_b_vnni(b, 16), corr], {"units": n})[0]
+    np.testing.assert_array_equal(got, want)

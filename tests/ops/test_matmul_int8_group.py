@@ -1,0 +1,39 @@
+"""`matmul_integer_vnni.cpu`: an int8 matrix product with its requantizing epilogue, compiled as a
+graph on the CPU's int8 dot-product unit (skipped on CPUs without one), against the references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.pipeline import optimize
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops import x86_intrin as X
+
+pytestmark = pytest.mark.skipif(X.int8_unit() is None, reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+
+
+def _graph(m: int, k: int, n: int, relu_floor: bool):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    b = GraphBuilder("qmm")
+    a = b.input("a", (m, k), "uint8")
+    w = b.const(rng.integers(-128, 128, (k, n)).astype(np.int8), "w")
+    acc = b.add1("matmul_integer", [a, w, b.const(np.array(100, np.uint8)), b.const(np.zeros(n, np.int8))])
+    acc = b.add1("add", [acc, b.const(rng.integers(-5000, 5000, n).astype(np.int32))])
+    mult = b.const((rng.uniform(0.5, 2.0, n) / (k * 64)).astype(np.float32))
+    y = b.add1("requantize", [acc, mult, b.const(np.array(128, np.uint8))], {"axis": -1, "dtype": "uint8"})
+    if relu_floor:
+        y = b.add1("maximum", [y, b.const(np.array(128, np.uint8))])
+    return b.finish([y])
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 16), (7, 100, 40), (33, 256, 96), (64, 128, 64)])
+@pytest.mark.parametrize("relu_floor", [False, True])
+def test_int8_product_with_epilogue(m, k, n, relu_floor):
+    graph = _graph(m, k, n, relu_floor)
+    assert "matmul_integer_vnni" in [node.op for node in optimize(graph, "c").nodes]
+    model = tensorforge.compile(graph, target="c")
+    assert "vpdpbusd" in model.source or "tdpbusd" in model.source
+    a = np.random.default_rng(1).integers(0, 256, (m, k)).astype(np.uint8)
+    np.testing.assert_array_equal(model(a)[0], run_reference(graph, a)[0])
