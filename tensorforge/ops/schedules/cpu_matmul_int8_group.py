@@ -41,10 +41,8 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
     main = master_outs[0]
     acc = _stage(main, "acc")
-    src = _stage(main, "A_pad")
     mp, ncols = const_shape(acc)
     lanes = _lanes(acc)
-    panels = ncols // lanes
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
     units = [u for u in available_units() if X.LANES[u] == lanes]
     if not units:
@@ -55,11 +53,22 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     amx = unit == "amx" and mp % 16 == 0
     block_unit = "amx" if amx else ("avx512vnni" if unit == "amx" else unit)   # AMX CPUs have VNNI too
     rows = [16] if amx else [r for r in range(1, 9) if mp % r == 0]
-    cfg.define_knob("mr", rows, default=16 if amx else max(r for r in rows if r <= 4))
-    max_nv = min(4, panels)
-    nvs = [v for v in range(1, max_nv + 1) if panels % v == 0]
-    cfg.define_knob("nv", nvs, default=max(v for v in nvs if v <= (2 if amx else 4)))
-    kbs = _kb_choices(kp, block_unit)
+    schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
+                        _kb_choices(kp, block_unit), lambda mr, nv, kb: X.block_intrin(block_unit, mr, nv, kb))
+
+
+def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: list, mr_default, nv_limit: int,
+                        kbs: list, intrin) -> None:
+    """The blocked GEMM of the module docstring for a master whose stages are "A_pad" (optional),
+    "acc" (the reduction the block intrinsic `intrin(mr, nv, kb)` computes) and the main stage;
+    declares the knobs mr (from `rows`), nv, kb (from `kbs`) and order on `cfg`."""
+    main = master_outs[0]
+    acc, src = _stage(main, "acc"), _stage(main, "A_pad")
+    panels = const_shape(acc)[1] // lanes
+    kp = int(acc.op.reduce_axis[0].dom.extent.value)
+    cfg.define_knob("mr", rows, default=mr_default or max(r for r in rows if r <= 4))
+    nvs = [v for v in range(1, min(4, panels) + 1) if panels % v == 0]
+    cfg.define_knob("nv", nvs, default=max(v for v in nvs if v <= nv_limit))
     cfg.define_knob("kb", kbs, default=kbs[0])
     cfg.define_knob("order", ["panels", "rows"], default="panels")
     mr, nv, kb = cfg["mr"].val, cfg["nv"].val, cfg["kb"].val
@@ -90,15 +99,15 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     if kb < kp:
         ako, aki = s[acc].split(ak, factor=kb)
         s[acc].reorder(ako, ai, aj, aki)
-    s[acc].tensorize(ai, X.block_intrin(block_unit, mr, nv, kb))
+    s[acc].tensorize(ai, intrin(mr, nv, kb))
     if target.num_cores > 1:
         st.parallel(first)
 
 
 def _lanes(acc) -> int:
-    """The lane count L of the packed operand acc reads (its (N/L, Kp/4, L, 4) shape)."""
+    """The lane count L of the packed operand acc reads (its (N/L, Kp/g, L, g) shape)."""
     for t in acc.op.input_tensors():
         shape = const_shape(t)
-        if len(shape) == 4 and shape[3] == 4:
+        if len(shape) == 4 and shape[3] in (2, 4):
             return shape[2]
     raise ValueError("matmul_integer_vnni.cpu: the accumulator reads no packed (N/L, Kp/4, L, 4) operand")
