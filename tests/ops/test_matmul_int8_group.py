@@ -37,3 +37,22 @@ def test_int8_product_with_epilogue(m, k, n, relu_floor):
     assert "vpdpbusd" in model.source or "tdpbusd" in model.source
     a = np.random.default_rng(1).integers(0, 256, (m, k)).astype(np.uint8)
     np.testing.assert_array_equal(model(a)[0], run_reference(graph, a)[0])
+
+
+@pytest.mark.parametrize("kernel, strides, padding", [((3, 3), (1, 1), (1, 1, 1, 1)), ((1, 1), (2, 2), (0, 0, 0, 0)),
+                                                      ((3, 3), (2, 2), (0, 1, 1, 0))])
+def test_int8_convolution_as_a_product(kernel, strides, padding):
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("qconv")
+    x = b.input("x", (1, 8, 9, 9), "uint8")
+    w = b.const(rng.integers(-128, 128, (24, 8) + kernel).astype(np.int8))
+    acc = b.add1("conv_integer", [x, w, b.const(np.array(120, np.uint8)), b.const(np.zeros(24, np.int8))],
+                 {"strides": strides, "padding": padding})
+    y = b.add1("requantize", [acc, b.const(np.full(24, 1 / 2048, np.float32)), b.const(np.array(128, np.uint8))],
+               {"axis": 1, "dtype": "uint8"})
+    graph = b.finish([y])
+    ops = [node.op for node in optimize(graph, "c").nodes]
+    assert "im2col" in ops and "matmul_integer_vnni" in ops and "conv_integer" not in ops
+    model = tensorforge.compile(graph, target="c")
+    xv = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    np.testing.assert_array_equal(model(xv)[0], run_reference(graph, xv)[0])

@@ -109,3 +109,17 @@ def test_matmul_integer_vnni_equals_matmul_integer(m, k, n):
     want = get("matmul_integer").run_reference([a, b, za, None], {})[0]
     got = check_op("matmul_integer_vnni", [a, pack_b_vnni(b, 16), corr], {"units": n})[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2))])
+def test_im2col_times_weights_is_the_convolution(strides, padding, dilations):
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (2, 3, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (5, 3, 3, 2)).astype(np.int8)
+    attrs = {"kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 9}
+    cols = check_op("im2col", [x], attrs)[0]
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations})[0]
+    n, m, oh, ow = conv.shape
+    prod = (cols.astype(np.int64) - 9) @ w.reshape(5, -1).T.astype(np.int64)
+    np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)

@@ -5,7 +5,9 @@ that has such a unit (AVX-512 VNNI, AVX-VNNI, AMX).
     sum_k (a[i, k] - za) * B[k, j] = sum_k a[i, k] B[k, j] - za * sum_k B[k, j]
 
 so the unit's u8 x s8 products give the result and the correction is a constant per column,
-computed here once.  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's
+computed here once.  A conv_integer of the same kind (2-D, one group, constant int8 weight with
+zero point 0) becomes the same product on im2col(x) (its windows as rows, padded with x's zero
+point), the result transposed back to (N, M, OH, OW).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's
 operand layout.  Runs only for a native CPU target (the units are the host's); other products
 (signed activations, per-row or nonzero weight zero points, batched operands) stay as they are.
 """
@@ -30,7 +32,7 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     nodes, changed = [], False
     for n in graph.nodes:
         rewritten = _rewrite(n, params, lanes)
-        nodes.append(rewritten or n)
+        nodes.extend(rewritten or [n])
         changed = changed or rewritten is not None
     if not changed:
         return graph
@@ -38,7 +40,9 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _rewrite(n: Node, params: dict, lanes: int) -> Node | None:
+def _rewrite(n: Node, params: dict, lanes: int) -> list | None:
+    if n.op == "conv_integer":
+        return _rewrite_conv(n, params, lanes)
     if n.op != "matmul_integer":
         return None
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
@@ -48,11 +52,39 @@ def _rewrite(n: Node, params: dict, lanes: int) -> Node | None:
         return None
     if za is not None and (za not in params or params[za].size != 1):
         return None
-    w = params[b]
     za_value = int(params[za].reshape(())) if za is not None else 0
-    corr = (za_value * w.astype(np.int64).sum(axis=0)).astype(np.int32)
-    bp = pack_b_vnni(w, lanes)
-    bp_val = Value(f"{b.name}_vnni{lanes}", bp.shape, "int8")
-    corr_val = Value(f"{n.name}_corr", corr.shape, "int32")
+    return [_packed_product(a, params[b], za_value, n.outputs[0], params, lanes, n.name)]
+
+
+def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, lanes: int, name: str) -> Node:
+    """matmul_integer_vnni(a, w packed, za * column sums of w) -> out, w (K, N) int8."""
+    corr = (za * w.astype(np.int64).sum(axis=0)).astype(np.int32)
+    bp = pack_b_vnni(np.ascontiguousarray(w), lanes)
+    bp_val = Value(f"{name}_w_vnni{lanes}", bp.shape, "int8")
+    corr_val = Value(f"{name}_corr", corr.shape, "int32")
     params[bp_val], params[corr_val] = bp, corr
-    return Node("matmul_integer_vnni", (a, bp_val, corr_val), n.outputs, {"units": int(w.shape[1])}, n.name)
+    return Node("matmul_integer_vnni", (a, bp_val, corr_val), (out,), {"units": int(w.shape[1])}, name)
+
+
+def _rewrite_conv(n: Node, params: dict, lanes: int) -> list | None:
+    x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
+    if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8" or n.attrs.get("groups", 1) != 1:
+        return None
+    if zw is not None and (zw not in params or np.any(params[zw] != 0)):
+        return None
+    if zx is not None and (zx not in params or params[zx].size != 1):
+        return None
+    za = int(params[zx].reshape(())) if zx is not None else 0
+    weight = params[w]
+    m = weight.shape[0]
+    out = n.outputs[0]
+    batch, _, oh, ow = out.shape
+    cols = Value(f"{n.name}_cols", (batch * oh * ow, int(np.prod(weight.shape[1:]))), "uint8")
+    rows = Value(f"{n.name}_rows", (batch * oh * ow, m), "int32")
+    nhwc = Value(f"{n.name}_nhwc", (batch, oh, ow, m), "int32")
+    attrs = {"kernel": tuple(weight.shape[2:]), "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"),
+             "dilations": n.attrs.get("dilations"), "pad_value": za}
+    return [Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"),
+            _packed_product(cols, weight.reshape(m, -1).T, za, rows, params, lanes, n.name),
+            Node("reshape", (rows,), (nhwc,), {"shape": (batch, oh, ow, m)}, f"{n.name}_nhwc"),
+            Node("transpose", (nhwc,), (out,), {"perm": (0, 3, 1, 2)}, f"{n.name}_nchw")]
