@@ -56,11 +56,35 @@ def quantize(proto, feeds: dict, folder: Path) -> str:
         def get_next(self):
             return next(self.batches, None)
 
-    src, dst = folder / "float.onnx", folder / "qdq.onnx"
+    src, pre, dst = folder / "float.onnx", folder / "pre.onnx", folder / "qdq.onnx"
+    proto = _distinct_initializer_names(proto)
     onnx.save(proto, str(src))
+    try:      # the pre-processing ONNX Runtime asks for: shape inference, batch norms folded
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+        quant_pre_process(str(src), str(pre))
+        src = pre
+    except Exception as err:  # noqa: BLE001  (an older ONNX Runtime: quantize the model as it is)
+        print(f"quant_pre_process failed ({err}); quantizing without it", file=sys.stderr)
     quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
                     activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
     return str(dst)
+
+
+def _distinct_initializer_names(proto):
+    """A copy whose initializers are renamed `init_<name>`: quantize_static names the scale of
+    activation X `X_scale`, which collides with a weight of that name (the zoo's `embed_ln_scale`
+    next to the value `embed_ln`), leaving two initializers of one name in the file."""
+    import onnx
+    model = onnx.ModelProto()
+    model.CopyFrom(proto)
+    names = {i.name for i in model.graph.initializer}
+    for init in model.graph.initializer:
+        init.name = f"init_{init.name}"
+    for node in model.graph.node:
+        for k, name in enumerate(node.input):
+            if name in names:
+                node.input[k] = f"init_{name}"
+    return model
 
 
 def ort_session(path_or_proto):

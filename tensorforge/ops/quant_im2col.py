@@ -6,7 +6,13 @@ one matrix product (ops -> TE).
 
 x is (N, C, H, W); the result is (N * OH * OW, C * KH * KW), in x's dtype.  With the integer
 convolutions the padding value is x's zero point, so padded cells add nothing.  Attributes:
-kernel (KH, KW), strides, padding (top, left, bottom, right), dilations, pad_value.  Injective.
+kernel (KH, KW), strides, padding (top, left, bottom, right), dilations, pad_value.
+
+Pattern complex-out-fusable, though the op is a gather: it reads each input element up to
+KH * KW times, so fusing its producers into it (as an injective op would be) recomputes them
+that often; as a master it stays a kernel of its own.  Its template `im2col.cpu` splits the
+row and column axes back into (n, oh, ow) and (c, kh, kw), which leaves the indices free of
+division.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from .. import te
 from ..ir.expr import const
 from .common import const_shape
 from .nn_window import out_spatial, spatial_attrs
-from .registry import INJECTIVE, OpError, TensorType, op
+from .registry import COMPLEX, OpError, TensorType, op
 
 _DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0}
 
@@ -30,7 +36,7 @@ def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
     return kernel, s, p, d, oh, ow
 
 
-@op("im2col", INJECTIVE, attr_defaults=_DEFAULTS)
+@op("im2col", COMPLEX, schedule={"cpu": "im2col.cpu"}, attr_defaults=_DEFAULTS)
 class im2col:
     @staticmethod
     def infer(x: TensorType, kernel, strides=None, padding=None, dilations=None, pad_value=0) -> TensorType:
@@ -54,7 +60,8 @@ class im2col:
             inside = (y >= 0) & (y < h) & (z >= 0) & (z < w)
             return te.if_then_else(inside, x[n, ci, y, z], const(pad_value, x.dtype))
 
-        return te.compute((shape[0] * oh * ow, c * kh * kw), body, name="im2col", tag="im2col")
+        return te.compute((shape[0] * oh * ow, c * kh * kw), body, name="im2col", tag="im2col",
+                          attrs={"window": (oh, ow, kh, kw)})
 
     @staticmethod
     def reference(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, pad_value=0) -> np.ndarray:
