@@ -56,3 +56,14 @@ def test_int8_convolution_as_a_product(kernel, strides, padding):
     model = tensorforge.compile(graph, target="c")
     xv = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
     np.testing.assert_array_equal(model(xv)[0], run_reference(graph, xv)[0])
+
+
+def test_batched_rows_become_one_product():
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("qbatched")
+    a = b.input("a", (2, 5, 64), "uint8")
+    w = b.const(rng.integers(-128, 128, (64, 32)).astype(np.int8))
+    graph = b.finish([b.add1("matmul_integer", [a, w, b.const(np.array(3, np.uint8)), None])])
+    assert [n.op for n in optimize(graph, "c").nodes] == ["reshape", "matmul_integer_vnni", "reshape"]
+    av = rng.integers(0, 256, (2, 5, 64)).astype(np.uint8)
+    np.testing.assert_array_equal(tensorforge.compile(graph, target="c")(av)[0], run_reference(graph, av)[0])

@@ -46,14 +46,22 @@ def _rewrite(n: Node, params: dict, lanes: int) -> list | None:
     if n.op != "matmul_integer":
         return None
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
-    if a.dtype != "uint8" or a.ndim != 2 or b not in params or b.dtype != "int8" or b.ndim != 2:
+    if a.dtype != "uint8" or a.ndim < 2 or b not in params or b.dtype != "int8" or b.ndim != 2:
         return None
     if zb is not None and (zb not in params or np.any(params[zb] != 0)):
         return None
     if za is not None and (za not in params or params[za].size != 1):
         return None
     za_value = int(params[za].reshape(())) if za is not None else 0
-    return [_packed_product(a, params[b], za_value, n.outputs[0], params, lanes, n.name)]
+    out = n.outputs[0]
+    if a.ndim == 2:
+        return [_packed_product(a, params[b], za_value, out, params, lanes, n.name)]
+    rows = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
+    flat = Value(f"{n.name}_a_rows", (rows, a.shape[-1]), a.dtype)
+    prod = Value(f"{n.name}_rows", (rows, out.shape[-1]), "int32")
+    return [Node("reshape", (a,), (flat,), {"shape": flat.shape}, f"{n.name}_flatten"),
+            _packed_product(flat, params[b], za_value, prod, params, lanes, n.name),
+            Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
 
 
 def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, lanes: int, name: str) -> Node:

@@ -82,7 +82,7 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
         out = outs[0]
     else:
         for t in epilogue:
-            schedule_elementwise_stage(s, t, target)
+            _schedule_reindexing_stage(s, t, target)
         out = main
     st = s[out]
     i, j = st.op.axis
@@ -102,6 +102,17 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     s[acc].tensorize(ai, intrin(mr, nv, kb))
     if target.num_cores > 1:
         st.parallel(first)
+
+
+def _schedule_reindexing_stage(s, t, target) -> None:
+    """An epilogue that re-indexes the product (reshape, transpose): its loops in its own axis
+    order, unfused (fusing them would put a division by every extent into each element's index),
+    the outermost on the thread pool; the C compiler vectorizes the innermost loop."""
+    axes = list(s[t].op.axis)
+    if len(axes) < 2:
+        schedule_elementwise_stage(s, t, target)
+    elif target.num_cores > 1:
+        s[t].parallel(axes[0] if const_shape(t)[0] > 1 else axes[1])
 
 
 def _lanes(acc) -> int:
