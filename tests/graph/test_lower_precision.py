@@ -86,3 +86,47 @@ def test_models_in_bf16_agree_with_fp32(name):
     a, b = fp32(*inputs.values())[0], bf16(*inputs.values())[0]
     assert np.linalg.norm(a - b) / np.linalg.norm(a) < 1e-2
     assert fp32.info["precision_units"] == {}
+
+
+def _amx_bf16_schedule():
+    from tensorforge import te
+    from tensorforge.ops import x86_bf16 as B
+    a = te.placeholder((32, 64), "bfloat16", name="A")
+    bp = te.placeholder((2, 32, 16, 2), "bfloat16", name="Bp")
+    r = te.reduce_axis((0, 64), name="k")
+    c = te.compute((32, 32), lambda i, j: te.sum(
+        a[i, r].astype("float32") * bp[j // 16, r // 2, j % 16, r % 2].astype("float32"), axis=r), name="C")
+    s = te.create_schedule(c.op)
+    io, ii = s[c].split(c.op.axis[0], factor=16)
+    s[c].tensorize(ii, B.amx_bf16_block(2, 64))
+    return s, [a, bp, c]
+
+
+def test_amx_bf16_kernel_compiles_everywhere():
+    """The AMX bf16 source (tile config, tileloadd, tdpbf16ps, tilestored, the permission request)
+    goes through the C compiler on any x86 machine; it runs only where the CPU has AMX bf16."""
+    from tensorforge.codegen.c import codegen_c
+    from tensorforge.ops.x86_bf16 import has_amx_bf16
+    from tensorforge.runtime.compile import compile_source
+    s, args = _amx_bf16_schedule()
+    target = Target.parse("c")
+    source = codegen_c([tensorforge.lower(s, args)], target).text
+    for word in ("_tile_loadconfig", "_tile_loadd", "_tile_dpbf16ps", "_tile_stored", "0x1023"):
+        assert word in source
+    try:
+        compile_source(source, ["-O2", "-fPIC", "-shared", "-fopenmp", "-std=gnu11"])
+    except Exception as e:       # the compiler is too old to know AMX
+        if "amx" in str(e).lower() and "unknown" in str(e).lower():
+            pytest.skip(f"the C compiler does not know AMX: {e}")
+        raise
+    if not has_amx_bf16():
+        with pytest.raises(RuntimeError, match="amx-bf16, amx-tile, which this CPU does not have"):
+            tensorforge.build(s, args)
+        return
+    rng = np.random.default_rng(4)
+    av = rng.standard_normal((32, 64)).astype(ml_dtypes.bfloat16)
+    w = rng.standard_normal((64, 32)).astype(np.float32)
+    got = np.full((32, 32), np.nan, np.float32)
+    tensorforge.build(s, args)(av, pack_b_bf16(w), got)
+    want = av.astype(np.float32) @ w.astype(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

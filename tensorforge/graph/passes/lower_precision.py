@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.x86_bf16 import has_bf16_unit, pack_b_bf16
+from ...ops.x86_bf16 import has_amx_bf16, has_bf16_unit, pack_b_bf16
 from ...target import Target
 from ..ir import Graph, Node, Value
 
@@ -38,7 +38,7 @@ def lower_precision_units(graph: Graph, target: Target, precision: str = "fp32")
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision == "fp32":
         return graph, {}
-    use_unit = target.template_suffix == "cpu" and target.mcpu == "native" and has_bf16_unit()
+    use_unit = target.template_suffix == "cpu" and target.mcpu == "native" and (has_bf16_unit() or has_amx_bf16())
     params = dict(graph.params)
     nodes: list = []
     units: dict = {}
