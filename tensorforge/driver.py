@@ -18,6 +18,7 @@ from .build_module import build, lower  # noqa: F401 - the public API re-exports
 from .calibrate import ensure_calibrated
 from .graph.fuse import fuse
 from .graph.ir import Graph
+from .graph.passes.lower_precision import lower_precision_units
 from .graph.pipeline import optimize
 from .graph.plan_memory import plan_memory
 from .lowering import CachedText, cache_path, lower_group_cached, text_path
@@ -28,9 +29,13 @@ from .target import Target
 
 
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
-            threads: int | None = None):
+            threads: int | None = None, precision: str = "fp32"):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
+
+    `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
+    operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
+    the model's info["precision_units"] says which units run the products.
 
     `records`: tuning records (a path or Record objects) to apply; only those measured with
     `threads` threads apply (default: the thread count this process runs kernels with).
@@ -48,6 +53,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     timings: dict = {}
     backend = backend_for(tgt)
     with _timed(timings, "graph passes + fusion"):
+        graph, precision_units = lower_precision_units(graph, tgt, precision)
         graph = optimize(graph, tgt, opt_level)
         groups = fuse(graph, enabled=opt_level >= 1)
     configs = _apply_records(groups, records, tgt, threads)
@@ -59,7 +65,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
-            "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads}
+            "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
+            "precision": precision, "precision_units": precision_units}
     return backend.make_model(spec, module, params, info)
 
 

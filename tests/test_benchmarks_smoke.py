@@ -111,3 +111,15 @@ def test_tuning_curves_layers_for_both_templates():
     assert direct["C2"].inputs[1][0][2:4] == (3, 3) and dict(direct["C2"].attrs)["strides"] == (1, 1)
     with pytest.raises(SystemExit, match="no task of ResNet-18 matches layer C3"):
         tuning_curves.layer_tasks(["C3"], "model")
+
+
+def test_lowp_benchmark_runs():
+    """benchmarks/lowp.py on the smallest zoo model: int8 agrees with ONNX Runtime, bf16 with fp32."""
+    pytest.importorskip("onnxruntime", reason="benchmarks/lowp.py quantizes with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "lowp.py"), "--models", "dqn", "--repeat", "1",
+                           "--trials", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("dqn") and "%" in line)
+    assert row.split()[1] == "100.00%"            # every element within one step of ONNX Runtime
+    assert "bf16 products on" in proc.stdout and "geometric means" in proc.stdout

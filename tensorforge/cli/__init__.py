@@ -68,6 +68,7 @@ def _add_demo(sub) -> None:
     p.add_argument("--size", type=int_at_least(1, "a matrix size"), default=1024,
                    help="GEMM size for --gemm (default 1024)")
     options.add_target_option(p)
+    options.add_precision_option(p)
     p.add_argument("--show-source", action="store_true", help="print the generated C")
     p.set_defaults(fn=demo)
 
@@ -147,6 +148,7 @@ def _add_inspect(sub) -> None:
     p.add_argument("--records", help="summarize a tuning record file instead (or as well)")
     options.add_target_option(p)
     options.add_shape_option(p)
+    options.add_precision_option(p)
     p.add_argument("--source", action="store_true", help="also print the generated C")
     p.set_defaults(fn=inspect)
 

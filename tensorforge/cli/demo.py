@@ -65,6 +65,12 @@ def _demo_model(opts: argparse.Namespace) -> int:
     if ort is not None:
         t_ort = _median_ms(lambda: sess.run(None, feeds))
         print(f"      onnxruntime   {t_ort:9.2f} ms   (tensorforge / onnxruntime = {t_tf / t_ort:.2f})")
+    if opts.precision != "fp32":
+        from .precision_report import print_report, random_inputs
+        progress(f"compiling {name} again with precision={opts.precision} ...")
+        low = tensorforge.compile(graph, target=opts.target, precision=opts.precision)
+        print_report(opts.precision, model, low, lambda k: inputs if k == 0 else random_inputs(model, k),
+                     20, _median_ms)
     return 0
 
 

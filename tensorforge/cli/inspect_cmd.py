@@ -32,7 +32,7 @@ def _inspect_onnx(opts: argparse.Namespace) -> int:
     import tensorforge
 
     graph = load_graph(opts.model, options.shapes(opts.shape))
-    model = tensorforge.compile(graph, target=opts.target)
+    model = tensorforge.compile(graph, target=opts.target, precision=opts.precision)
     info = model.info
     print(info["graph"])
     print(f"\n# {len(info['groups'])} fused groups")
@@ -41,6 +41,14 @@ def _inspect_onnx(opts: argparse.Namespace) -> int:
     print("\n# " + info["plan"].summary())
     print("# compile time: " + ", ".join(f"{k} {v:.2f} s" for k, v in info["timings"].items()))
     _print_profile(model)
+    if opts.precision != "fp32":
+        from tensorforge.testing.timing import median_seconds
+
+        from .precision_report import print_report, random_inputs
+        print()
+        reference = tensorforge.compile(graph, target=opts.target)
+        print_report(opts.precision, reference, model, lambda k: random_inputs(model, k), 20,
+                     lambda fn: median_seconds(fn, 10) * 1e3)
     if opts.source:
         print(model.source)
     return 0

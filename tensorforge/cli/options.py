@@ -70,6 +70,15 @@ def duration(text: str) -> str:
     return text
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def add_precision_option(p) -> None:
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="bf16: convolutions and matrix products in bfloat16 with float32 accumulation, "
+                        "printed with their accuracy against fp32 (default fp32)")
+
+
 def target(text: str) -> str:
     from ..target import Target
     try:

@@ -17,8 +17,9 @@ from ..ir import dtype as dt
 from ..ir import expr as E
 from ..ir.functor import post_order_visit, uses_var
 from ..tir import nodes as N
+from . import c_bfloat16
 from .c_like import CLikePrinter, CodegenError, Dialect
-from .c_text import comment, kernel_symbol
+from .c_text import ATOM, comment, kernel_symbol
 from .c_vector import VectorExtensions
 
 STATUS_OK, STATUS_ALLOC_FAILED = 0, 1
@@ -30,7 +31,7 @@ C_DIALECT = Dialect(
     scalar_types={"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                   "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                   "uint32": "uint32_t", "uint64": "uint64_t", "float16": "tf_float16",
-                  "float32": "float", "float64": "double"},
+                  "bfloat16": "tf_bfloat16", "float32": "float", "float64": "double"},
     includes=("math.h", "stdbool.h", "stddef.h", "stdint.h", "stdlib.h"),
     index_type="int64_t",
 )
@@ -135,6 +136,8 @@ def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: di
              "int32_t tf_num_threads = 1;", ""]
     if any("tf_float16" in text for text in bodies + list(printer.typedefs.values())):
         head.append(_FLOAT16_TYPEDEF)
+    if any(c_bfloat16.used_in(text) for text in bodies + list(printer.typedefs.values()) + list(printer.helpers.values())):
+        head.append(c_bfloat16.PRELUDE)
     head += list(printer.typedefs.values()) + ([""] if printer.typedefs else [])
     head += [h + "\n" for h in printer.helpers.values()]
     runners = [_sequence(name, calls, symbols) for name, calls in sequences]
@@ -199,6 +202,11 @@ class CPrinter(VectorExtensions, CLikePrinter):
         self.parallel_depth = 0         # open `omp parallel for` loops around the statement
         self.simd_depth = 0             # open `omp simd` loops
         self.uses_status = False
+
+    def print_Cast(self, e):
+        if c_bfloat16.is_bf16_cast(e.value.dtype, e.dtype) and e.value.dtype != e.dtype:
+            return c_bfloat16.scalar_cast(e.value.dtype, e.dtype, self.expr(e.value)), ATOM
+        return super().print_Cast(e)
 
     def print_function(self, func: N.PrimFunc, symbol: str) -> str:
         """The C definition of `func` under the name `symbol` (convention: module docstring)."""

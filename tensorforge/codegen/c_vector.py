@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
+from . import c_bfloat16
 from .analysis import const_int, is_multiple_of, is_nonneg, plain_division_ok
 from .c_like import CodegenError
 from .c_text import LOR, UNARY
@@ -129,6 +130,8 @@ class VectorExtensions:
                 return f"__builtin_convertvector(-{self.vmask(e.value)[0]}, {T})"
             if e.value.dtype == e.dtype:
                 return self.vvalue(e.value)
+            if c_bfloat16.is_bf16_cast(e.value.dtype, e.dtype):
+                return c_bfloat16.vector_cast(self, e.value.dtype, e.dtype, self.vvalue(e.value))
             return f"__builtin_convertvector({self.vvalue(e.value)}, {T})"
         if isinstance(e, E.Call):
             return self._vcall(e, T, elem, lanes)

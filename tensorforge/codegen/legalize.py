@@ -10,7 +10,9 @@ Two rewrites, both meaning-preserving:
   so the printers only ever see operations between values of equal lane counts.
 
 The result never contains float16 arithmetic, only float16 loads, stores, casts, selects and
-broadcasts.
+broadcasts.  bfloat16 is treated the same way, and further: its constants become float32
+constants cast to bfloat16, and its casts from or to types other than float32 go through
+float32, so printers convert only between bfloat16 and float32 (codegen/c_bfloat16.py).
 """
 from __future__ import annotations
 
@@ -32,22 +34,43 @@ def _broadcast_to(e: E.Expr, lanes: int) -> E.Expr:
     return E.Broadcast(e, lanes) if lanes > 1 and dt.lanes(e.dtype) == 1 else e
 
 
+HALF = ("float16", "bfloat16")
+
+
+def _half_value(value: float, dtype: str) -> float:
+    """`value` rounded to the half type `dtype` (exact in float32, which holds every such value)."""
+    with np.errstate(over="ignore"):
+        return float(np.asarray(value, np.float32).astype(dt.to_numpy(dtype)).astype(np.float32))
+
+
 def _to_float32(e: E.Expr) -> E.Expr:
-    if dt.element_of(e.dtype) != "float16":
+    if dt.element_of(e.dtype) not in HALF:
         return e
-    if isinstance(e, E.FloatImm):   # the float16 value, exactly (float32 holds every float16)
-        with np.errstate(over="ignore"):
-            return E.FloatImm("float32", float(np.float16(e.value)))
+    if isinstance(e, E.FloatImm):
+        return E.FloatImm("float32", _half_value(e.value, e.dtype))
     return E.Cast(dt.with_lanes("float32", dt.lanes(e.dtype)), e)
 
 
 def _is_half(e: E.Expr) -> bool:
-    return dt.element_of(e.dtype) == "float16"
+    return dt.element_of(e.dtype) in HALF
+
+
+def _bf16_cast(node: E.Cast) -> E.Expr:
+    """A cast between bfloat16 and a type other than float32, through float32."""
+    src, dst = dt.element_of(node.value.dtype), dt.element_of(node.dtype)
+    if "bfloat16" not in (src, dst) or "float32" in (src, dst) or src == dst:
+        return node
+    mid = dt.with_lanes("float32", dt.lanes(node.dtype))
+    return E.Cast(node.dtype, E.Cast(mid, node.value))
 
 
 class _Legalizer(Mutator):
     def visit(self, node):
         node = super().visit(node)  # children first
+        if isinstance(node, E.FloatImm) and node.dtype == "bfloat16":
+            return E.Cast("bfloat16", E.FloatImm("float32", _half_value(node.value, "bfloat16")))
+        if isinstance(node, E.Cast):
+            return _bf16_cast(node)
         if isinstance(node, E.BinaryOp):
             return self._binary(node)
         if isinstance(node, E.Call):

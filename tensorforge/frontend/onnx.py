@@ -61,11 +61,12 @@ class ConvertContext:
     op_type: str
     outputs: tuple = ()          # the node's output names ("" for an omitted optional output)
 
-    def add(self, op: str, inputs: list, attrs: dict | None = None, name: str | None = None) -> list[Value]:
-        return self.builder.add(op, inputs, attrs, name or self.node_name)
+    def add(self, op: str, inputs: list, attrs: dict | None = None, name: str | None = None,
+            fold: bool = True) -> list[Value]:
+        return self.builder.add(op, inputs, attrs, name or self.node_name, fold=fold)
 
-    def add1(self, op: str, inputs: list, attrs: dict | None = None) -> Value:
-        return self.add(op, inputs, attrs)[0]
+    def add1(self, op: str, inputs: list, attrs: dict | None = None, fold: bool = True) -> Value:
+        return self.add(op, inputs, attrs, fold=fold)[0]
 
     def const(self, array: Any, dtype: str | None = None) -> Value:
         return self.builder.const(array, name=f"{self.node_name}_c", dtype=dtype)

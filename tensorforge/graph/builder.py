@@ -58,8 +58,9 @@ class GraphBuilder:
 
     # -- nodes ----------------------------------------------------------------------------------
     def add(self, op: str, inputs: Sequence[Value | None], attrs: dict | None = None, name: str = "",
-            num_outputs: int | None = None) -> list[Value]:
-        """Append `op(inputs)`; returns its output values (folded to constants when possible)."""
+            num_outputs: int | None = None, fold: bool = True) -> list[Value]:
+        """Append `op(inputs)`; returns its output values (folded to constants when possible,
+        unless `fold` is False: a node the graph passes should see, such as a weight's dequantize)."""
         attrs = dict(attrs or {})
         opdef = registry.get(op)
         types = [TensorType(v.shape, v.dtype) if v is not None else None for v in inputs]
@@ -70,7 +71,7 @@ class GraphBuilder:
             raise GraphError(f"node {label} ({op}): {err}") from None
         except (ValueError, TypeError, IndexError, KeyError) as err:
             raise GraphError(f"node {label} ({op}): type inference failed: {err}") from err
-        if self.fold_constants and inputs and all(v is None or v in self.params for v in inputs) \
+        if fold and self.fold_constants and inputs and all(v is None or v in self.params for v in inputs) \
                 and any(v is not None for v in inputs):
             arrays = [self.params[v] if v is not None else None for v in inputs]
             results = opdef.run_reference(arrays, attrs)

@@ -11,6 +11,7 @@ from ..target import Target
 from .ir import Graph
 from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from .passes.alter_layout_int8 import alter_layout_int8
 from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.alter_layout_ops import alter_layout_ops
 from .passes.alter_layout_propagate import alter_layout_propagate
@@ -19,6 +20,7 @@ from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
+from .passes.fold_qdq import fold_qdq
 from .passes.simplify_graph import simplify_graph
 
 
@@ -33,6 +35,7 @@ def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph
 # (name, pass(graph, target), minimum opt_level)
 PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
+    ("fold_qdq", _any_target(fold_qdq), 1),           # before fold_constants dequantizes the weights
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
@@ -42,6 +45,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_rnn", alter_layout_rnn, 2),
+    ("alter_layout_int8", alter_layout_int8, 2),      # int8 products on the CPU's dot-product unit
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
 ]

@@ -2,6 +2,9 @@
 
 Every expression carries one.  This module parses them, promotes them for binary operations and
 maps them to NumPy; the code generators map them to their own type names.
+
+bfloat16 (8 exponent bits like float32, 7 mantissa bits) is a float type; NumPy knows it through
+the ml_dtypes package (a dependency of onnx), imported when first needed.
 """
 from __future__ import annotations
 
@@ -11,9 +14,9 @@ import numpy as np
 
 SCALAR_TYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64",
+    "float16", "bfloat16", "float32", "float64",
 )
-_PATTERN = re.compile(r"^(bool|int|uint|float)(\d*)(?:x(\d+))?$")
+_PATTERN = re.compile(r"^(bool|int|uint|float|bfloat)(\d*)(?:x(\d+))?$")
 
 
 def check(dtype: str) -> str:
@@ -22,6 +25,8 @@ def check(dtype: str) -> str:
         dtype = np.dtype(dtype).name
     if not isinstance(dtype, str) or element_of(dtype) not in SCALAR_TYPES:
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {', '.join(SCALAR_TYPES)}")
+    if element_of(dtype) == "bfloat16":
+        bfloat16()          # registers the name with NumPy, so np.dtype("bfloat16") works from here on
     return dtype
 
 
@@ -53,7 +58,7 @@ def with_lanes(dtype: str, n: int) -> str:
 
 
 def is_float(dtype: str) -> bool:
-    return element_of(dtype).startswith("float")
+    return element_of(dtype).startswith(("float", "bfloat"))
 
 
 def is_int(dtype: str) -> bool:
@@ -79,7 +84,18 @@ def itemsize(dtype: str) -> int:
 
 
 def to_numpy(dtype: str) -> np.dtype:
+    if element_of(dtype) == "bfloat16":
+        return bfloat16()
     return np.dtype(element_of(dtype))
+
+
+def bfloat16() -> np.dtype:
+    """NumPy's bfloat16 dtype (from ml_dtypes, imported here, lazily)."""
+    try:
+        import ml_dtypes
+    except ImportError:  # pragma: no cover
+        raise ImportError("bfloat16 arrays need the ml_dtypes package: pip install ml_dtypes") from None
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def promote(a: str, b: str) -> str:
@@ -95,6 +111,9 @@ def promote(a: str, b: str) -> str:
         raise TypeError(f"cannot combine vectors of {la} and {lb} lanes")
     n = max(la, lb)
     ea, eb = element_of(a), element_of(b)
+    if "bfloat16" in (ea, eb) and is_float(ea) and is_float(eb):   # with another float: float32 or wider
+        other = eb if ea == "bfloat16" else ea
+        return with_lanes("float64" if other == "float64" else "float32", n)
     if is_float(ea) != is_float(eb):  # an integer meets a float: the float type wins, as in TVM
         return with_lanes(ea if is_float(ea) else eb, n)
     result = np.promote_types(np.dtype(ea), np.dtype(eb)).name
@@ -107,7 +126,7 @@ def random_array(shape, dtype: str, rng: np.random.Generator, low=-1.0, high=1.0
     """Random data of `dtype`: uniform floats in [low, high), small integers, random bools
     (inputs for checks and measurements)."""
     if is_float(dtype):
-        return rng.uniform(low, high, size=shape).astype(dtype)
+        return rng.uniform(low, high, size=shape).astype(to_numpy(dtype))
     if is_bool(dtype):
         return rng.integers(0, 2, size=shape).astype(bool)
     info = np.iinfo(dtype)

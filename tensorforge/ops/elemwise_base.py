@@ -25,7 +25,7 @@ from .. import te
 from .common import broadcast_load, broadcast_shape
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
-FLOATS = ("float16", "float32", "float64")
+FLOATS = ("float16", "bfloat16", "float32", "float64")
 SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 INTEGERS = SIGNED + UNSIGNED

@@ -206,7 +206,9 @@ class Function:
             if ptr is None:
                 # addressof(from_buffer) is ~5x cheaper than arr.ctypes.data but needs a
                 # writable, non-empty buffer.
-                ptr = _addressof(_from_buffer(arr)) if flags.writeable and arr.size else arr.ctypes.data
+                # (extension dtypes such as bfloat16 have no buffer format: their pointer is ctypes.data)
+                ptr = _addressof(_from_buffer(arr)) if flags.writeable and arr.size and arr.dtype.isbuiltin == 1 \
+                    else arr.ctypes.data
             out.append(ptr)
         for p, axis, size in deferred:   # all variables are bound now
             if _evaluate(p.dims[axis], env) != size:

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..ir import dtype as dt
 from ..ir import expr as E
+from ..ir.functor import post_order_visit
 from . import nodes as N
 
 Interval = tuple  # (lo, hi) of Python ints, for integer and bool values; None for floats
@@ -75,7 +76,8 @@ def runtime_namespace(func: N.PrimFunc) -> dict:
         raise ValueError(f"argument {param} ('{name}') of {func_name}: dimension {dim} should "
                          f"be {shape[dim]} = {expected}, got {given}")
 
-    return {
+    names = {"_bfloat16": dt.to_numpy("bfloat16").type} if _uses_bfloat16(func) else {}
+    return names | {
         "np": np, "_oob": oob, "_check_vec": check_vec, "_shape_mismatch": shape_mismatch,
         "_alloc": _alloc, "_tdiv": _tdiv, "_ramp": _ramp, "_erf": _erf, "_ffloormod": _ffloormod,
         "_fmin": _fmin, "_fmax": _fmax, "_vmin": _vmin, "_vmax": _vmax,
@@ -245,8 +247,20 @@ def _describe(value: Any) -> str:
     return f"{value.dtype}x{len(lanes)} {text}"
 
 
+def _uses_bfloat16(func: N.PrimFunc) -> bool:
+    found: list = []
+
+    def visit(node) -> None:
+        if not found and dt.element_of(getattr(node, "dtype", "") or "") == "bfloat16":
+            found.append(node)
+
+    post_order_visit(func.body, visit)
+    return bool(found) or any(dt.element_of(b.dtype) == "bfloat16" for b in func.params)
+
+
 def _np(dtype: str) -> str:
-    return "np." + dt.element_of(dtype)
+    elem = dt.element_of(dtype)
+    return "_bfloat16" if elem == "bfloat16" else "np." + elem     # bfloat16 is ml_dtypes', not NumPy's
 
 
 def _lanes(e: E.Expr) -> int:

@@ -13,6 +13,7 @@ from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from tensorforge.graph.passes.alter_layout_int8 import alter_layout_int8
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
 from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
@@ -21,6 +22,7 @@ from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
+from tensorforge.graph.passes.fold_qdq import fold_qdq
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
@@ -32,9 +34,9 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 # every host (16 float32 lanes)
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
-TESTED = {"eliminate_dead_code", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_rnn", "alter_layout_ops"}
+          "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -141,6 +143,58 @@ def test_simplify_graph_keeps_an_identity_that_is_a_graph_output():
 
 def _bn_stats(c):
     return rand(c), rand(c), rand(c), np.abs(rand(c)) + 0.5      # gamma, beta, mean, var
+
+
+def test_fold_qdq_dense_with_bias():
+    wq = RNG.integers(-127, 128, (5, 3)).astype("int8")
+    sw = np.array([0.01, 0.02, 0.03, 0.04, 0.05], "float32")
+    bias = np.array([0.1, -0.2, 0.0, 0.05, 0.3], "float32")
+    sx, sy = np.array(0.1, "float32"), np.array(0.25, "float32")
+    zx, zy = np.array(128, "uint8"), np.array(3, "uint8")
+    q8 = {"dtype": "uint8"}
+    b = builder()
+    x = b.input("x", (2, 3), "float32")
+    xq = b.add1("quantize_linear", [x, b.const(sx), b.const(zx)], q8)
+    xd = b.add1("dequantize_linear", [xq, b.const(sx), b.const(zx)])
+    wd = b.add1("dequantize_linear", [b.const(wq), b.const(sw), b.const(np.zeros(5, "int8"))], {"axis": 0})
+    y = b.add1("add", [b.add1("dense", [xd, wd]), b.const(bias)])
+    before = b.finish([b.add1("quantize_linear", [y, b.const(sy), b.const(zy)], q8)])
+
+    e = builder()
+    x = e.input("x", (2, 3), "float32")
+    xq = e.add1("quantize_linear", [x, e.const(sx), e.const(zx)], q8)
+    acc = e.add1("matmul_integer", [xq, e.const(np.ascontiguousarray(wq.T)), e.const(zx), e.const(np.zeros(5, "int8"))])
+    acc = e.add1("add", [acc, e.const(np.rint(bias / (sx * sw)).astype("int32"))])
+    mult = (sx * sw / sy).astype("float32")
+    want = e.finish([e.add1("requantize", [acc, e.const(mult), e.const(zy)],
+                            {"axis": -1, "block_size": 0, "dtype": "uint8"})])
+    got = fold_qdq(before)
+    assert_graph_equal(got, want)
+    xin = rand(2, 3)
+    diff = run_reference(got, xin)[0].astype(int) - run_reference(before, xin)[0].astype(int)
+    assert np.abs(diff).max() <= 1          # the float path rounds the same sum once more
+
+
+def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
+    from tensorforge.ops import x86_intrin as X
+    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    unit = X.int8_unit()
+    if unit is None:
+        pytest.skip("this CPU has no int8 dot-product unit")
+    lanes = X.LANES[unit]
+    w = RNG.integers(-128, 128, (6, 5)).astype("int8")
+    b = builder()
+    x = b.input("x", (3, 6), "uint8")
+    before = b.finish([b.add1("matmul_integer", [x, b.const(w), b.const(np.array(9, "uint8")),
+                                                 b.const(np.zeros(5, "int8"))])])
+    e = builder()
+    x = e.input("x", (3, 6), "uint8")
+    corr = (9 * w.astype(np.int64).sum(axis=0)).astype("int32")
+    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(pack_b_vnni(w, lanes)), e.const(corr)], {"units": 5})])
+    assert_graph_equal(alter_layout_int8(before, Target.parse("c")), want)
+    assert alter_layout_int8(before, AVX512) is before          # an explicit -mcpu: the host's units may differ
+    xin = RNG.integers(0, 256, (3, 6)).astype("uint8")
+    np.testing.assert_array_equal(run_reference(want, xin)[0], run_reference(before, xin)[0])
 
 
 def test_fold_batch_norm_into_conv_and_bias():

@@ -1,0 +1,22 @@
+"""`im2col.cpu`: the im2col gather (ops/quant_im2col.py) as the loop nest of its meaning,
+n, oh, ow, c, kh, kw: the row axis split by OW and OH, the column axis by KW and KH, so each
+index is a sum of loop variables times constants (no division per element); the outermost
+row loops run on the thread pool."""
+from __future__ import annotations
+
+from . import template
+
+
+@template("im2col.cpu")
+def im2col(s, master_outs, outs, target, cfg=None) -> None:
+    t = master_outs[0]
+    oh, ow, kh, kw = t.op.attrs["window"]
+    st = s[t]
+    r, col = st.op.axis
+    r_outer, x_ow = st.split(r, factor=ow)
+    x_n, x_oh = st.split(r_outer, factor=oh)
+    c_outer, x_kw = st.split(col, factor=kw)
+    x_c, x_kh = st.split(c_outer, factor=kh)
+    st.reorder(x_n, x_oh, x_ow, x_c, x_kh, x_kw)
+    if target.num_cores > 1:
+        st.parallel(st.fuse(x_n, x_oh))

@@ -1,0 +1,124 @@
+"""`matmul_integer_vnni.cpu`: the fused group of an int8 matrix product (ops/quant_integer_vnni.py)
+and its epilogue (bias, requantize, relu) on the CPU's int8 dot-product unit.
+
+The same register-blocked GEMM as the workload template `matmul_int8.cpu`: the group's output
+is cut in (mr x nv*L) tiles, panel loop outside the row loop; the tile's int32 accumulator
+`acc` is a local buffer attached at the row-tile loop, its (mr x nv*L x kb) loops tensorized
+with the unit's block intrinsic (VNNI `vpdpbusd` or AMX `tdpbusd`); the epilogue (the zero-point
+correction, the bias, the requantization to 8 bits) runs on the tile as it leaves the
+accumulator, so the int32 sums never reach memory.  An epilogue that re-indexes the product
+(a reshape, a transpose) becomes a stage of its own and the product is stored whole.
+
+Knobs: `unit` (the int8 units this CPU has, with the packing's lane count), `mr` (rows per tile,
+dividing the padded rows; AMX: 16), `nv` (vectors or tiles per row), `kb` (the k step of one
+intrinsic call), `order` (panels or rows outermost).
+"""
+from __future__ import annotations
+
+from ...te.space import as_config
+from .. import x86_intrin as X
+from . import template
+from .common import const_shape, reads_only_at, schedule_elementwise_stage
+from .cpu_matmul_int8 import _kb_choices, available_units
+
+
+def _stage(t, name: str):
+    """The tensor named `name` among `t`'s producers (depth first), or None."""
+    todo, seen = [t], set()
+    while todo:
+        u = todo.pop()
+        if u.op.name == name:
+            return u
+        if u.op in seen:
+            continue
+        seen.add(u.op)
+        todo.extend(u.op.input_tensors())
+    return None
+
+
+@template("matmul_integer_vnni.cpu", tunable=True)
+def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
+    cfg = as_config(cfg)
+    main = master_outs[0]
+    acc = _stage(main, "acc")
+    mp, ncols = const_shape(acc)
+    lanes = _lanes(acc)
+    kp = int(acc.op.reduce_axis[0].dom.extent.value)
+    units = [u for u in available_units() if X.LANES[u] == lanes]
+    if not units:
+        raise RuntimeError(f"matmul_integer_vnni.cpu needs an int8 dot-product unit with {lanes} lanes "
+                           "(AVX-512 VNNI or AMX: 16, AVX-VNNI: 8); this CPU has none")
+    cfg.define_knob("unit", units, default=units[0])
+    unit = cfg["unit"].val
+    amx = unit == "amx" and mp % 16 == 0
+    block_unit = "amx" if amx else ("avx512vnni" if unit == "amx" else unit)   # AMX CPUs have VNNI too
+    rows = [16] if amx else [r for r in range(1, 9) if mp % r == 0]
+    schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
+                        _kb_choices(kp, block_unit), lambda mr, nv, kb: X.block_intrin(block_unit, mr, nv, kb))
+
+
+def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: list, mr_default, nv_limit: int,
+                        kbs: list, intrin) -> None:
+    """The blocked GEMM of the module docstring for a master whose stages are "A_pad" (optional),
+    "acc" (the reduction the block intrinsic `intrin(mr, nv, kb)` computes) and the main stage;
+    declares the knobs mr (from `rows`), nv, kb (from `kbs`) and order on `cfg`."""
+    main = master_outs[0]
+    acc, src = _stage(main, "acc"), _stage(main, "A_pad")
+    panels = const_shape(acc)[1] // lanes
+    kp = int(acc.op.reduce_axis[0].dom.extent.value)
+    cfg.define_knob("mr", rows, default=mr_default or max(r for r in rows if r <= 4))
+    nvs = [v for v in range(1, min(4, panels) + 1) if panels % v == 0]
+    cfg.define_knob("nv", nvs, default=max(v for v in nvs if v <= nv_limit))
+    cfg.define_knob("kb", kbs, default=kbs[0])
+    cfg.define_knob("order", ["panels", "rows"], default="panels")
+    mr, nv, kb = cfg["mr"].val, cfg["nv"].val, cfg["kb"].val
+    if src is not None:
+        s[src].compute_root()
+    epilogue = [t for t in outs if t not in master_outs]
+    own = lambda t: tuple(iv.var for iv in s[t].op.axis)  # noqa: E731
+    if len(outs) == 1 and epilogue and const_shape(outs[0]) == const_shape(main) \
+            and reads_only_at(s, outs[0], main, own(outs[0])):
+        s[main].compute_inline()
+        out = outs[0]
+    else:
+        for t in epilogue:
+            _schedule_reindexing_stage(s, t, target)
+        out = main
+    st = s[out]
+    i, j = st.op.axis
+    io, ii = st.split(i, factor=mr)
+    jo, ji = st.split(j, factor=nv * lanes)
+    first, second = (jo, io) if cfg["order"].val == "panels" else (io, jo)
+    st.reorder(first, second, ii, ji)
+    if const_shape(out)[1] % (nv * lanes) == 0:
+        st.vectorize(ji)
+    s[acc].set_scope("local")
+    s[acc].compute_at(st, second)
+    ai, aj = s[acc].op.axis
+    (ak,) = s[acc].op.reduce_axis
+    if kb < kp:
+        ako, aki = s[acc].split(ak, factor=kb)
+        s[acc].reorder(ako, ai, aj, aki)
+    s[acc].tensorize(ai, intrin(mr, nv, kb))
+    if target.num_cores > 1:
+        st.parallel(first)
+
+
+def _schedule_reindexing_stage(s, t, target) -> None:
+    """An epilogue that re-indexes the product (reshape, transpose): its loops in its own axis
+    order, unfused (fusing them would put a division by every extent into each element's index),
+    the outermost on the thread pool; the C compiler vectorizes the innermost loop."""
+    axes = list(s[t].op.axis)
+    if len(axes) < 2:
+        schedule_elementwise_stage(s, t, target)
+    elif target.num_cores > 1:
+        s[t].parallel(axes[0] if const_shape(t)[0] > 1 else axes[1])
+
+
+def _lanes(acc) -> int:
+    """The lane count L of the packed operand acc reads (its (N/L, Kp/g, L, g) shape)."""
+    for t in acc.op.input_tensors():
+        shape = const_shape(t)
+        if len(shape) == 4 and shape[3] in (2, 4):
+            return shape[2]
+    raise ValueError("matmul_integer_vnni.cpu: the accumulator reads no packed (N/L, Kp/4, L, 4) operand")

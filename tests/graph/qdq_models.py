@@ -1,0 +1,71 @@
+"""Small float ONNX models (a CNN and an MLP) and their QDQ-quantized forms, made by ONNX
+Runtime's quantize_static (per-channel int8 weights, uint8 activations) as deployed models are."""
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+class _Weights:
+    def __init__(self, seed: int):
+        self.rng, self.inits = np.random.default_rng(seed), []
+
+    def __call__(self, *shape: int, scale: float | None = None) -> str:
+        s = scale if scale is not None else (2.0 / max(1, int(np.prod(shape[1:])))) ** 0.5
+        name = f"p{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
+        return name
+
+
+def cnn(seed: int = 0):
+    """Conv-Relu, strided Conv-Relu, global average pool, Gemm: input x (1, 3, 16, 16)."""
+    p = _Weights(seed)
+    nodes = [
+        helper.make_node("Conv", ["x", p(8, 3, 3, 3), p(8, scale=0.1)], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", p(16, 8, 3, 3), p(16, scale=0.1)], ["c2"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", p(10, 16), p(10, scale=0.1)], ["y"], transB=1),
+    ]
+    return _model(nodes, p, (1, 3, 16, 16), (1, 10))
+
+
+def mlp(seed: int = 0):
+    """MatMul-Add-Relu twice, then MatMul: input x (4, 32)."""
+    p = _Weights(seed)
+    nodes = [
+        helper.make_node("MatMul", ["x", p(32, 64)], ["m1"]), helper.make_node("Add", ["m1", p(64, scale=0.1)], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("MatMul", ["r1", p(64, 48)], ["m2"]), helper.make_node("Add", ["m2", p(48, scale=0.1)], ["a2"]),
+        helper.make_node("Relu", ["a2"], ["r2"]),
+        helper.make_node("MatMul", ["r2", p(48, 10)], ["y"]),
+    ]
+    return _model(nodes, p, (4, 32), (4, 10))
+
+
+def _model(nodes, p: _Weights, in_shape: tuple, out_shape: tuple):
+    graph = helper.make_graph(nodes, "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, in_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)], p.inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def quantized(model, path_dir, in_shape: tuple) -> str:
+    """Path of `model` quantized by onnxruntime.quantization.quantize_static (QDQ, per-channel)."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.batches = iter([{"x": np.random.default_rng(i).standard_normal(in_shape).astype(np.float32)}
+                                 for i in range(8)])
+
+        def get_next(self):
+            return next(self.batches, None)
+
+    src, dst = str(path_dir / "float.onnx"), str(path_dir / "qdq.onnx")
+    onnx.save(model, src)
+    quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return dst

@@ -1,0 +1,118 @@
+"""graph/passes/fold_qdq: QDQ pairs around conv / dense / matmul become integer products with a
+requantizing epilogue; models quantized by ONNX Runtime's quantize_static then run in integers
+and agree with ONNX Runtime's run of the same file."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+import onnx  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from qdq_models import cnn, mlp, quantized  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.frontend import from_onnx  # noqa: E402
+from tensorforge.graph.passes.fold_qdq import fold_qdq  # noqa: E402
+from tensorforge.graph.pipeline import optimize  # noqa: E402
+
+
+def _ort(path_or_model, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+    data = path_or_model if isinstance(path_or_model, str) else path_or_model.SerializeToString()
+    return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def _within_one_step(got: np.ndarray, want: np.ndarray, step: float) -> float:
+    return float(np.mean(np.abs(got.astype(np.float64) - want) <= step * 1.0001))
+
+
+def _output_step(path: str) -> float:
+    """The scale of the model's last DequantizeLinear (one quantization step of the output)."""
+    model = onnx.load(path)
+    last = [n for n in model.graph.node if n.op_type == "DequantizeLinear"][-1]
+    init = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    return float(init[last.input[1]])
+
+
+@pytest.mark.parametrize("make, shape, ops", [
+    (cnn, (1, 3, 16, 16), ["conv_integer", "conv_integer", "matmul_integer"]),
+    (mlp, (4, 32), ["matmul_integer"] * 3),
+])
+def test_quantize_static_model_matches_onnx_runtime(tmp_path, make, shape, ops):
+    path = quantized(make(), tmp_path, shape)
+    graph = from_onnx(path)
+    assert [n.op for n in fold_qdq(graph).nodes if n.op.endswith("_integer")] == ops
+    # (on a CPU with an int8 dot-product unit, alter_layout_int8 then packs them for it)
+    assert not any(n.op in ("conv2d", "dense", "matmul") for n in optimize(graph, "c").nodes)
+    model = tensorforge.compile(graph, target="c")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(100 + seed).standard_normal(shape).astype(np.float32)
+        got, want = model(x)[0], _ort(path, x)
+        assert _within_one_step(got, want, step) >= 0.99
+
+
+def _qdq_conv_relu(zy: int = 7):
+    """Q -> DQ -> Conv(DQ(int8 weight), bias) -> Relu -> Q -> DQ, written by hand (Relu kept)."""
+    rng = np.random.default_rng(5)
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "sx"), numpy_helper.from_array(np.array(128, np.uint8), "zx"),
+        numpy_helper.from_array(rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8), "wq"),
+        numpy_helper.from_array(np.array([0.01, 0.02, 0.015, 0.03], np.float32), "sw"),
+        numpy_helper.from_array(np.zeros(4, np.int8), "zw"),
+        numpy_helper.from_array(np.array([0.3, -0.2, 0.1, 0.0], np.float32), "b"),
+        numpy_helper.from_array(np.array(0.1, np.float32), "sy"), numpy_helper.from_array(np.array(zy, np.uint8), "zy"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd", "b"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 6, 6))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 4, 6, 6))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def test_fold_structure_with_relu():
+    graph = from_onnx(_qdq_conv_relu())
+    assert [n.op for n in graph.nodes] == ["quantize_linear", "dequantize_linear", "dequantize_linear", "conv2d",
+                                           "add", "relu", "quantize_linear", "dequantize_linear"]
+    folded = fold_qdq(graph)
+    assert [n.op for n in folded.nodes] == ["quantize_linear", "conv_integer", "add", "requantize", "maximum",
+                                            "dequantize_linear"]
+    conv = folded.nodes[1]
+    assert conv.inputs[0] is graph.nodes[0].outputs[0]                  # reads the quantized input
+    assert folded.params[conv.inputs[1]].dtype == np.int8
+    bias = folded.params[folded.nodes[2].inputs[1]]
+    np.testing.assert_array_equal(bias.reshape(-1), np.rint(np.array([0.3, -0.2, 0.1, 0.0], np.float32)
+                                                            / (np.float32(0.05) * np.array([0.01, 0.02, 0.015, 0.03],
+                                                                                           np.float32))))
+    assert folded.nodes[3].attrs["dtype"] == "uint8"
+
+
+@pytest.mark.parametrize("zy", [0, 7])
+def test_relu_chain_matches_onnx_runtime(zy):
+    model = _qdq_conv_relu(zy)
+    x = np.random.default_rng(1).standard_normal((1, 3, 6, 6)).astype(np.float32) * 2
+    got = tensorforge.compile(from_onnx(model), target="c")(x)[0]
+    want = _ort(model, x)
+    assert _within_one_step(got, want, 0.1) >= 0.99
+
+
+def test_unfoldable_chain_stays_float():
+    """A product whose output also feeds another node keeps its float form."""
+    model = _qdq_conv_relu()
+    model.graph.node.append(helper.make_node("Neg", ["c"], ["n"]))
+    model.graph.output.append(helper.make_tensor_value_info("n", TensorProto.FLOAT, (1, 4, 6, 6)))
+    graph = from_onnx(model)
+    assert fold_qdq(graph) is graph
+    x = np.random.default_rng(2).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    import onnxruntime as ort
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = tensorforge.compile(graph, target="c")(x)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)

@@ -1,0 +1,69 @@
+"""`matmul_integer_vnni.cpu`: an int8 matrix product with its requantizing epilogue, compiled as a
+graph on the CPU's int8 dot-product unit (skipped on CPUs without one), against the references."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.pipeline import optimize
+from tensorforge.graph.reference import run_reference
+from tensorforge.ops import x86_intrin as X
+
+pytestmark = pytest.mark.skipif(X.int8_unit() is None, reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+
+
+def _graph(m: int, k: int, n: int, relu_floor: bool):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    b = GraphBuilder("qmm")
+    a = b.input("a", (m, k), "uint8")
+    w = b.const(rng.integers(-128, 128, (k, n)).astype(np.int8), "w")
+    acc = b.add1("matmul_integer", [a, w, b.const(np.array(100, np.uint8)), b.const(np.zeros(n, np.int8))])
+    acc = b.add1("add", [acc, b.const(rng.integers(-5000, 5000, n).astype(np.int32))])
+    mult = b.const((rng.uniform(0.5, 2.0, n) / (k * 64)).astype(np.float32))
+    y = b.add1("requantize", [acc, mult, b.const(np.array(128, np.uint8))], {"axis": -1, "dtype": "uint8"})
+    if relu_floor:
+        y = b.add1("maximum", [y, b.const(np.array(128, np.uint8))])
+    return b.finish([y])
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 16), (7, 100, 40), (33, 256, 96), (64, 128, 64)])
+@pytest.mark.parametrize("relu_floor", [False, True])
+def test_int8_product_with_epilogue(m, k, n, relu_floor):
+    graph = _graph(m, k, n, relu_floor)
+    assert "matmul_integer_vnni" in [node.op for node in optimize(graph, "c").nodes]
+    model = tensorforge.compile(graph, target="c")
+    assert "vpdpbusd" in model.source or "tdpbusd" in model.source
+    a = np.random.default_rng(1).integers(0, 256, (m, k)).astype(np.uint8)
+    np.testing.assert_array_equal(model(a)[0], run_reference(graph, a)[0])
+
+
+@pytest.mark.parametrize("kernel, strides, padding", [((3, 3), (1, 1), (1, 1, 1, 1)), ((1, 1), (2, 2), (0, 0, 0, 0)),
+                                                      ((3, 3), (2, 2), (0, 1, 1, 0))])
+def test_int8_convolution_as_a_product(kernel, strides, padding):
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("qconv")
+    x = b.input("x", (1, 8, 9, 9), "uint8")
+    w = b.const(rng.integers(-128, 128, (24, 8) + kernel).astype(np.int8))
+    acc = b.add1("conv_integer", [x, w, b.const(np.array(120, np.uint8)), b.const(np.zeros(24, np.int8))],
+                 {"strides": strides, "padding": padding})
+    y = b.add1("requantize", [acc, b.const(np.full(24, 1 / 2048, np.float32)), b.const(np.array(128, np.uint8))],
+               {"axis": 1, "dtype": "uint8"})
+    graph = b.finish([y])
+    ops = [node.op for node in optimize(graph, "c").nodes]
+    assert "im2col" in ops and "matmul_integer_vnni" in ops and "conv_integer" not in ops
+    model = tensorforge.compile(graph, target="c")
+    xv = rng.integers(0, 256, (1, 8, 9, 9)).astype(np.uint8)
+    np.testing.assert_array_equal(model(xv)[0], run_reference(graph, xv)[0])
+
+
+def test_batched_rows_become_one_product():
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("qbatched")
+    a = b.input("a", (2, 5, 64), "uint8")
+    w = b.const(rng.integers(-128, 128, (64, 32)).astype(np.int8))
+    graph = b.finish([b.add1("matmul_integer", [a, w, b.const(np.array(3, np.uint8)), None])])
+    assert [n.op for n in optimize(graph, "c").nodes] == ["reshape", "matmul_integer_vnni", "reshape"]
+    av = rng.integers(0, 256, (2, 5, 64)).astype(np.uint8)
+    np.testing.assert_array_equal(tensorforge.compile(graph, target="c")(av)[0], run_reference(graph, av)[0])

@@ -1,0 +1,125 @@
+"""quantize_linear, dequantize_linear, requantize, matmul_integer and conv_integer: the TE compute,
+compiled to C, against the NumPy reference; the references against hand-computed values (round
+half to even, saturation, per-axis and blocked parameters, zero points) and NumPy."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tensorforge.ops import get
+from tensorforge.ops.nn_conv import conv_reference
+from tensorforge.ops.registry import OpError, TensorType
+from tensorforge.ops.testing import check_op
+
+
+def test_quantize_rounds_half_to_even_and_saturates():
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 300.0, -300.0, 1000.0], np.float32)
+    scale = np.array(1.0, np.float32)
+    got = check_op("quantize_linear", [x, scale, np.array(0, np.int8)], {"dtype": "int8"})[0]
+    np.testing.assert_array_equal(got, [0, 2, 2, 0, -2, 127, -128, 127])
+    got = check_op("quantize_linear", [x, scale, np.array(10, np.uint8)], {"dtype": "uint8"})[0]
+    np.testing.assert_array_equal(got, [10, 12, 12, 10, 8, 255, 0, 255])
+
+
+def test_quantize_without_zero_point_is_uint8():
+    x = np.array([-1.0, 0.2, 3.0], np.float32)
+    got = check_op("quantize_linear", [x, np.array(0.1, np.float32), None])[0]
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got, [0, 2, 30])
+
+
+def test_per_axis_parameters():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    scale = np.array([0.01, 0.02, 0.05], np.float32)
+    zp = np.array([-3, 0, 7], np.int8)
+    q = check_op("quantize_linear", [x, scale, zp], {"axis": 1, "dtype": "int8"})[0]
+    want = np.clip(np.rint(x / scale[:, None]) + zp[:, None], -128, 127).astype(np.int8)
+    np.testing.assert_array_equal(q, want)
+    back = check_op("dequantize_linear", [q, scale, zp], {"axis": 1}, rtol=1e-6)[0]
+    np.testing.assert_allclose(back, (q.astype(np.float32) - zp[:, None]) * scale[:, None], rtol=1e-6)
+
+
+def test_blocked_parameters():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    scale = np.array([[0.1, 0.2, 0.3]] * 3, np.float32)            # blocks of 2 along axis 1
+    q = check_op("quantize_linear", [x, scale, None], {"axis": 1, "block_size": 2, "dtype": "int16"})[0]
+    full = np.repeat(scale, 2, axis=1)[:, :5]
+    np.testing.assert_array_equal(q, np.rint(x / full).astype(np.int16))
+
+
+def test_requantize_is_round_of_product():
+    acc = np.array([[100, -100, 7, 5000]], np.int32)
+    mult = np.array([0.5, 0.5, 0.5, 0.5], np.float32)
+    got = check_op("requantize", [acc, mult, np.array(3, np.int8)], {"axis": 1, "dtype": "int8"})[0]
+    np.testing.assert_array_equal(got, [[53, -47, 7, 127]])                 # 3.5 -> 4 (+3 = 7)
+
+
+def test_bad_parameter_shape_names_the_op():
+    with pytest.raises(OpError, match="quantize_linear: scale of shape \\(2,\\)"):
+        get("quantize_linear").infer_types([TensorType((4, 3), "float32"), TensorType((2,), "float32"), None],
+                                           {"axis": 1, "dtype": "uint8"})
+
+
+@pytest.mark.parametrize("a_dtype, b_dtype", [("uint8", "int8"), ("int8", "int8"), ("uint8", "uint8")])
+@pytest.mark.parametrize("a_shape, b_shape", [((5, 7), (7, 3)), ((2, 4, 6), (6, 5)), ((7,), (7, 2))])
+def test_matmul_integer(a_dtype, b_dtype, a_shape, b_shape):
+    rng = np.random.default_rng(2)
+    a = rng.integers(np.iinfo(a_dtype).min, np.iinfo(a_dtype).max + 1, a_shape).astype(a_dtype)
+    b = rng.integers(np.iinfo(b_dtype).min, np.iinfo(b_dtype).max + 1, b_shape).astype(b_dtype)
+    za, zb = np.array(3, a_dtype), np.arange(b_shape[-1]).astype(b_dtype)
+    got = check_op("matmul_integer", [a, b, za, zb])[0]
+    want = np.matmul(a.astype(np.int64) - 3, b.astype(np.int64) - zb.astype(np.int64))
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+def test_matmul_integer_per_row_zero_point():
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 255, (4, 6)).astype(np.uint8), rng.integers(-128, 127, (6, 3)).astype(np.int8)
+    za = np.array([1, 2, 3, 4], np.uint8)
+    got = check_op("matmul_integer", [a, b, za, None])[0]
+    np.testing.assert_array_equal(got, (a.astype(np.int32) - za[:, None]) @ b.astype(np.int32))
+
+
+@pytest.mark.parametrize("groups, padding, strides", [(1, (1, 1, 1, 1), (1, 1)), (2, (0, 1, 2, 0), (2, 1)),
+                                                       (4, (1, 1, 1, 1), (1, 1))])
+def test_conv_integer(groups, padding, strides):
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, (1, 4, 6, 5)).astype(np.uint8)
+    w = rng.integers(-128, 128, (4, 4 // groups, 3, 3)).astype(np.int8)
+    zx, zw = np.array(128, np.uint8), np.array([1, -2, 3, 0], np.int8)
+    attrs = {"groups": groups, "padding": padding, "strides": strides}
+    got = check_op("conv_integer", [x, w, zx, zw], attrs)[0]
+    # padding pads x with its zero point: the padded cells contribute nothing
+    want = conv_reference(x.astype(np.int64) - 128, w.astype(np.int64) - zw[:, None, None, None],
+                          strides, padding, (1, 1), groups)
+    np.testing.assert_array_equal(got, want.astype(np.int32))
+
+
+@pytest.mark.parametrize("m, k, n", [(1, 64, 16), (5, 70, 20), (12, 130, 48)])
+def test_matmul_integer_vnni_equals_matmul_integer(m, k, n):
+    """The packed form with the zero-point correction is matmul_integer(a, b, za, 0)."""
+    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    rng = np.random.default_rng(6)
+    a = rng.integers(0, 256, (m, k)).astype(np.uint8)
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    za = np.array(77, np.uint8)
+    corr = (77 * b.astype(np.int64).sum(axis=0)).astype(np.int32)
+    want = get("matmul_integer").run_reference([a, b, za, None], {})[0]
+    got = check_op("matmul_integer_vnni", [a, pack_b_vnni(b, 16), corr], {"units": n})[0]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2))])
+def test_im2col_times_weights_is_the_convolution(strides, padding, dilations):
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 256, (2, 3, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (5, 3, 3, 2)).astype(np.int8)
+    attrs = {"kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 9}
+    cols = check_op("im2col", [x], attrs)[0]
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations})[0]
+    n, m, oh, ow = conv.shape
+    prod = (cols.astype(np.int64) - 9) @ w.reshape(5, -1).T.astype(np.int64)
+    np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
