@@ -67,3 +67,26 @@ def test_batched_rows_become_one_product():
     assert [n.op for n in optimize(graph, "c").nodes] == ["reshape", "matmul_integer_vnni", "reshape"]
     av = rng.integers(0, 256, (2, 5, 64)).astype(np.uint8)
     np.testing.assert_array_equal(tensorforge.compile(graph, target="c")(av)[0], run_reference(graph, av)[0])
+
+
+@pytest.mark.parametrize("channels", [40, 64])
+def test_conv_result_transposed_back_in_cache_blocks(channels):
+    """The requantized conv result goes back to (N, M, OH, OW) with the channel loop blocked by a
+    cache line of the product (its inner part just outside the innermost width loop), also when
+    the block does not divide the channels, and stays exact."""
+    rng = np.random.default_rng(channels)
+    b = GraphBuilder("qconv_t")
+    x = b.input("x", (1, 16, 10, 12), "uint8")
+    w = b.const(rng.integers(-128, 128, (channels, 16, 1, 1)).astype(np.int8))
+    acc = b.add1("conv_integer", [x, w, b.const(np.array(7, np.uint8)), b.const(np.zeros(channels, np.int8))])
+    mult = b.const(rng.uniform(1 / 4096, 1 / 1024, channels).astype(np.float32))
+    graph = b.finish([b.add1("requantize", [acc, mult, b.const(np.array(128, np.uint8))],
+                             {"axis": 1, "dtype": "uint8"})])
+    model = tensorforge.compile(graph, target="c")
+    lines = [ln.strip() for ln in model.source.splitlines() if ln.strip().startswith("for (")]
+    block = [k for k, ln in enumerate(lines) if ln.startswith("for (int64_t i1_outer")]
+    assert block, "the channel loop of the transposing epilogue is not blocked"
+    nest = lines[block[0]:block[0] + 4]      # channel blocks, rows, channels in the block, width
+    assert [ln.split()[2] for ln in nest] == ["i1_outer", "i2", "i1_inner", "i3"], nest
+    xv = rng.integers(0, 256, (1, 16, 10, 12)).astype(np.uint8)
+    np.testing.assert_array_equal(model(xv)[0], run_reference(graph, xv)[0])

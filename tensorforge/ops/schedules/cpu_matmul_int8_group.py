@@ -18,7 +18,7 @@ from __future__ import annotations
 from ...te.space import as_config
 from .. import x86_intrin as X
 from . import template
-from .common import const_shape, reads_only_at, schedule_elementwise_stage
+from .common import const_shape, master_reads, reads_only_at, schedule_elementwise_stage
 from .cpu_matmul_int8 import _kb_choices, available_units
 
 
@@ -82,7 +82,7 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
         out = outs[0]
     else:
         for t in epilogue:
-            _schedule_reindexing_stage(s, t, target)
+            _schedule_reindexing_stage(s, t, target, main)
         out = main
     st = s[out]
     i, j = st.op.axis
@@ -104,15 +104,55 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
         st.parallel(first)
 
 
-def _schedule_reindexing_stage(s, t, target) -> None:
+def _schedule_reindexing_stage(s, t, target, main=None) -> None:
     """An epilogue that re-indexes the product (reshape, transpose): its loops in its own axis
     order, unfused (fusing them would put a division by every extent into each element's index),
-    the outermost on the thread pool; the C compiler vectorizes the innermost loop."""
+    the outermost on the thread pool; the C compiler vectorizes the innermost loop.
+
+    When an axis other than the innermost one indexes the product's columns (a conv's result
+    transposed back to (N, M, OH, OW)), the loops walk the product down its rows, one element
+    per cache line: that axis is then blocked by TRANSPOSE_BLOCK and its inner part moved just
+    outside the innermost axis, so each line of the product read serves TRANSPOSE_BLOCK
+    consecutive outputs while the rows it touches stay in the L1 cache, and the writes stay
+    contiguous along the innermost axis."""
     axes = list(s[t].op.axis)
     if len(axes) < 2:
         schedule_elementwise_stage(s, t, target)
-    elif target.num_cores > 1:
+        return
+    column = _column_axis(s, t, main) if main is not None else None
+    if column is not None and column < len(axes) - 1 and const_shape(t)[column] > TRANSPOSE_BLOCK:
+        co, ci = s[t].split(axes[column], factor=TRANSPOSE_BLOCK)
+        order = axes[:column] + [co] + axes[column + 1:-1] + [ci, axes[-1]]
+        s[t].reorder(*order)
+        if target.num_cores > 1:
+            s[t].parallel(axes[0] if const_shape(t)[0] > 1 and column > 0 else co)
+        return
+    if target.num_cores > 1:
         s[t].parallel(axes[0] if const_shape(t)[0] > 1 else axes[1])
+
+
+TRANSPOSE_BLOCK = 16      # int32 elements in a 64-byte cache line
+
+
+def _column_axis(s, t, main) -> int | None:
+    """The position of the axis of `t` that every read of the product `main` uses, alone, as
+    the column index (after simplification with the axes' ranges); None when there is none."""
+    from ...arith.analyzer import Analyzer
+    reads = master_reads(s, t, main)
+    if not reads:
+        return None
+    analyzer = Analyzer()
+    names = [iv.var for iv in s[t].op.axis]
+    for v, extent in zip(names, const_shape(t)):
+        analyzer.bind(v, (0, extent - 1))
+    found = set()
+    for r in reads:
+        col = analyzer.simplify(r[-1])
+        hit = [k for k, v in enumerate(names) if col is v]
+        if not hit:
+            return None
+        found.add(hit[0])
+    return found.pop() if len(found) == 1 else None
 
 
 def _lanes(acc) -> int:
