@@ -8,8 +8,15 @@ utilization (useful GEMM cycles / makespan) and the cycles.  Then the accelerato
 19 convolutions ResNet-18 offloads (each layer times its count in the network) at the
 configuration's clock.  The cycle model's parameters are printed with the numbers.
 
-    python benchmarks/accel.py                 # the 3x3 layers (Figure 10)
+Figure 21: the whole int8 ResNet-18 (testing/resnet_int8.py) compiled with target "accel" and
+checked bit for bit against the same graph compiled for the CPU; the time split between the
+CPU (wall time of its C kernels on this machine: the first conv, pooling, residual adds, the
+classifier) and the accelerator (simulated time of its 19 convolutions at the configured clock),
+next to the CPU-only run's time of the same kernels.
+
+    python benchmarks/accel.py                 # the 3x3 layers (Figure 10) and the split (Figure 21)
     python benchmarks/accel.py --all           # the 1x1 layers too
+    python benchmarks/accel.py --no-network    # Figure 10 only
 """
 from __future__ import annotations
 
@@ -65,6 +72,8 @@ def run(name: str, threads: int, config: AccelConfig):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--all", action="store_true", help="also the 1x1 layers")
+    ap.add_argument("--no-network", action="store_true", help="skip the whole-network split (Figure 21)")
+    ap.add_argument("--repeat", type=int, default=3, help="CPU timing runs for the split (the median is kept)")
     args = ap.parse_args()
     config = AccelConfig()
     names = [n for n in LAYERS if args.all or LAYERS[n][3] == 3]
@@ -90,6 +99,65 @@ def main() -> None:
         print(f"\nResNet-18 on the accelerator (2 virtual threads): {kernels} convolutions, {blocks:,} GEMM "
               f"blocks, {seconds * 1e3:.1f} ms at {config.clock_mhz:g} MHz")
     print(f"(simulated in {time.perf_counter() - t0:.1f} s)")
+    if not args.no_network:
+        network_split(args.repeat)
+
+
+def _step_seconds(model, data: np.ndarray, repeat: int) -> list[float]:
+    """Median wall seconds of each step of `model` over `repeat` runs."""
+    runs = []
+    for _ in range(max(1, repeat)):
+        timings = [0.0] * len(model.spec.steps)
+        model.executor.run_with({model.input_names[0]: data}, timings=timings)
+        runs.append(timings)
+    return [float(np.median([r[k] for r in runs])) for k in range(len(model.spec.steps))]
+
+
+def _kind(ops: list[str]) -> str:
+    """What a CPU kernel of the int8 ResNet-18 is, from the ops it fuses."""
+    if "conv2d_int8" in ops:
+        return "conv (C1)"
+    if "add" in ops:
+        return "residual adds"
+    if "max_pool2d" in ops:
+        return "max pool"
+    return "classifier (avg pool, dense)"
+
+
+def network_split(repeat: int) -> None:
+    """Figure 21: ResNet-18's time on the CPU and on the accelerator."""
+    import tensorforge as tf
+    from tensorforge.testing.resnet_int8 import resnet18_int8
+
+    graph, inputs = resnet18_int8()
+    data = inputs["data"]
+    cpu_model = tf.compile(graph, target="c")
+    model = tf.compile(graph, target="accel")
+    if not np.array_equal(model(data)[0], cpu_model(data)[0]):
+        raise SystemExit("ResNet-18 with offload differs from the CPU-only run")
+    placement = model.info["placement"]
+    cpu_only = _step_seconds(cpu_model, data, repeat)
+    mixed = _step_seconds(model, data, repeat)
+    stats = model.accel_stats()
+    accel_s = sum(s.seconds for s in stats.values() if s is not None)
+    cpu_s = sum(t for k, t in enumerate(mixed) if k not in stats)
+    offloaded_on_cpu = sum(cpu_only[k] for k in stats)
+    kinds: dict[str, float] = {}
+    for k, (label, _device) in enumerate(placement):
+        if k not in stats:
+            kind = _kind(label.split(":", 1)[1].split("+"))
+            kinds[kind] = kinds.get(kind, 0.0) + mixed[k]
+    total = cpu_s + accel_s
+    print(f"\nResNet-18 int8, whole network (Figure 21): {len(stats)} kernels on the accelerator, "
+          f"{len(placement) - len(stats)} on the CPU; bit-exact with the CPU-only run")
+    print(f"{'where':28} {'ms':>9} {'share':>7}")
+    print(f"{'accelerator (simulated)':28} {accel_s * 1e3:9.2f} {accel_s / total:7.1%}")
+    print(f"{'CPU (measured)':28} {cpu_s * 1e3:9.2f} {cpu_s / total:7.1%}")
+    for kind, t in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        print(f"{'  ' + kind:28} {t * 1e3:9.2f}")
+    print(f"{'total with offload':28} {total * 1e3:9.2f}")
+    print(f"{'CPU only (same kernels)':28} {sum(cpu_only) * 1e3:9.2f}   "
+          f"(the offloaded convs: {offloaded_on_cpu * 1e3:.2f} ms on the CPU)")
 
 
 if __name__ == "__main__":

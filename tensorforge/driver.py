@@ -49,24 +49,29 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
     tgt = Target.parse(target)
     threads = threads or get_num_threads()
-    ensure_calibrated(tgt)
     timings: dict = {}
     backend = backend_for(tgt)
+    # a device that takes only some kernels (backend.place) leaves the rest to its host target
+    host = Target.parse(backend.host_target) if backend.host_target else tgt
+    ensure_calibrated(host)
     with _timed(timings, "graph passes + fusion"):
-        graph, precision_units = lower_precision_units(graph, tgt, precision)
-        graph = optimize(graph, tgt, opt_level)
+        graph, precision_units = lower_precision_units(graph, host, precision)
+        graph = optimize(graph, host, opt_level)
         groups = fuse(graph, enabled=opt_level >= 1)
-    configs = _apply_records(groups, records, tgt, threads)
+    configs = _apply_records(groups, records, host, threads)
+    with _timed(timings, "placement"):
+        placed = backend.place(groups, tgt) if backend.place else {}
     with _timed(timings, "lowering"):
-        kernels = lower_groups(groups, tgt, configs)
+        kernels = lower_groups(groups, host, configs, placed)
     with _timed(timings, "compile"):
-        module, runs = build_kernels(kernels, tgt)
+        module, runs = build_kernels(kernels, host)
     plan = plan_values(graph, groups)
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
-            "precision": precision, "precision_units": precision_units}
+            "precision": precision, "precision_units": precision_units, "placed": placed,
+            "placement": [(label, tgt.kind if k in placed else host.kind) for k, label in enumerate(kernels.labels)]}
     return backend.make_model(spec, module, params, info)
 
 
@@ -96,13 +101,18 @@ class Kernels:
     texts: dict = field(default_factory=dict)
 
 
-def lower_groups(groups, target: Target, configs: dict) -> Kernels:
+def lower_groups(groups, target: Target, configs: dict, placed: dict | None = None) -> Kernels:
     """Lower every fused group to a loop program (from the lowering cache when it has it).
-    Groups with one signature share one kernel."""
+    Groups with one signature share one kernel.  `placed` ({group index: device step}) holds
+    the groups another device runs: they become its steps, not kernels."""
     out = Kernels()
     symbols: dict = {}      # group signature -> name of the kernel already lowered for it
     for k, g in enumerate(groups):
         node = g.nodes[0]
+        if placed and k in placed:
+            out.steps.append(dict(placed[k].step))
+            out.labels.append(f"{k}:{node.op}")
+            continue
         if g.pattern == "opaque" and registry.get(node.op).is_opaque_kernel:
             attrs = registry.get(node.op).attrs_with_defaults(node.attrs)
             out.steps.append({"kind": "opaque", "op": node.op, "attrs": attrs,

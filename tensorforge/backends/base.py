@@ -43,6 +43,9 @@ class Backend:
     timer(module, name, number, repeat, min_repeat_ms) -> evaluate(*args) -> [seconds, ...].
     make_model(spec, module, params, info) -> Model: the graph executor for this device.
     passes: {phase: ((name, pass), ...)}, phases from PHASES.
+    host_target, place: for a device that runs only some of a graph's kernels (the accelerator):
+        the target of the rest, and place(groups, target) -> {group index: step}, the groups it
+        takes, each as a callable executor step with a `.step` dict (driver.compile).
     """
 
     name: str
@@ -55,6 +58,8 @@ class Backend:
     make_model: Callable[..., Any]
     passes: Mapping[str, tuple[tuple[str, Pass], ...]] = field(default_factory=dict)
     supports_sequences: bool = False
+    host_target: str | None = None
+    place: Callable[..., dict] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.passes) - set(PHASES))

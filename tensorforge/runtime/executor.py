@@ -45,7 +45,8 @@ class GraphExecutor:
     Buffers (params, the arena, inputs, outputs) come from `memory` (runtime/memory.py): the
     host's NumPy arrays unless a backend gives its own."""
 
-    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, memory: Memory = HOST):
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, memory: Memory = HOST,
+                 host_steps: dict | None = None):
         self.spec = spec
         self.memory = memory
         self.lib = load_library(lib_path) if lib_path else None
@@ -70,7 +71,10 @@ class GraphExecutor:
                 fixed_ptrs = [self.fixed[a].ctypes.data if a in self.fixed else None for a in step["args"]]
                 self._steps.append(("kernel", fn, step["args"], fixed_ptrs))
             else:
-                self._steps.append(("opaque", host_kernels.get(step["op"]), step))
+                # an opaque step runs a host kernel, or the callable `host_steps` gives for its
+                # index (a kernel another device runs, e.g. the accelerator's simulator)
+                kernel = (host_steps or {}).get(len(self._steps)) or host_kernels.get(step["op"])
+                self._steps.append(("opaque", kernel, step))
         self._input_info = [(n, tuple(spec.values[n]["shape"]), np.dtype(spec.values[n]["dtype"]))
                             for n in spec.inputs]
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps

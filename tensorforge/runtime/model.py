@@ -30,10 +30,11 @@ FORMAT_VERSION = 2      # 2: kernel steps record their buffers ("params"), check
 class Model:
     """`model(*arrays)` or `model.run(name=array)` -> list of outputs in graph order."""
 
-    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, source: str = "", info: dict | None = None):
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, source: str = "", info: dict | None = None,
+                 host_steps: dict | None = None):
         self.spec, self.lib_path, self.params, self.source = spec, lib_path, params, source
         self.info = info or {}
-        self.executor = GraphExecutor(spec, lib_path, params)
+        self.executor = GraphExecutor(spec, lib_path, params, host_steps=host_steps)
 
     @property
     def input_names(self) -> list[str]:

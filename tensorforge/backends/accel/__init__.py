@@ -15,6 +15,7 @@
 - tokens.py      dependence tokens between blocks (CoProcSync per virtual thread)
 - backend.py     the Backend of target kind "accel": render, check, load (AccelModule)
 - layers.py      conv2d_module / matmul_module / tune_conv2d: one layer, NCHW arrays in and out
+- offload.py     whole graphs: which kernels the accelerator takes (place), the mixed CPU + accelerator model
 """
 from .assembler import Assembler, noop
 from .checker import StreamReport, check_stream

@@ -157,10 +157,16 @@ def timer(module: AccelModule, name: str, number: int = 1, repeat: int = 1, min_
 
 
 def make_model(spec, module, params, info=None):
-    raise NotImplementedError("compiling whole graphs for the accelerator is not supported yet; "
-                              "tensorforge.build(schedule, args, target='accel') and "
-                              "tensorforge.backends.accel.conv2d_module work")
+    """A graph's model: its CPU kernels plus the accelerator's steps (offload.py)."""
+    from .offload import make_model as offload_model
+    return offload_model(spec, module, params, info)
+
+
+def place(groups, target: Target) -> dict:
+    """The groups the accelerator runs (offload.py)."""
+    from .offload import place as offload_place
+    return offload_place(groups, target)
 
 
 BACKEND = Backend(name="accel", dialect="accel", render=render, compile=compile, load=load, memory=HOST,
-                  timer=timer, make_model=make_model)
+                  timer=timer, make_model=make_model, host_target="c", place=place)
