@@ -145,12 +145,12 @@ def _build(data_shape, weight_shape, strides, padding, shift, virtual_threads, c
     attrs = dict(strides=strides, padding=padding, shift=shift, acc_depth=config.acc_depth,
                  inp_depth=config.inp_depth)
     space = ConfigSpace()
-    conv2d_accel(space, None, data, kernel, bias, **attrs)
+    conv2d_accel(space, None, (data, kernel, bias), **attrs)
     values = dict(space.default_config().to_json())
     values["threads"] = virtual_threads
     values.update(schedule_config or {})
     entity: ConfigEntity = space.from_json(values)
-    s, (out,) = conv2d_accel(entity, None, data, kernel, bias, **attrs)
+    s, (out,) = conv2d_accel(entity, None, (data, kernel, bias), **attrs)
     target = Target.parse(_target(config))
     func = schedule_to_primfunc(s, [data, kernel, bias, out], f"{kind}_accel")
     func = run_pipeline(func, {phase: BACKEND.passes_at(phase) for phase in PHASES})

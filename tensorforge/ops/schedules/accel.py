@@ -83,10 +83,13 @@ def _default_tiles(ob: int, oh: int, ow: int, kh: int, kw: int, stride: int,
 
 
 @workload_template("conv2d.accel", reference=reference)
-def conv2d_accel(cfg, target, data, kernel, bias, strides: int = 1, padding: int = 0, shift: int = 0,
+def conv2d_accel(cfg, target, inputs, strides: int = 1, padding: int = 0, shift: int = 0,
                  acc_depth: int = 2048, inp_depth: int = 2048):
-    """Schedule the int8 convolution with its epilogue; returns (schedule, [out])."""
+    """Schedule the int8 convolution with its epilogue; `inputs` are the blocked data, kernel and
+    bias placeholders (the workload-template convention, so the tuner can instantiate it);
+    returns (schedule, [out])."""
     cfg = as_config(cfg)
+    data, kernel, bias = inputs
     nb, cb, h, w, batch, bi = (int(x.value) for x in data.shape)
     ob, _, kh, kw, bo, _ = (int(x.value) for x in kernel.shape)
     s_ = int(strides)

@@ -75,7 +75,7 @@ def test_build_schedule_for_accel_target_runs_on_the_simulator():
     data = te.placeholder((1, 4, 14, 14, 1, 16), "int8", name="data")
     kernel = te.placeholder((4, 4, 3, 3, 16, 16), "int8", name="kernel")
     bias = te.placeholder((4, 1, 16), "int32", name="bias")
-    s, (out,) = conv2d_accel(None, None, data, kernel, bias, strides=1, padding=1, shift=5)
+    s, (out,) = conv2d_accel(None, None, (data, kernel, bias), strides=1, padding=1, shift=5)
     module = tensorforge.build(s, [data, kernel, bias, out], target="accel")
     kinds = {type(i) for i in module.program}
     assert {Load, Store, Gemm, Alu} <= kinds
