@@ -36,8 +36,8 @@ with eager, and names it in the torch column.  Its output is checked against ONN
 timing.  Without PyTorch the column says n/a.
 
 OpenMP.  --omp-wait-policy sets OMP_WAIT_POLICY for the whole process before any OpenMP runtime
-loads (tensorforge's kernels and PyTorch share libgomp), as a user's environment would; without
-it tensorforge's own default applies (tensorforge.runtime.module.configure_openmp_waiting).
+loads, as a user's environment would.  It reaches PyTorch's libgomp; tensorforge's kernels run
+on tensorforge's own thread pool (tensorforge/runtime/thread_pool.py), which it does not affect.
 """
 from __future__ import annotations
 
@@ -65,9 +65,8 @@ def median_ms(fn, repeat: int) -> float:
 def import_torch_peer():
     """benchmarks/torch_peer.py, or None when PyTorch is not installed (its column says n/a).
 
-    PyTorch's bundled libgomp and tensorforge's kernels end up sharing one OpenMP runtime (same
-    soname), which reads its waiting policy once, when it loads; tensorforge's setting goes into
-    the environment first so that tensorforge runs as it does without PyTorch in the process."""
+    tensorforge's setting for clang-built kernels (libomp) goes into the environment first, so
+    that they run as they do without PyTorch in the process."""
     from tensorforge.runtime.module import configure_openmp_waiting
     configure_openmp_waiting()
     try:
