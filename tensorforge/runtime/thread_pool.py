@@ -12,19 +12,22 @@ the calling thread.
 
 How the pool works:
 - One persistent worker per extra thread, created when a region first asks for that many.
-- A region: the caller takes the run lock, stores the job (body, data, team size), then bumps
-  the generation counter; each worker waits for the counter to change, runs its share when
-  its index is below the team size, and decrements `pending`; the caller runs share 0 and
-  waits until `pending` is 0.  Waiting spins for about SPIN_NS (a hand-over in microseconds)
-  and then sleeps on a futex, so idle workers take no CPU time.
-- Memory ordering: the job fields are plain stores made before the seq_cst increment of
-  `generation`; a worker reads them only after an acquire load sees the new generation, so
-  it sees the job.  Every worker (in the team or not) decrements `pending` with a release RMW
-  after its last read of the job and its last write of outputs; the caller's acquire load that
-  sees 0 therefore sees all outputs, and no worker still reads the job when the next one is
-  written.  Sleeping uses seq_cst on both sides (waiter: announce, then re-check; waker:
-  publish, then read the announcement), so a wake-up is never lost; futex_wait also re-checks
-  the word in the kernel.
+- A region of `team` shares (share k is what OpenMP's static schedule gives thread k): the
+  caller takes the run lock, stores the job (body, data, team), resets `claim` to (new
+  generation, share 0) and then bumps `generation`; the caller and every woken worker claim
+  shares with a CAS on `claim` and run them, counting finished shares in `done`; the caller
+  returns when `done` reaches the team.  Shares are claimed, not assigned: a worker that a
+  busy machine has not scheduled yet delays nothing, the caller runs its share too.
+  Waiting spins for about SPIN_NS (a hand-over in microseconds) and then sleeps on a futex,
+  so idle workers take no CPU time.
+- Memory ordering: the caller closes `claim`, writes the job fields, opens `claim` and
+  stores `generation`, all seq_cst; a worker reads the fields after it sees the generation,
+  and its claiming CAS on (generation, k < team) proves that the fields it read were this
+  region's (run_shares).  Each finished share adds to `done` (seq_cst,
+  after the share's outputs); the caller's acquire load that sees the whole team therefore
+  sees all outputs, and only then may it write the next job.  Sleeping uses seq_cst on both
+  sides (waiter: announce, then re-check; waker: publish, then read the announcement), so a
+  wake-up is never lost; futex_wait also re-checks the word in the kernel.
 - A region started while another runs (a kernel called from a second Python thread), or from
   inside a region, runs serially on its caller: never a deadlock, never two jobs at once.
 - fork(): the child starts with no workers.  At exit (or unload) idle workers are stopped and
@@ -50,6 +53,7 @@ SOURCE = r"""
 
 #define TF_MAX_THREADS 256
 #define TF_SPIN_NS %(spin_ns)d
+#define CLOSED 0xFFFFFFFFu                        /* share count of a region being set up */
 
 typedef void (*tf_body)(void*);
 
@@ -58,13 +62,14 @@ static pthread_t workers[TF_MAX_THREADS];
 static uint32_t first_seen[TF_MAX_THREADS];      /* the generation current when a worker was made */
 static int32_t n_workers = 0;                     /* workers 1..n_workers; only under run_lock */
 static _Atomic uint32_t generation = 0;           /* bumped once per region; a futex word */
-static _Atomic int32_t pending = 0;               /* workers yet to finish the region; a futex word */
+static _Atomic uint64_t claim = 0;                /* (generation << 32) | next unclaimed share */
+static _Atomic uint32_t done = 0;                 /* shares of the region finished; a futex word */
 static _Atomic int32_t sleeping_workers = 0;
 static _Atomic int32_t caller_sleeping = 0;
 static _Atomic int32_t stopping = 0;
-static tf_body job_fn;                            /* the job: written before `generation` moves */
-static void* job_data;
-static int32_t job_team;
+static _Atomic(tf_body) job_fn;                   /* the job, valid while its shares are claimed */
+static _Atomic(void*) job_data;
+static _Atomic int32_t job_team;
 static __thread int32_t tl_num = 0, tl_team = 1;
 
 static void futex_wait(_Atomic void* word, uint32_t value) {
@@ -100,6 +105,31 @@ static int spin_until_changed(_Atomic uint32_t* word, uint32_t value) {
   }
 }
 
+/* Claim and run shares of region `gen` until none is left (or the region is over).  The
+   job fields are read before the claiming CAS, all seq_cst: the caller closes `claim`
+   (CLOSED) before it writes the fields of the next region, so if a read saw a newer field, the
+   CAS comes after the closing store in the single seq_cst order and fails.  A CAS that
+   succeeds at (gen, k < team) therefore ran against the fields of region `gen`. */
+static void run_shares(uint32_t gen) {
+  tf_body fn = atomic_load(&job_fn);
+  void* data = atomic_load(&job_data);
+  int32_t team = atomic_load(&job_team);
+  uint64_t c = atomic_load(&claim);
+  for (;;) {
+    if ((uint32_t)(c >> 32) != gen || (uint32_t)c >= (uint32_t)team) return;
+    if (!atomic_compare_exchange_weak(&claim, &c, c + 1)) continue;
+    tl_num = (int32_t)(uint32_t)c;
+    tl_team = team;
+    fn(data);
+    tl_num = 0;
+    tl_team = 1;
+    if (atomic_fetch_add_explicit(&done, 1, memory_order_seq_cst) + 1 == (uint32_t)team &&
+        atomic_load(&caller_sleeping))
+      futex_wake(&done, 1);
+    c = atomic_load_explicit(&claim, memory_order_acquire);
+  }
+}
+
 static void* worker_main(void* arg) {
   int32_t index = (int32_t)(intptr_t)arg;
   uint32_t seen = first_seen[index];
@@ -111,15 +141,7 @@ static void* worker_main(void* arg) {
     }
     seen = atomic_load_explicit(&generation, memory_order_acquire);
     if (atomic_load_explicit(&stopping, memory_order_acquire)) return NULL;
-    if (index < job_team) {
-      tl_num = index;
-      tl_team = job_team;
-      job_fn(job_data);
-      tl_num = 0;
-      tl_team = 1;
-    }
-    if (atomic_fetch_sub_explicit(&pending, 1, memory_order_seq_cst) == 1 && atomic_load(&caller_sleeping))
-      futex_wake(&pending, 1);
+    run_shares(seen);
   }
 }
 
@@ -156,29 +178,31 @@ void tf_pool_parallel(tf_body fn, void* data, int32_t team) {
     run_serial(fn, data);
     return;
   }
-  job_fn = fn;
-  job_data = data;
-  job_team = team;
-  atomic_store_explicit(&pending, n_workers, memory_order_relaxed);
-  atomic_fetch_add(&generation, 1);                                /* publish the job */
+  uint32_t gen = atomic_load_explicit(&generation, memory_order_relaxed) + 1;
+  /* close the old region before the job fields change (see run_shares), then open the new one */
+  atomic_store(&claim, ((uint64_t)gen << 32) | CLOSED);
+  atomic_store(&job_fn, fn);
+  atomic_store(&job_data, data);
+  atomic_store(&job_team, team);
+  atomic_store_explicit(&done, 0, memory_order_relaxed);
+  atomic_store(&claim, (uint64_t)gen << 32);
+  atomic_store(&generation, gen);                                    /* publish the job */
   if (atomic_load(&sleeping_workers) > 0) futex_wake(&generation, INT_MAX);
-  tl_num = 0;
-  tl_team = team;
-  fn(data);
-  tl_team = 1;
+  run_shares(gen);               /* the caller claims shares too: a late worker delays nothing */
   int64_t start = 0;
-  for (int i = 0; atomic_load_explicit(&pending, memory_order_acquire) != 0; ++i) {
-    cpu_relax();
+  for (int i = 0; atomic_load_explicit(&done, memory_order_acquire) != (uint32_t)team; ++i) {
+    cpu_relax();                 /* a worker is finishing a share it claimed */
     if ((i & 63) != 63) continue;
     int64_t t = now_ns();
     if (start == 0) { start = t; continue; }
     if (t - start <= TF_SPIN_NS) continue;
-    int32_t left = atomic_load(&pending);
-    if (left == 0) break;
+    uint32_t finished = atomic_load(&done);
+    if (finished == (uint32_t)team) break;
     atomic_store(&caller_sleeping, 1);                              /* announce, then re-check */
-    if (atomic_load(&pending) == left) futex_wait(&pending, (uint32_t)left);
+    if (atomic_load(&done) == finished) futex_wait(&done, finished);
     atomic_store(&caller_sleeping, 0);
   }
+  atomic_thread_fence(memory_order_acquire);
   pthread_mutex_unlock(&run_lock);
 }
 
@@ -190,7 +214,8 @@ static void reset_in_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   run_lock = fresh;
   n_workers = 0;
-  atomic_store(&pending, 0);
+  atomic_store(&claim, (uint64_t)atomic_load(&generation) << 32);
+  atomic_store(&done, 0);
   atomic_store(&sleeping_workers, 0);
   atomic_store(&caller_sleeping, 0);
   tl_num = 0;
