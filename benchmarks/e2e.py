@@ -36,8 +36,10 @@ with eager, and names it in the torch column.  Its output is checked against ONN
 timing.  Without PyTorch the column says n/a.
 
 OpenMP.  --omp-wait-policy sets OMP_WAIT_POLICY for the whole process before any OpenMP runtime
-loads (tensorforge's kernels and PyTorch share libgomp), as a user's environment would; without
-it tensorforge's own default applies (tensorforge.runtime.module.configure_openmp_waiting).
+loads, as a user's environment would.  It reaches PyTorch's libgomp; tensorforge's kernels run
+on tensorforge's own thread pool (tensorforge/runtime/thread_pool.py), which it does not affect.
+Without it PyTorch's workers spin about 0.1 ms, then sleep (GOMP_SPINCOUNT=3000, see
+import_torch_peer).
 """
 from __future__ import annotations
 
@@ -65,11 +67,13 @@ def median_ms(fn, repeat: int) -> float:
 def import_torch_peer():
     """benchmarks/torch_peer.py, or None when PyTorch is not installed (its column says n/a).
 
-    PyTorch's bundled libgomp and tensorforge's kernels end up sharing one OpenMP runtime (same
-    soname), which reads its waiting policy once, when it loads; tensorforge's setting goes into
-    the environment first so that tensorforge runs as it does without PyTorch in the process."""
-    from tensorforge.runtime.module import configure_openmp_waiting
-    configure_openmp_waiting()
+    PyTorch's libgomp spins about 0.2 s after each parallel region by default, which in this
+    interleaved benchmark would take the cores from the library timed next; unless the
+    environment or --omp-wait-policy chose a policy, its workers spin briefly
+    (GOMP_SPINCOUNT=3000, about 0.1 ms) and then sleep.  tensorforge's own kernels do not read
+    these settings (tensorforge/runtime/thread_pool.py)."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "3000"
     try:
         import torch_peer  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
     except ImportError:

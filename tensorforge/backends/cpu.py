@@ -31,7 +31,9 @@ def compile_flags(target: Target) -> list[str]:
 
     -march (x86) / -mcpu (ARM) selects the instruction set the vector types map to;
     -ffp-contract=fast lets a*b+c become one FMA (results differ from NumPy in the last bit);
-    -fopenmp runs parallel loops; gnu11 gives statement expressions and vector extensions.
+    -fopenmp outlines the parallel loops, which run on tensorforge's thread pool with GCC
+    (codegen/c.py POOL_SHIM), so --as-needed leaves libgomp out of the library;
+    gnu11 gives statement expressions and vector extensions.
     """
     target = Target.parse(target)
     if target.kind not in KINDS:
@@ -39,7 +41,7 @@ def compile_flags(target: Target) -> list[str]:
     machine = platform.machine().lower()
     cpu_flag = "-march" if machine in ("x86_64", "amd64", "i686", "i386") else "-mcpu"
     flags = [f"-O{target.opt_level}", f"{cpu_flag}={target.mcpu}", "-fPIC", "-shared", "-fopenmp",
-             "-ffp-contract=fast", "-std=gnu11", "-Wno-psabi"]
+             "-Wl,--as-needed", "-ffp-contract=fast", "-std=gnu11", "-Wno-psabi"]
     if _has_libmvec():
         flags += ["-DTF_USE_LIBMVEC", "-lmvec"]
     return flags + ["-lm"]

@@ -8,6 +8,11 @@ One pointer per parameter buffer, in `PrimFunc.params` order (`const` when the k
 writes it), then one integer per `PrimFunc.shape_vars` entry, in order.  The result is 0 on
 success and `STATUS_ALLOC_FAILED` when a heap allocation failed.  Each library also defines
 `int32_t tf_num_threads`, the team size of its parallel loops, which the runtime sets.
+
+Parallel loops are `#pragma omp parallel for`, but they run on tensorforge's own thread pool
+(runtime/thread_pool.py), not on the OpenMP runtime: with GCC, the library defines the three
+OpenMP entry points GCC's outlined loops call (POOL_SHIM, hidden so that nothing outside the
+library binds to them) and forwards them to the pool.
 """
 from __future__ import annotations
 
@@ -87,6 +92,29 @@ class CSource:
         return self.text
 
 
+# GCC lowers `omp parallel for schedule(static)` to GOMP_parallel(body, data, team, flags) with
+# a body that asks omp_get_num_threads/omp_get_thread_num for its share.  These definitions
+# send those calls to the pool (weak references: without the pool loaded the loop runs on the
+# calling thread).  Clang lowers to its own runtime's entry points and keeps using it.
+POOL_SHIM = """#if defined(_OPENMP) && defined(__GNUC__) && !defined(__clang__)
+extern void tf_pool_parallel(void (*)(void*), void*, int32_t) __attribute__((weak));
+extern int32_t tf_pool_thread_num(void) __attribute__((weak));
+extern int32_t tf_pool_team_size(void) __attribute__((weak));
+__attribute__((visibility("hidden"))) void GOMP_parallel(void (*fn)(void*), void* data, unsigned team,
+                                                          unsigned flags) {
+  (void)flags;
+  if (tf_pool_parallel) tf_pool_parallel(fn, data, (int32_t)team); else fn(data);
+}
+__attribute__((visibility("hidden"))) int omp_get_thread_num(void) {
+  return tf_pool_thread_num ? tf_pool_thread_num() : 0;
+}
+__attribute__((visibility("hidden"))) int omp_get_num_threads(void) {
+  return tf_pool_team_size ? tf_pool_team_size() : 1;
+}
+#endif
+"""
+
+
 def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: dict | None = None,
               units: int = 1) -> CSource:
     """Print all `funcs` into one C translation unit (and, with `units` > 1, also as that many
@@ -134,6 +162,8 @@ def codegen_c(funcs: list[N.PrimFunc], target=None, sequences=(), text_cache: di
         head += [_LIBMVEC_DECLS]
     head += ["", "/* Team size of the parallel loops below; the runtime sets it after loading. */",
              "int32_t tf_num_threads = 1;", ""]
+    if any("#pragma omp parallel" in text for text in bodies):
+        head += [POOL_SHIM]
     if any("tf_float16" in text for text in bodies + list(printer.typedefs.values())):
         head.append(_FLOAT16_TYPEDEF)
     if any(c_bfloat16.used_in(text) for text in bodies + list(printer.typedefs.values()) + list(printer.helpers.values())):
@@ -152,14 +182,16 @@ _NUM_THREADS_DEF = "int32_t tf_num_threads = 1;"
 
 def _split_units(head: list, bodies: list, runners: list, count: int) -> tuple:
     """`count` translation units of about equal size: each has the whole head (typedefs and
-    static helpers), the first defines tf_num_threads and the others declare it; the kernel
+    static helpers), the first defines tf_num_threads and the pool shim and the others declare
+    tf_num_threads; the kernel
     runners come with prototypes of the kernels they call."""
     count = min(count, len(bodies))
     if count < 2:
         return ()
     if head.count(_NUM_THREADS_DEF) != 1:
         raise CodegenError("the C head must define tf_num_threads once")
-    shared = [("extern int32_t tf_num_threads;" if line == _NUM_THREADS_DEF else line) for line in head]
+    shared = [("extern int32_t tf_num_threads;" if line == _NUM_THREADS_DEF else line)
+              for line in head if line != POOL_SHIM]      # the shim is defined once, in unit 0
     parts: list[list[str]] = [[] for _ in range(count)]
     sizes = [0] * count
     for body in sorted(bodies, key=len, reverse=True):     # largest first, each to the smallest unit

@@ -88,25 +88,21 @@ def set_num_threads(n: int) -> None:
         ctypes.c_int32.in_dll(lib, "tf_num_threads").value = _num_threads
 
 
-# libgomp spin iterations before an idle worker sleeps: about 0.1 ms.
-SPIN_COUNT = "3000"
-
-
 def configure_openmp_waiting() -> None:
-    """How idle OpenMP workers wait, set before the OpenMP runtime loads (it reads this once).
+    """How idle OpenMP workers wait, for libraries built by clang (its libomp reads this once,
+    when it loads): they sleep at once (KMP_BLOCKTIME=0) unless the user chose otherwise.
 
-    By default libgomp spins up to ~0.2 s after each parallel loop, burning cores that NumPy,
-    Python or other processes need; fully passive waiting (sleep at once) costs a futex wake-up
-    per parallel loop, which slows models made of many small kernels at 2 threads (a BERT-style
-    encoder takes about twice as long).  So workers spin briefly
-    (GOMP_SPINCOUNT) and then sleep; clang's libomp sleeps at once (KMP_BLOCKTIME=0).  Values the
-    user set (OMP_WAIT_POLICY, GOMP_SPINCOUNT, KMP_BLOCKTIME) are kept."""
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
+    Libraries built by GCC do not use an OpenMP runtime at all: their parallel loops run on
+    tensorforge's own pool (runtime/thread_pool.py), which spins about 0.1 ms and then sleeps
+    whatever OMP_WAIT_POLICY or GOMP_SPINCOUNT say, so libgomp's settings are left to the
+    other libraries in the process."""
     os.environ.setdefault("KMP_BLOCKTIME", "0")
 
 
 def load_library(path: str) -> ctypes.CDLL:
+    """Load a kernel library; the thread pool its parallel loops run on is loaded first."""
+    from . import thread_pool
+    thread_pool.load()
     configure_openmp_waiting()
     lib = ctypes.CDLL(path)
     ctypes.c_int32.in_dll(lib, "tf_num_threads").value = get_num_threads()

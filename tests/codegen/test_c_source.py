@@ -208,3 +208,18 @@ def test_vector_typedefs_emitted_once():
     text = source(f, N.PrimFunc("w", (A, B), f.body))
     assert text.count("typedef float tf_float32x16 __attribute__((vector_size(64)));") == 1
     assert "aligned(4), may_alias" in text
+
+
+def test_parallel_loops_go_to_the_thread_pool_through_one_hidden_shim():
+    """A library with a parallel loop defines the OpenMP entry points GCC calls, once (in the
+    first translation unit), hidden; one without parallel loops has no shim."""
+    from tensorforge.codegen.c import POOL_SHIM
+    A = N.Buffer("A", (64,), F32)
+    i = E.Var("i")
+    par = N.PrimFunc("par", (A,), loop(i, 64, store(A, 1.0, i), N.PARALLEL))
+    ser = N.PrimFunc("ser", (A,), loop(i, 64, store(A, 2.0, i)))
+    whole = codegen_c([par, ser], units=2)
+    assert whole.text.count(POOL_SHIM) == 1
+    assert 'visibility("hidden"))) void GOMP_parallel' in POOL_SHIM
+    assert [u.count(POOL_SHIM) for u in whole.units] == [1, 0]
+    assert POOL_SHIM not in source(ser)

@@ -4,7 +4,8 @@ cpu_conv2d_nchwc.py, cpu_matmul.py, cpu_nchwc.py, cpu_winograd.py, cpu_conv_tran
 
 - injective: fuse all axes, split by the vector width, vectorize the inner part and run the outer
   part on the thread pool when there is enough work;
-- reduction: parallel over the fused output axes, the reduction inside;
+- reduction: parallel over the fused output axes when the whole reduction reads at least
+  PARALLEL_MIN_ELEMS elements (a tiny one runs without a parallel region), the reduction inside;
 - complex (conv, dense, matmul): the main stage is computed per output row inside the loops of the
   fused epilogue (so bias, activations and residual adds happen while the row is in cache), its
   innermost data axis vectorized where it is contiguous.
@@ -12,7 +13,14 @@ cpu_conv2d_nchwc.py, cpu_matmul.py, cpu_nchwc.py, cpu_winograd.py, cpu_conv_tran
 from __future__ import annotations
 
 from . import template
-from .common import const_extent, known_shape, num_elements, reads_only_at, schedule_elementwise_stage
+from .common import (
+    PARALLEL_MIN_ELEMS,
+    const_extent,
+    known_shape,
+    num_elements,
+    reads_only_at,
+    schedule_elementwise_stage,
+)
 
 
 def _ext(iv) -> int | None:
@@ -32,7 +40,10 @@ def reduction(s, master_outs, outs, target, cfg=None) -> None:
         axes = list(st.op.axis)
         if axes and num_elements(t) > 0:
             fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-            if num_elements(t) >= 64 and target.num_cores > 1:
+            work = num_elements(t)
+            for iv in st.op.reduce_axis:
+                work *= _ext(iv) or PARALLEL_MIN_ELEMS     # a symbolic extent counts as large
+            if num_elements(t) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
                 st.parallel(fused)
     for t in outs:
         if t not in master_outs:

@@ -1,7 +1,8 @@
 """CPU template `window2d.cpu` for per-channel sliding-window ops over NCHW planes: the
 depthwise convolution of ops/nn_depthwise.py and max_pool2d_rows (ops/nn_pool_rows.py).
 
-Per (image, channel) plane, on the thread pool: the plane's padded input (stage "pad", blocked
+Per (image, channel) plane, on the thread pool when the op has PARALLEL_MIN_ELEMS multiply-adds
+(or maxes) or more: the plane's padded input (stage "pad", blocked
 or phase-split, see ops/nn_depthwise.py) is built right before use, so it is in cache when read;
 then per tile of yb output rows a local accumulator of yb rows x (rows rounded up to whole
 vectors), vectorized along the row.  All window taps and the tile's rows and vectors are
@@ -12,7 +13,14 @@ epilogue (bias, activation) takes the tile from the accumulator and stores whole
 from __future__ import annotations
 
 from . import template
-from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
+from .common import (
+    PARALLEL_MIN_ELEMS,
+    const_extent,
+    const_shape,
+    divisor_at_most,
+    reads_only_at,
+    schedule_elementwise_stage,
+)
 from .cpu import complex_out
 
 ACCUMULATORS = 16     # output vectors in one register tile
@@ -94,5 +102,5 @@ def window2d(s, master_outs, outs, target, cfg=None) -> None:
             s[pad].vectorize(inner)
         elif _ext(last) > 1:
             s[pad].vectorize(last)
-    if target.num_cores > 1:
-        ost.parallel(nc)
+    if target.num_cores > 1 and _elems(master_outs[0]) * _ext(ry) * _ext(rx) >= PARALLEL_MIN_ELEMS:
+        ost.parallel(nc)       # a tiny window op runs without a parallel region

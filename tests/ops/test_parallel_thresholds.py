@@ -1,0 +1,35 @@
+"""Tiny window ops and reductions run without a parallel region; larger ones keep it."""
+import tensorforge
+from tensorforge import te
+from tensorforge.ops.nn_depthwise import depthwise_conv2d
+from tensorforge.ops.schedules.cpu import reduction
+from tensorforge.ops.schedules.cpu_window import window2d
+from tensorforge.target import Target
+
+TARGET = "c -mcpu=x86-64-v4"
+
+
+def _depthwise(c: int, hw: int) -> str:
+    data = te.placeholder((1, c, hw, hw), name="data")
+    w = te.placeholder((c, 1, 3, 3), name="w")
+    out = depthwise_conv2d.compute(data, w)
+    s = te.create_schedule(out.op)
+    window2d(s, [out], [out], Target.parse(TARGET))
+    return str(tensorforge.lower(s, [data, w, out], name="dw"))
+
+
+def _row_sums(rows: int, cols: int) -> str:
+    a = te.placeholder((rows, cols), name="a")
+    k = te.reduce_axis((0, cols), name="k")
+    out = te.compute((rows,), lambda i: te.sum(a[i, k], axis=k), name="out")
+    s = te.create_schedule(out.op)
+    reduction(s, [out], [out], Target.parse(TARGET))
+    return str(tensorforge.lower(s, [a, out], name="rows"))
+
+
+def test_tiny_window_ops_and_reductions_skip_the_parallel_region(monkeypatch):
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    assert "parallel" not in _depthwise(8, 6)          # 8 x 4 x 4 outputs x 9 taps
+    assert "parallel" in _depthwise(32, 56)
+    assert "parallel" not in _row_sums(64, 4)          # 64 rows of 4: 256 elements read
+    assert "parallel" in _row_sums(256, 256)

@@ -1,0 +1,139 @@
+"""The thread pool parallel loops run on: shares, the OpenMP runtime left out, concurrent
+callers, fork, exit, and libraries loaded without the pool."""
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+from tensorforge.codegen.c import POOL_SHIM
+from tensorforge.runtime import thread_pool
+from tensorforge.runtime.compile import compile_source
+from tensorforge.runtime.module import load_library
+
+# Each iteration records which thread ran it and the team size it saw.
+SOURCE = "#include <stdint.h>\nint32_t tf_num_threads = 1;\n" + POOL_SHIM + """
+int omp_get_thread_num(void);
+int omp_get_num_threads(void);
+int32_t who(int32_t* out, int32_t n) {
+  #pragma omp parallel for num_threads(tf_num_threads) schedule(static)
+  for (int32_t i = 0; i < n; ++i) out[i] = omp_get_thread_num() * 1000 + omp_get_num_threads();
+  return 0;
+}
+"""
+FLAGS = ["-O2", "-fPIC", "-shared", "-fopenmp", "-Wl,--as-needed", "-std=gnu11"]
+
+
+@pytest.fixture(scope="module")
+def path():
+    return compile_source(SOURCE, FLAGS)
+
+
+def _run(lib, team: int, n: int = 12) -> np.ndarray:
+    ctypes.c_int32.in_dll(lib, "tf_num_threads").value = team
+    out = np.full(n, -1, np.int32)
+    assert lib.who(out.ctypes.data_as(ctypes.c_void_p), n) == 0
+    return out
+
+
+def _static_shares(team: int, n: int) -> np.ndarray:
+    """OpenMP's schedule(static) without a chunk: contiguous blocks, the first n % team one longer."""
+    sizes = [n // team + (k < n % team) for k in range(team)]
+    return np.repeat([k * 1000 + team for k in range(team)], sizes).astype(np.int32)
+
+
+def test_parallel_loop_runs_its_shares_on_the_pool(path):
+    lib = load_library(path)
+    for team in (2, 3, 1, 2):
+        np.testing.assert_array_equal(_run(lib, team), _static_shares(team, 12))
+    assert thread_pool.workers() >= 2
+
+
+def test_kernel_libraries_do_not_use_the_openmp_runtime(path):
+    """OMP_WAIT_POLICY and friends set for other libraries do not reach tensorforge's loops:
+    a 2-thread kernel built by the CPU backend runs without libgomp in the process."""
+    script = textwrap.dedent("""
+        import numpy as np, tensorforge as tf
+        from tensorforge import te
+        A = te.placeholder((4096,), name="A")
+        B = te.compute((4096,), lambda i: A[i] * 2.0, name="B")
+        s = te.create_schedule(B.op)
+        xo, xi = s[B].split(B.op.axis[0], factor=256)
+        s[B].parallel(xo)
+        m = tf.build(s, [A, B], target="c")
+        tf.runtime.set_num_threads(2)
+        a = np.arange(4096, dtype="float32"); b = np.empty_like(a)
+        m(a, b)
+        assert np.array_equal(b, 2 * a)
+        maps = open("/proc/self/maps").read()
+        assert "libgomp" not in maps, "libgomp loaded"
+        from tensorforge.runtime import thread_pool
+        assert thread_pool.workers() >= 1
+        print("ok")
+    """)
+    env = dict(os.environ, OMP_WAIT_POLICY="PASSIVE", GOMP_SPINCOUNT="0", OMP_NUM_THREADS="1")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env,
+                            timeout=300)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_without_the_pool_loops_run_on_the_caller(path):
+    script = (f"import ctypes, numpy as np\nlib = ctypes.CDLL({path!r})\n"
+              "ctypes.c_int32.in_dll(lib, 'tf_num_threads').value = 2\n"
+              "out = np.zeros(8, np.int32)\nlib.who(out.ctypes.data_as(ctypes.c_void_p), 8)\n"
+              "print(out.tolist())\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([1] * 8)
+
+
+def test_concurrent_callers_neither_deadlock_nor_mix_jobs(path):
+    """Several Python threads calling 2-thread kernels at once (ctypes releases the GIL): each
+    call runs either on the pool or, while the pool is busy, alone on its caller."""
+    lib = load_library(path)
+    ctypes.c_int32.in_dll(lib, "tf_num_threads").value = 2
+    shares, serial = _static_shares(2, 64), np.ones(64, np.int32)
+    bad = []
+
+    def caller():
+        for _ in range(300):
+            out = np.full(64, -1, np.int32)
+            lib.who(out.ctypes.data_as(ctypes.c_void_p), 64)
+            if not (np.array_equal(out, shares) or np.array_equal(out, serial)):
+                bad.append(out)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a kernel call did not return"
+    assert not bad, bad[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_gets_a_pool_of_its_own(path):
+    script = textwrap.dedent(f"""
+        import ctypes, os, numpy as np
+        from tensorforge.runtime.module import load_library
+        lib = load_library({path!r})
+        ctypes.c_int32.in_dll(lib, "tf_num_threads").value = 2
+        def run():
+            out = np.zeros(10, np.int32)
+            lib.who(out.ctypes.data_as(ctypes.c_void_p), 10)
+            return out.tolist()
+        want = [2] * 5 + [1002] * 5
+        assert run() == want
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if run() == want else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "child 0"
