@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ..ir.expr import REDUCE, DATA, Expr, IntImm, Var, const
+from ..ir.expr import DATA, REDUCE, Expr, IntImm, Var, const
 from . import nodes as N
 
 if TYPE_CHECKING:
@@ -61,7 +61,9 @@ def emit_allreduce(lw, st: "Stage", nest: Callable, conds_at: dict, attached_at:
             raise ScheduleError(f"cross-thread reduction on stage {st.name}: data axis {leaf.name} is bound "
                                 f"to {attr.bind_thread.thread_tag}; bind data axes to blockIdx.* only")
     bound = leaves[pos]
-    tag = st.iter_var_attrs[bound].bind_thread.thread_tag
+    thread = st.iter_var_attrs[bound].bind_thread
+    assert thread is not None      # thread_reduce_position found it bound
+    tag = thread.thread_tag
     n_expr = lw.info[st].dom[bound].extent
     if not isinstance(n_expr, IntImm):
         raise ScheduleError(f"cross-thread reduction on stage {st.name}: the extent of {bound.name} "
@@ -110,11 +112,12 @@ def emit_allreduce(lw, st: "Stage", nest: Callable, conds_at: dict, attached_at:
         p *= 2
     if p != n:
         steps.append(thread_loop(lambda v: N.IfThenElse(v < n - p, combine_into(v, [N.BufferLoad(b, (v + p,)) for b in bufs]))))
+    def fold(stride: int) -> Callable[[Var], N.Stmt]:
+        return lambda v: N.IfThenElse(v < stride, combine_into(v, [N.BufferLoad(b, (v + stride,)) for b in bufs]))
+
     s = p // 2
     while s >= 1:
-        stride = s
-        steps.append(thread_loop(lambda v: N.IfThenElse(v < stride, combine_into(
-            v, [N.BufferLoad(b, (v + stride,)) for b in bufs]))))
+        steps.append(thread_loop(fold(s)))
         s //= 2
     index = lw._out_index(st)
     out = N.seq(*[N.BufferStore(dst, N.BufferLoad(b, (const(0),)), index) for dst, b in zip(info.buffers, bufs)])

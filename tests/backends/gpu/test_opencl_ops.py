@@ -73,6 +73,13 @@ CASES = [
     ("one_hot", [np.array([1, 0, 3], "int64")], {"depth": 5}),
     ("einsum", [f32(3, 4), f32(4, 5)], {"equation": "ij,jk->ik"}),
     ("topk", [f32(3, 12)], {"k": 4}),
+    # long rows: one block per output, the threads combined by the shared-memory all-reduce
+    ("reduce_sum", [f32(3, 1000)], {"axes": (1,), "keepdims": 0}),
+    ("reduce_max", [f32(4, 30, 9)], {"axes": (1, 2), "keepdims": 1}),
+    ("reduce_mean", [f32(5000)], {"keepdims": 0}),
+    ("softmax", [f32(3, 700)], {}),
+    ("layer_norm", [f32(2, 384), pos(384), f32(384)], {}),
+    ("global_avg_pool", [f32(1, 5, 14, 14)], {}),
 ]
 
 
@@ -99,6 +106,11 @@ def test_op_on_opencl_matches_numpy(opencl, op, inputs, attrs):
             np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
         else:
             np.testing.assert_array_equal(g, e)
+
+
+def test_long_softmax_rows_use_the_all_reduce(opencl):
+    model = tensorforge.compile(_graph("softmax", [f32(2, 512)], {}), target="opencl")
+    assert "__local" in model.source and "barrier(CLK_LOCAL_MEM_FENCE)" in model.source
 
 
 def test_conv_bias_relu_is_one_kernel_on_opencl(opencl):
