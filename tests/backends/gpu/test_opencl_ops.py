@@ -126,3 +126,20 @@ def test_conv_bias_relu_is_one_kernel_on_opencl(opencl):
     assert "__local" in model.source and "barrier(CLK_LOCAL_MEM_FENCE)" in model.source
     ref = registry.get("conv2d").run_reference([x, w], {"padding": (1, 1, 1, 1)})[0]
     np.testing.assert_allclose(model(x)[0], np.maximum(ref + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cached_kernel_reused_under_another_name_keeps_kernel_names_unique(opencl, tmp_path, monkeypatch):
+    """The lowering cache hands a loop program lowered as group k1 to a later model's group k0;
+    its kernels must be renamed with it, or they clash with that model's own k1 kernels."""
+    monkeypatch.setenv("TENSORFORGE_CACHE_DIR", str(tmp_path))
+    b = GraphBuilder("first")
+    x, y = b.input("x", (4, 8), "float32"), b.input("y", (4, 8), "float32")
+    tensorforge.compile(b.finish([b.add1("exp", [x]), b.add1("mul", [x, y])]), target="opencl")
+    b = GraphBuilder("second")
+    x, y = b.input("x", (4, 8), "float32"), b.input("y", (4, 8), "float32")
+    z, w = b.input("z", (3, 5), "float32"), b.input("w", (3, 5), "float32")
+    model = tensorforge.compile(b.finish([b.add1("mul", [x, y]), b.add1("mul", [z, w])]), target="opencl")
+    a, c = f32(4, 8), f32(3, 5)
+    got = model(a, a, c, c)
+    np.testing.assert_allclose(got[0], a * a, rtol=1e-6)
+    np.testing.assert_allclose(got[1], c * c, rtol=1e-6)
