@@ -6,7 +6,6 @@ master op's stages (a conv's padding stage, say) are left to the master's schedu
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -198,7 +197,8 @@ def lower_group_cached(group: FusedGroup, target, name: str, config, path: Path)
     except (DamagedEntry, ValueError) as err:     # a damaged entry: lower again and overwrite it
         warn_rebuild(err, "lowering the kernel again")
     if isinstance(func, N.PrimFunc):
-        return dataclasses.replace(func, name=name)
+        from .tir.kernel import rename
+        return rename(func, name)          # its GPU kernels too: names stay unique in a program
     func = lower_group(group, target, name, config).func
     try:
         write_entry(path, serialize.dumps(func).encode("utf-8"))

@@ -123,3 +123,40 @@ def test_lowp_benchmark_runs():
     row = next(line for line in proc.stdout.splitlines() if line.startswith("dqn") and "%" in line)
     assert row.split()[1] == "100.00%"            # every element within one step of ONNX Runtime
     assert "bf16 products on" in proc.stdout and "geometric means" in proc.stdout
+
+
+GPU = BENCH / "gpu.py"
+
+
+def _opencl_problem() -> str:
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "backends" / "gpu"))
+    from gpu_probe import opencl_problem
+    return opencl_problem()
+
+
+def test_gpu_benchmark_smoke_on_opencl(tmp_path):
+    """benchmarks/gpu.py with the smallest sizes on OpenCL: every section prints its rows (outputs
+    checked before timing) and the JSON holds them."""
+    if _opencl_problem():
+        pytest.skip(_opencl_problem())
+    out_json = tmp_path / "gpu.json"
+    proc = subprocess.run([sys.executable, str(GPU), "--target", "opencl", "--quick", "--repeat", "1",
+                           "--json", str(out_json)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    data = json.loads(out_json.read_text())
+    names = {(r["section"], r["name"].split()[0]) for r in data["rows"]}
+    assert names == {("models", "dqn"), ("fig4", "conv+bn+relu"), ("fig4", "depthwise+bn+relu"),
+                     ("fig4", "lstm_cell"), ("fig7", "matmul"), ("convs", "C6"), ("convs", "C12")}
+    fig4 = [r for r in data["rows"] if r["section"] == "fig4"]
+    assert all(r["ms"]["fused"] > 0 and r["ms"]["unfused"] > 0 for r in fig4)
+    assert any("kernels 1 fused, 3 unfused" in r["note"] for r in fig4)
+
+
+def test_gpu_benchmark_without_a_cuda_device_exits_cleanly():
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "backends" / "gpu"))
+    from gpu_probe import cuda_device_present
+    if cuda_device_present():
+        pytest.skip("a CUDA device is present; the run would measure")
+    proc = subprocess.run([sys.executable, str(GPU), "--quick"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "nothing to measure on target 'cuda'" in proc.stdout and "Traceback" not in proc.stderr

@@ -16,16 +16,18 @@ from ..tir.passes.inject_virtual_threads import inject_virtual_threads
 from ..tir.passes.insert_barriers import insert_barriers
 from ..tir.passes.lower_thread_binding import lower_thread_binding
 from ..tir.passes.simplify import simplify
+from ..tir.passes.storage_rewrite import storage_rewrite
 from ..tir.passes.unroll_vector_loops import unroll_vector_loops
 
 # Phases of tir/pipeline.py.  Virtual threads are injected on flattened buffers (one index per
 # access, so a per-vthread copy is an offset); thread binding runs last, after the loop passes
-# that still need the bound loops as loops, and barriers after it, inside each kernel.
+# that still need the bound loops as loops, then shared-memory reuse inside each kernel, and
+# barriers after it (they see which buffers now share memory).
 PASSES_BY_PHASE = {
     "after_lowering": (("unroll_vector_loops", unroll_vector_loops),),
     "after_flatten": (("inject_virtual_threads", inject_virtual_threads), ("simplify", simplify)),
-    "before_codegen": (("lower_thread_binding", lower_thread_binding), ("insert_barriers", insert_barriers),
-                       ("simplify", simplify)),
+    "before_codegen": (("lower_thread_binding", lower_thread_binding), ("storage_rewrite", storage_rewrite),
+                       ("insert_barriers", insert_barriers), ("simplify", simplify)),
 }
 
 

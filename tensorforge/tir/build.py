@@ -26,6 +26,7 @@ from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
+from .allreduce import emit_allreduce, thread_reduce_position
 
 _KIND_OF_ATTR = {"serial": N.SERIAL, "parallel": N.PARALLEL, "vectorized": N.VECTORIZED,
                  "unrolled": N.UNROLLED, "thread_binding": N.THREAD_BINDING}
@@ -407,6 +408,8 @@ class _Lowering:
             body = self._emit_tensorized(st, nest, first_reduce, is_reduce)
         elif not is_reduce:
             body = nest(self._store_plain(st), list(range(len(leaves))), True)
+        elif (bound := thread_reduce_position(st)) is not None:
+            body = emit_allreduce(self, st, nest, conds_at, attached_at, bound)
         else:
             outer = list(range(first_reduce))
             rest = list(range(first_reduce, len(leaves)))

@@ -14,9 +14,11 @@ shape variables.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..ir.expr import Expr, Var
+from ..ir.functor import Mutator
 from . import nodes as N
 
 KERNEL_ATTR = "device_kernel"
@@ -81,3 +83,24 @@ def device_program(func: N.PrimFunc) -> DeviceProgram:
 
     walk(func.body)
     return DeviceProgram(tuple(workspaces), tuple(kernels))
+
+
+def rename(func: N.PrimFunc, name: str) -> N.PrimFunc:
+    """`func` named `name`, its kernels too (`<old>_kernel...` becomes `<name>_kernel...`), so a
+    loop program reused under another name (the lowering cache) keeps kernel names unique."""
+    if func.name == name:
+        return func
+    old = func.name
+
+    def kernel_name(k: str) -> str:
+        return name + k[len(old):] if k.startswith(old) else k
+
+    class _Rename(Mutator):
+        def visit_AttrStmt(self, node: N.AttrStmt):
+            node = self.generic_visit(node)
+            if node.key != KERNEL_ATTR:
+                return node
+            info = dataclasses.replace(node.value, name=kernel_name(node.value.name))
+            return N.AttrStmt(node.key, info, node.body)
+
+    return dataclasses.replace(func, name=name, body=_Rename().visit(func.body))

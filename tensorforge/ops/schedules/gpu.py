@@ -7,8 +7,10 @@ a split that does not divide leaves a guard on the last block.  Every other stag
 into its readers or computed inside a thread of its reader (in registers, scope "local").
 
 - injective: each output one flat launch;
-- reduction: one thread per output element, the reduction serial inside it (rows of softmax and
-  layer norm are short enough that this beats a launch per row on the models we run);
+- reduction: a long one (ALLREDUCE_MIN terms or more per output: softmax and layer-norm rows,
+  global pooling) one block per output element, its threads each reducing a strided share and
+  then combining through shared memory (rfactor + tree all-reduce); a short one one thread per
+  output element, the reduction serial inside it;
 - complex (conv, dense, pooling, ...): the master's padding stages inlined (the pad test becomes
   a guard on the load); with an elementwise epilogue that reads the master at its own index (conv
   + bias + relu), the master is computed per thread of the epilogue's launch, in registers, so
@@ -16,6 +18,7 @@ into its readers or computed inside a thread of its reader (in registers, scope 
 """
 from __future__ import annotations
 
+from ...ir.expr import IntImm
 from ...te import thread_axis
 from ...te.tensor import ComputeOp
 from . import template
@@ -24,6 +27,9 @@ from .common import inner_data_stages, known_shape, num_elements, reads_only_at
 # Threads per block of a flat launch: a multiple of the warp (32) and of AMD's wavefront (64),
 # small enough for any OpenCL device's work-group limit.
 THREADS = 256
+# A reduction of at least this many terms per output is split over the threads of a block; a
+# shorter one runs serially in one thread per output element.
+ALLREDUCE_MIN = 128
 
 
 def bind_flat(s, t, threads: int = THREADS):
@@ -64,12 +70,52 @@ def _is_output(s, op) -> bool:
     return op in s.outputs
 
 
+def bind_allreduce(s, t, threads: int = THREADS) -> bool:
+    """Split the reduction of `t` over the threads of a block: one block per output element
+    (blockIdx.x over the fused data axes), each thread a strided share of the reduce axes
+    (rfactor, the partial in a register), then a tree all-reduce in shared memory
+    (tir/allreduce.py).  False (nothing changed) when the reduction is shorter than
+    ALLREDUCE_MIN, symbolic, or has several outputs."""
+    st = s[t]
+    op = st.op
+    if not isinstance(op, ComputeOp) or op.num_outputs != 1 or not op.reduce_axis:
+        return False
+    extent = 1
+    for iv in op.reduce_axis:
+        if not isinstance(iv.dom.extent, IntImm):
+            return False
+        extent *= iv.dom.extent.value
+    if extent < ALLREDUCE_MIN:
+        return False
+    r = st.fuse(*op.reduce_axis) if len(op.reduce_axis) > 1 else op.reduce_axis[0]
+    n = min(threads, _pow2_at_most(extent))
+    _, ri = st.split(r, factor=n)
+    partial = s.rfactor(t, ri)
+    axes = list(st.op.axis)
+    if axes:
+        st.bind(st.fuse(*axes) if len(axes) > 1 else axes[0], thread_axis("blockIdx.x"))
+    tx = st.op.reduce_axis[0]
+    st.bind(tx, thread_axis("threadIdx.x"))
+    s[partial].compute_at(st, tx)
+    s[partial].set_scope("local")
+    return True
+
+
+def _pow2_at_most(n: int) -> int:
+    p = 1
+    while p * 2 <= n:
+        p *= 2
+    return p
+
+
 def schedule_roots(s, skip=()) -> None:
     """Every compute stage still at the root, not scheduled yet (no relations) and not in
-    `skip`: one flat launch each."""
+    `skip`: a long reduction split over a block's threads (bind_allreduce), anything else one
+    flat launch."""
     for st in list(s.stages):
         if isinstance(st.op, ComputeOp) and st.attach_type == "root" and not st.relations and st.op not in skip:
-            bind_flat(s, st.op.output(0))
+            if not bind_allreduce(s, st.op.output(0)):
+                bind_flat(s, st.op.output(0))
 
 
 @template("injective.gpu")

@@ -73,6 +73,13 @@ CASES = [
     ("one_hot", [np.array([1, 0, 3], "int64")], {"depth": 5}),
     ("einsum", [f32(3, 4), f32(4, 5)], {"equation": "ij,jk->ik"}),
     ("topk", [f32(3, 12)], {"k": 4}),
+    # long rows: one block per output, the threads combined by the shared-memory all-reduce
+    ("reduce_sum", [f32(3, 1000)], {"axes": (1,), "keepdims": 0}),
+    ("reduce_max", [f32(4, 30, 9)], {"axes": (1, 2), "keepdims": 1}),
+    ("reduce_mean", [f32(5000)], {"keepdims": 0}),
+    ("softmax", [f32(3, 700)], {}),
+    ("layer_norm", [f32(2, 384), pos(384), f32(384)], {}),
+    ("global_avg_pool", [f32(1, 5, 14, 14)], {}),
 ]
 
 
@@ -101,6 +108,11 @@ def test_op_on_opencl_matches_numpy(opencl, op, inputs, attrs):
             np.testing.assert_array_equal(g, e)
 
 
+def test_long_softmax_rows_use_the_all_reduce(opencl):
+    model = tensorforge.compile(_graph("softmax", [f32(2, 512)], {}), target="opencl")
+    assert "__local" in model.source and "barrier(CLK_LOCAL_MEM_FENCE)" in model.source
+
+
 def test_conv_bias_relu_is_one_kernel_on_opencl(opencl):
     """Fusion as on the CPU: conv2d + bias + relu is one kernel step, and right."""
     x, w, bias = f32(1, 8, 10, 10), f32(16, 8, 3, 3), f32(1, 16, 1, 1)
@@ -114,3 +126,20 @@ def test_conv_bias_relu_is_one_kernel_on_opencl(opencl):
     assert "__local" in model.source and "barrier(CLK_LOCAL_MEM_FENCE)" in model.source
     ref = registry.get("conv2d").run_reference([x, w], {"padding": (1, 1, 1, 1)})[0]
     np.testing.assert_allclose(model(x)[0], np.maximum(ref + bias, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cached_kernel_reused_under_another_name_keeps_kernel_names_unique(opencl, tmp_path, monkeypatch):
+    """The lowering cache hands a loop program lowered as group k1 to a later model's group k0;
+    its kernels must be renamed with it, or they clash with that model's own k1 kernels."""
+    monkeypatch.setenv("TENSORFORGE_CACHE_DIR", str(tmp_path))
+    b = GraphBuilder("first")
+    x, y = b.input("x", (4, 8), "float32"), b.input("y", (4, 8), "float32")
+    tensorforge.compile(b.finish([b.add1("exp", [x]), b.add1("mul", [x, y])]), target="opencl")
+    b = GraphBuilder("second")
+    x, y = b.input("x", (4, 8), "float32"), b.input("y", (4, 8), "float32")
+    z, w = b.input("z", (3, 5), "float32"), b.input("w", (3, 5), "float32")
+    model = tensorforge.compile(b.finish([b.add1("mul", [x, y]), b.add1("mul", [z, w])]), target="opencl")
+    a, c = f32(4, 8), f32(3, 5)
+    got = model(a, a, c, c)
+    np.testing.assert_allclose(got[0], a * a, rtol=1e-6)
+    np.testing.assert_allclose(got[1], c * c, rtol=1e-6)

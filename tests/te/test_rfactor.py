@@ -1,0 +1,59 @@
+"""rfactor (te/rfactor.py): the partial-reduction stage has the factored axis first, the
+original stage reduces it, and the built program still equals NumPy (dividing and
+non-dividing splits, fused reduce axes, min as well as sum)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorforge
+from tensorforge import te
+from tensorforge.te.schedule import ScheduleError
+
+
+def _row_reduce(n, m, kind="sum"):
+    A = te.placeholder((n, m), name="A")
+    k = te.reduce_axis((0, m), name="k")
+    fn = te.sum if kind == "sum" else te.min
+    B = te.compute((n,), lambda i: fn(A[i, k], axis=k), name="B")
+    return A, B, k
+
+
+@pytest.mark.parametrize("m,factor,which", [(100, 16, "inner"), (100, 16, "outer"), (96, 8, "inner"), (5, 7, "inner")])
+@pytest.mark.parametrize("kind", ["sum", "min"])
+def test_rfactor_of_a_split_axis_equals_numpy(m, factor, which, kind):
+    A, B, k = _row_reduce(7, m, kind)
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=factor)
+    BF = s.rfactor(B, ki if which == "inner" else ko)
+    expect = factor if which == "inner" else -(-m // factor)
+    assert tuple(int(d.value) for d in BF.shape) == (expect, 7)
+    assert len(s[B].op.reduce_axis) == 1 and int(s[B].op.reduce_axis[0].dom.extent.value) == expect
+    f = tensorforge.build(s, [A, B], target="c")
+    a = np.random.default_rng(m).standard_normal((7, m)).astype("float32")
+    b = np.full(7, np.nan, "float32")
+    f(a, b)
+    ref = a.sum(1) if kind == "sum" else a.min(1)
+    np.testing.assert_allclose(b, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_rfactor_of_two_reduce_axes_fused():
+    A = te.placeholder((4, 6, 10), name="A")
+    r, c = te.reduce_axis((0, 6), name="r"), te.reduce_axis((0, 10), name="c")
+    B = te.compute((4,), lambda i: te.sum(A[i, r, c], axis=[r, c]), name="B")
+    s = te.create_schedule(B.op)
+    fused = s[B].fuse(r, c)
+    fo, fi = s[B].split(fused, factor=16)
+    s.rfactor(B, fi)
+    f = tensorforge.build(s, [A, B], target="c")
+    a = np.random.default_rng(1).standard_normal((4, 6, 10)).astype("float32")
+    b = np.full(4, np.nan, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, a.sum((1, 2)), rtol=1e-5, atol=1e-5)
+
+
+def test_rfactor_of_a_data_axis_is_an_error():
+    A, B, k = _row_reduce(3, 8)
+    s = te.create_schedule(B.op)
+    with pytest.raises(ScheduleError, match="not a reduction axis"):
+        s.rfactor(B, B.op.axis[0])
