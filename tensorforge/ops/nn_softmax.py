@@ -37,7 +37,7 @@ def norm_axes(name: str, axes: Sequence[int] | int | None, ndim: int) -> tuple:
 
 
 def _check_float(name: str, x: TensorType) -> None:
-    if not x.dtype.startswith("float"):
+    if not (x.dtype.startswith("float") or x.dtype == "bfloat16"):
         raise OpError(f"{name}: the input must be a float tensor, got {x.dtype}")
 
 
@@ -59,18 +59,24 @@ def _at(stage: te.Tensor, i: tuple, axes: tuple):
     return stage[tuple(0 if a in axes else v for a, v in enumerate(i))]
 
 
+def _wide(x: np.ndarray) -> np.ndarray:
+    """16-bit floats in float32 (the kernels compute them so); other dtypes as they are."""
+    return x.astype(np.float32) if x.dtype.name in ("float16", "bfloat16") else x
+
+
 def _np_max(x: np.ndarray, axes: tuple) -> np.ndarray:
     return np.max(x, axis=axes, keepdims=True)
 
 
 def _in_float32(x: te.Tensor, body) -> te.Tensor:
-    """float16 softmax is computed in float32 and rounded once at the end, as the references do."""
-    if x.dtype != "float16":
+    """float16 and bfloat16 softmax is computed in float32 and rounded once at the end, as the
+    references do."""
+    if x.dtype not in ("float16", "bfloat16"):
         return body(x)
     shape = const_shape(x)
     xf = te.compute(shape, lambda *i: x[i].astype("float32"), name="to_float32")
     out = body(xf)
-    return te.compute(shape, lambda *i: out[i].astype("float16"), name=f"{out.op.name}_float16")
+    return te.compute(shape, lambda *i: out[i].astype(x.dtype), name=f"{out.op.name}_{x.dtype}")
 
 
 def _infer(name: str):
@@ -101,7 +107,8 @@ class softmax:
     @staticmethod
     def reference(x: np.ndarray, axes=(-1,)) -> np.ndarray:
         axes = norm_axes("softmax", axes, x.ndim)
-        e = np.exp(x - _np_max(x, axes))
+        xf = _wide(x)
+        e = np.exp(xf - _np_max(xf, axes))
         return (e / np.sum(e, axis=axes, keepdims=True)).astype(x.dtype)
 
 
@@ -124,7 +131,8 @@ class log_softmax:
     @staticmethod
     def reference(x: np.ndarray, axes=(-1,)) -> np.ndarray:
         axes = norm_axes("log_softmax", axes, x.ndim)
-        shifted = x - _np_max(x, axes)
+        xf = _wide(x)
+        shifted = xf - _np_max(xf, axes)
         return (shifted - np.log(np.sum(np.exp(shifted), axis=axes, keepdims=True))).astype(x.dtype)
 
 

@@ -49,6 +49,16 @@ def test_dtypes(dtype):
         check_op(name, [x], dict(axes=(1,)), rtol=tol, atol=tol)
 
 
+def test_bfloat16_is_computed_in_float32_and_rounded_once():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.random.default_rng(2).standard_normal((3, 7)).astype(ml_dtypes.bfloat16)
+    for name in ("softmax", "log_softmax"):
+        got = check_op(name, [x], dict(axes=(1,)), rtol=1e-2, atol=1e-2)[0]
+        want = get(name).reference(x.astype(np.float32), axes=(1,)).astype(ml_dtypes.bfloat16)
+        # one rounding of the float32 result: at most one bfloat16 step apart
+        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2 ** -7, atol=2 ** -9)
+
+
 def test_errors():
     with pytest.raises(OpError, match="float tensor"):
         get("softmax").infer_types([TensorType((2, 3), "int32")], {})
