@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import cuda_device_present, nvrtc_problem
+from gpu_probe import cuda_device_present, nvrtc_problem
 
 import tensorforge
 from tensorforge.runtime.device_model import DeviceModel
