@@ -30,7 +30,7 @@ from ..te.intrin import TensorIntrin, decl_buffer, decl_tensor_intrin
 from ..te.tensor import compute, placeholder, reduce_axis
 from ..te.tensor import sum as te_sum
 from ..tir import nodes as N
-from .x86_intrin import _AMX_PERMISSION, host_features
+from .x86_intrin import _AMX_PERMISSION, amx_block_helper, host_features
 
 LANES = 16
 K_ALIGN = 32             # k is padded to this
@@ -133,34 +133,6 @@ def bf16_block(mr: int, nv: int, kb: int) -> TensorIntrin:
                               helpers=((name, _helper(name, mr, nv, kb)),), requires=REQUIRES)
 
 
-def _amx_helper(name: str, nv: int, kb: int) -> str:
-    # tiles 0..nv-1: C (16 rows x 16 float32), tile 4: A (16 rows x 32 bf16), 5: B (16 k pairs x 16 lanes)
-    rows, colsb = ", ".join(["16"] * 6), ", ".join(["64"] * 6)
-    lines = ["#include <immintrin.h>",
-             "#include <stdio.h>",
-             f'static __attribute__((target("amx-tile,amx-bf16"))) int {name}(float* c, '
-             "const uint16_t* a, const uint16_t* b, int64_t sc, int64_t sa, int64_t sb, int phase) {",
-             "  if (tf_amx_request() != 1) { fprintf(stderr, \"tensorforge: the kernel refused AMX tile "
-             "data (arch_prctl)\\n\"); abort(); }",
-             "  struct { uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }"
-             " __attribute__((aligned(64))) cfg = {1, 0, {0}, {" + colsb + "}, {" + rows + "}};",
-             "  _tile_loadconfig(&cfg);"]
-    for v in range(nv):
-        lines.append(f"  if (phase == 1) _tile_loadd({v}, c + {16 * v}, sc * 4); else _tile_zero({v});")
-    lines.append("  if (phase != 2) {")
-    lines.append(f"    for (int64_t k = 0; k < {kb}; k += 32) {{")
-    lines.append("      _tile_loadd(4, a + k, sa * 2);")
-    for v in range(nv):
-        lines.append(f"      _tile_loadd(5, b + {v} * sb + k * 16, 64);")
-        lines.append(f"      _tile_dpbf16ps({v}, 4, 5);")
-    lines.append("    }")
-    lines.append("  }")
-    for v in range(nv):
-        lines.append(f"  _tile_stored({v}, c + {16 * v}, sc * 4);")
-    lines += ["  _tile_release();", "  return 0;", "}"]
-    return "\n".join(lines)
-
-
 @functools.lru_cache(maxsize=None)
 def amx_bf16_block(nv: int, kb: int) -> TensorIntrin:
     """A (16 x 16*nv) float32 block over kb (a multiple of 32) with AMX `tdpbf16ps`."""
@@ -178,7 +150,8 @@ def amx_bf16_block(nv: int, kb: int) -> TensorIntrin:
              b: decl_buffer(b.shape, "bfloat16", "b", strides=(Var("b_panel"), 2 * LANES, 2, 1)),
              c: decl_buffer(c.shape, "float32", "c", strides=(Var("c_row"), 1))}
     return decl_tensor_intrin(c.op, lower, binds, name=f"amx_bf16_block_{nv}_k{kb}",
-                              helpers=(("tf_amx_request", _AMX_PERMISSION), (name, _amx_helper(name, nv, kb))),
+                              helpers=(("tf_amx_request", _AMX_PERMISSION),
+                                       (name, amx_block_helper(name, nv, kb, "bf16"))),
                               requires=AMX_REQUIRES)
 
 

@@ -209,14 +209,26 @@ static int tf_amx_request(void) {
 }"""
 
 
-def _amx_block_helper(name: str, nv: int, kb: int) -> str:
-    # tiles 0..nv-1: C (16 rows x 64 bytes of int32), tile 4: A (16 rows x 64 bytes), 5: B
+# What differs between the AMX block helpers, per element kind: the feature, the C types of
+# C, A and B, the k covered by one 64-byte row of A, A's bytes per element, and the instruction.
+AMX_KINDS = {
+    "int8": ("amx-int8", "int32_t", "uint8_t", "int8_t", 64, 1, "_tile_dpbusd"),
+    "bf16": ("amx-bf16", "float", "uint16_t", "uint16_t", 32, 2, "_tile_dpbf16ps"),
+}
+
+
+def amx_block_helper(name: str, nv: int, kb: int, kind: str = "int8") -> str:
+    """C text of an AMX block helper: tiles 0..nv-1 hold C (16 rows x 64 bytes), tile 4 a
+    16 x 64-byte tile of A, tile 5 one of B (packed 4-interleaved for int8, in pairs for bf16).
+    `phase` 0 computes, 1 accumulates onto C, 2 only zeroes C."""
+    feature, c_type, a_type, b_type, k_step, a_bytes, insn = AMX_KINDS[kind]
     rows = ", ".join(["16"] * 6)
     colsb = ", ".join(["64"] * 6)
+    a_stride = "sa" if a_bytes == 1 else f"sa * {a_bytes}"
     lines = ["#include <immintrin.h>",
              "#include <stdio.h>",
-             f'static __attribute__((target("amx-tile,amx-int8"))) int {name}(int32_t* c, '
-             "const uint8_t* a, const int8_t* b, int64_t sc, int64_t sa, int64_t sb, int phase) {",
+             f'static __attribute__((target("amx-tile,{feature}"))) int {name}({c_type}* c, '
+             f"const {a_type}* a, const {b_type}* b, int64_t sc, int64_t sa, int64_t sb, int phase) {{",
              "  if (tf_amx_request() != 1) { fprintf(stderr, \"tensorforge: the kernel refused AMX tile "
              "data (arch_prctl)\\n\"); abort(); }",
              "  struct { uint8_t palette, start; uint8_t reserved[14]; uint16_t colsb[16]; uint8_t rows[16]; }"
@@ -225,11 +237,11 @@ def _amx_block_helper(name: str, nv: int, kb: int) -> str:
     for v in range(nv):
         lines.append(f"  if (phase == 1) _tile_loadd({v}, c + {16 * v}, sc * 4); else _tile_zero({v});")
     lines.append("  if (phase != 2) {")
-    lines.append(f"    for (int64_t k = 0; k < {kb}; k += 64) {{")
-    lines.append("      _tile_loadd(4, a + k, sa);")
+    lines.append(f"    for (int64_t k = 0; k < {kb}; k += {k_step}) {{")
+    lines.append(f"      _tile_loadd(4, a + k, {a_stride});")
     for v in range(nv):
         lines.append(f"      _tile_loadd(5, b + {v} * sb + k * 16, 64);")
-        lines.append(f"      _tile_dpbusd({v}, 4, 5);")
+        lines.append(f"      {insn}({v}, 4, 5);")
     lines.append("    }")
     lines.append("  }")
     for v in range(nv):
@@ -246,7 +258,7 @@ def amx_block(nv: int, kb: int) -> TensorIntrin:
         raise ValueError(f"amx_block: kb must be a multiple of 64 and nv 1 to 4, got kb={kb}, nv={nv}")
     a, b, c = block_pattern(16, 16 * nv, kb, 16)
     name = f"tf_amx_block_{nv}_k{kb}"
-    helpers = (("tf_amx_request", _AMX_PERMISSION), (name, _amx_block_helper(name, nv, kb)))
+    helpers = (("tf_amx_request", _AMX_PERMISSION), (name, amx_block_helper(name, nv, kb)))
 
     def lower(ins, outs):
         (ab, bb), (cb,) = ins, outs
