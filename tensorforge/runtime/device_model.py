@@ -19,6 +19,7 @@ import numpy as np
 
 from .device_executor import DeviceGraphExecutor
 from .executor import ModelSpec
+from .model import ExecutorModel
 
 # runtime name -> (program file in the archive, whether it is text)
 PROGRAM_FILES = {"opencl": ("kernels.cl", True), "cuda": ("kernels.cubin", False)}
@@ -35,7 +36,7 @@ def device_opener(runtime: str, program, option: str):
     raise ValueError(f"unknown device runtime {runtime!r}; known: {', '.join(PROGRAM_FILES)}")
 
 
-class DeviceModel:
+class DeviceModel(ExecutorModel):
     """`model(*arrays)` or `model.run(name=array)` -> list of NumPy outputs in graph order; the
     kernels run on a GPU (or any OpenCL device)."""
 
@@ -48,23 +49,6 @@ class DeviceModel:
         self.lib_path = None
         self.executor = DeviceGraphExecutor(spec, device["kernels"], device_opener(
             device["runtime"], program, device.get("option", "")), params)
-
-    @property
-    def input_names(self) -> list[str]:
-        return self.executor.input_names
-
-    @property
-    def output_names(self) -> list[str]:
-        return self.executor.output_names
-
-    def __call__(self, *arrays):
-        return self.executor(*arrays)
-
-    def run(self, **named):
-        return self.executor.run(**named)
-
-    def profile(self, *arrays, repeat: int = 10) -> list[tuple[str, float]]:
-        return self.executor.profile(*arrays, repeat=repeat)
 
     def export(self, path: str) -> str:
         """Write the model as one file (runtime/model.py's format); returns the path."""

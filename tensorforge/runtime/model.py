@@ -14,7 +14,7 @@ import io
 import json
 import os
 import zipfile
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,14 +27,10 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 2      # 2: kernel steps record their buffers ("params"), checked at load
 
 
-class Model:
-    """`model(*arrays)` or `model.run(name=array)` -> list of outputs in graph order."""
+class ExecutorModel:
+    """What every compiled model offers, delegated to its `executor` (host or device)."""
 
-    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, source: str = "", info: dict | None = None,
-                 host_steps: dict | None = None):
-        self.spec, self.lib_path, self.params, self.source = spec, lib_path, params, source
-        self.info = info or {}
-        self.executor = GraphExecutor(spec, lib_path, params, host_steps=host_steps)
+    executor: Any
 
     @property
     def input_names(self) -> list[str]:
@@ -53,6 +49,16 @@ class Model:
     def profile(self, *arrays, repeat: int = 10) -> list[tuple[str, float]]:
         """(kernel label, mean seconds) per step, slowest first."""
         return self.executor.profile(*arrays, repeat=repeat)
+
+
+class Model(ExecutorModel):
+    """`model(*arrays)` or `model.run(name=array)` -> list of outputs in graph order."""
+
+    def __init__(self, spec: ModelSpec, lib_path: str | None, params: dict, source: str = "", info: dict | None = None,
+                 host_steps: dict | None = None):
+        self.spec, self.lib_path, self.params, self.source = spec, lib_path, params, source
+        self.info = info or {}
+        self.executor = GraphExecutor(spec, lib_path, params, host_steps=host_steps)
 
     def export(self, path: str) -> str:
         """Write the model as one file; returns the path."""
