@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import host_kernels
-from .executor import ModelSpec
+from .executor import ModelSpec, check_input_names, checked_input, inputs_by_position
 
 
 class DeviceGraphExecutor:
@@ -67,35 +67,18 @@ class DeviceGraphExecutor:
 
     # -- calling ---------------------------------------------------------------------------------
     def __call__(self, *arrays) -> list[np.ndarray]:
-        if len(arrays) != len(self.spec.inputs):
-            raise TypeError(f"model {self.spec.name} takes {len(self.spec.inputs)} input(s) "
-                            f"({', '.join(self.spec.inputs)}), got {len(arrays)}")
-        return self._run(dict(zip(self.spec.inputs, arrays)))
+        return self._run(inputs_by_position(self.spec, arrays))
 
     def run(self, **named) -> list[np.ndarray]:
-        unknown = sorted(set(named) - set(self.spec.inputs))
-        missing = [n for n in self.spec.inputs if n not in named]
-        if unknown or missing:
-            raise TypeError(f"model {self.spec.name}: unknown input(s) {unknown}, missing {missing}; "
-                            f"inputs are {self.spec.inputs}")
+        check_input_names(self.spec, named)
         return self._run(named)
 
     def _upload_inputs(self, named: dict) -> None:
-        for name in self.spec.inputs:
-            shape, dtype = self._info[name]
-            a = named[name]
-            if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
-                a = a.numpy()
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"input {name!r}: expected a NumPy array, got {type(a).__name__}")
-            if a.dtype != dtype:
-                raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
-            if a.shape != shape:
-                raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
+        checked = {name: checked_input(name, named[name], *self._info[name]) for name in self.spec.inputs}
         dev = self.device()
-        for name in self.spec.inputs:
-            if named[name].nbytes:
-                dev.upload(self._buffers[name], np.ascontiguousarray(named[name]))
+        for name, a in checked.items():
+            if a.nbytes:
+                dev.upload(self._buffers[name], np.ascontiguousarray(a))
 
     def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:
         self._upload_inputs(named)

@@ -115,17 +115,10 @@ class GraphExecutor:
         return list(self.spec.outputs)
 
     def __call__(self, *arrays) -> list[np.ndarray]:
-        if len(arrays) != len(self._input_info):
-            raise TypeError(f"model {self.spec.name} takes {len(self._input_info)} input(s) "
-                            f"({', '.join(self.spec.inputs)}), got {len(arrays)}")
-        return self._run(dict(zip(self.spec.inputs, arrays)))
+        return self._run(inputs_by_position(self.spec, arrays))
 
     def run(self, **named) -> list[np.ndarray]:
-        unknown = sorted(set(named) - set(self.spec.inputs))
-        missing = [n for n in self.spec.inputs if n not in named]
-        if unknown or missing:
-            raise TypeError(f"model {self.spec.name}: unknown input(s) {unknown}, missing {missing}; "
-                            f"inputs are {self.spec.inputs}")
+        check_input_names(self.spec, named)
         return self._run(named)
 
     def run_with(self, named: dict, kernels: dict | None = None,
@@ -150,16 +143,7 @@ class GraphExecutor:
     def _check(self, named: dict) -> dict:
         env = {}
         for name, shape, dtype in self._input_info:
-            a = named[name]
-            if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
-                a = a.numpy()
-            if not isinstance(a, np.ndarray):
-                raise TypeError(f"input {name!r}: expected a NumPy array, got {type(a).__name__}")
-            if a.dtype != dtype:
-                raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
-            if a.shape != shape:
-                raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
-            env[name] = self.memory.from_host(a)
+            env[name] = self.memory.from_host(checked_input(name, named[name], shape, dtype))
         return env
 
     def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:
@@ -223,3 +207,36 @@ class GraphExecutor:
         labels = self.spec.labels or [str(k) for k in range(len(self._steps))]
         rows = [(labels[k], timings[k] / repeat) for k in range(len(self._steps))]
         return sorted(rows, key=lambda r: -r[1])
+
+
+# Input checks shared by the host and device executors ---------------------------------------
+
+def inputs_by_position(spec: ModelSpec, arrays: tuple) -> dict:
+    """`model(*arrays)`: the arrays by input name; TypeError when their count is wrong."""
+    if len(arrays) != len(spec.inputs):
+        raise TypeError(f"model {spec.name} takes {len(spec.inputs)} input(s) "
+                        f"({', '.join(spec.inputs)}), got {len(arrays)}")
+    return dict(zip(spec.inputs, arrays))
+
+
+def check_input_names(spec: ModelSpec, named: dict) -> None:
+    """`model.run(**named)`: TypeError naming unknown and missing inputs."""
+    unknown = sorted(set(named) - set(spec.inputs))
+    missing = [n for n in spec.inputs if n not in named]
+    if unknown or missing:
+        raise TypeError(f"model {spec.name}: unknown input(s) {unknown}, missing {missing}; "
+                        f"inputs are {spec.inputs}")
+
+
+def checked_input(name: str, a, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """Input `name` as a NumPy array (a torch tensor converts), checked against its dtype and
+    shape: TypeError or ValueError naming the input, the expected and the given."""
+    if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
+        a = a.numpy()
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"input {name!r}: expected a NumPy array, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise TypeError(f"input {name!r}: expected dtype {dtype.name}, got {a.dtype.name}")
+    if a.shape != shape:
+        raise ValueError(f"input {name!r}: expected shape {shape}, got {a.shape}")
+    return a
