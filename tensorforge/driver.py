@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .backends import backend_for
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
 from .calibrate import ensure_calibrated
+from .frontend.onnx_program import OnnxProgram
 from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.passes.lower_precision import lower_precision_units
@@ -25,6 +26,7 @@ from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
 from .runtime.module import get_num_threads
+from .staged import StagedModel
 from .target import Target
 
 
@@ -40,13 +42,15 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     `records`: tuning records (a path or Record objects) to apply; only those measured with
     `threads` threads apply (default: the thread count this process runs kernels with).
     """
+    if isinstance(graph, OnnxProgram):      # not one static graph: compiled stretch by stretch when called
+        _check_options(opt_level, threads)
+        Target.parse(target)
+        return StagedModel(graph, {"target": target, "opt_level": opt_level, "records": records,
+                                   "threads": threads, "precision": precision})
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
-    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-    if threads is not None and (not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    _check_options(opt_level, threads)
     tgt = Target.parse(target)
     threads = threads or get_num_threads()
     timings: dict = {}
@@ -73,6 +77,13 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             "precision": precision, "precision_units": precision_units, "placed": placed,
             "placement": [(label, tgt.kind if k in placed else host.kind) for k, label in enumerate(kernels.labels)]}
     return backend.make_model(spec, module, params, info)
+
+
+def _check_options(opt_level, threads) -> None:
+    if not isinstance(opt_level, int) or not 0 <= opt_level <= 3:
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    if threads is not None and (not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
 
 
 @contextmanager

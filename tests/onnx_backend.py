@@ -1,5 +1,11 @@
-"""Adapters for ../shared/onnx_conformance.py: `run` compiles with tensorforge; `run_reference`
-only converts and runs the ops' NumPy references (tests the frontend and references alone)."""
+"""Adapters for ../shared/onnx_conformance.py.
+
+`run_user` does only what a user does: `from_onnx(path)` with no shapes and no constants,
+`tensorforge.compile`, call with the inputs (a static Graph or, for models with symbolic shapes,
+shape values as inputs, control flow or sequences, a staged model).  It is the yardstick.
+`run` binds the inputs that the frontend reads as constants to the test's values and passes
+every input's shape, and `run_reference` only converts and runs the ops' NumPy references:
+both test parts of the compiler in isolation."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,6 +49,22 @@ def _shapes(model_path: str, inputs: list) -> dict:
     init = {i.name for i in model.graph.initializer}
     names = [i.name for i in model.graph.input if i.name not in init]
     return {n: a.shape for n, a in zip(names, inputs) if isinstance(a, np.ndarray)}
+
+
+def run_user(model_path: str, inputs: list) -> list:
+    """What a user gets: from_onnx(path), compile, call."""
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    model = tensorforge.compile(from_onnx(model_path), target="c -O1")
+    return model(*inputs)
+
+
+def run_user_opencl(model_path: str, inputs: list) -> list:
+    """`run_user` on the first OpenCL device."""
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    model = tensorforge.compile(from_onnx(model_path), target="opencl")
+    return model(*inputs)
 
 
 def run(model_path: str, inputs: list) -> list:

@@ -33,6 +33,8 @@ def load_graph(model: str, shapes: dict):
     file exists.  A model that cannot be imported is an InputError naming the file."""
     from ..errors import UserError
     from ..frontend import from_onnx
+    from ..frontend.onnx import InputShapeError
+    from ..graph.ir import Graph
     from ..testing import models
 
     if not os.path.exists(model) and model in models.NAMES:
@@ -46,11 +48,16 @@ def load_graph(model: str, shapes: dict):
             raise InputError(f"{model} is a compiled model; this command needs the ONNX model it was compiled from")
         source = model
     try:
-        return from_onnx(source, shapes=shapes)
+        graph = from_onnx(source, shapes=shapes)
     except (UserError, OSError):
         raise
     except (ValueError, NotImplementedError, KeyError) as err:
         raise InputError(f"cannot import {model}: {err}") from err
+    if not isinstance(graph, Graph):     # an OnnxProgram: compiled at call time, by the Python API
+        raise InputShapeError(f"{model} is not one static graph: {graph.reason}. The command line compiles "
+                              "static models; the Python API (tensorforge.compile(from_onnx(path))) compiles "
+                              "this one at call time")
+    return graph
 
 
 def load_compiled(path: str):

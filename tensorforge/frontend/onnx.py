@@ -4,8 +4,15 @@ inputs), its attributes as a dict and the opset, and returns the output Values.
 
 Initializers become parameters; graph inputs that are not initializers are the model's inputs, in
 graph order.  Inputs that are really attributes (shapes, axes, pads, ...) are read with
-`ctx.value_of(v)`, which works when they are constants (folded by the builder) and raises a clear
-error for shapes computed at run time.  Unsupported ops are collected and reported together.
+`ctx.value_of(v)`, which works when they are constants (folded by the builder) and raises
+RuntimeValueError for values computed at run time.  Unsupported ops are collected and reported
+together.
+
+A model whose shapes are all known once its input shapes are (the usual case) converts to one
+static Graph.  One with symbolic input dimensions, shapes computed from input values, control
+flow, sequences or ops whose output shape depends on data converts to an `OnnxProgram`
+(frontend/onnx_program.py), which `tensorforge.compile` turns into a model that specializes
+and compiles its static stretches at call time (staged.py).
 """
 from __future__ import annotations
 
@@ -40,14 +47,28 @@ class InputShapeError(InputError, NotImplementedError):
     """A model input's shape is not static, not given, or `shapes` names no input."""
 
 
-def converter(*op_types: str, since: int = 1) -> Callable:
-    """Register a converter for ONNX op types (valid from opset `since`)."""
+class DataDependentShape(NotImplementedError):
+    """A node's output shape depends on the values of its inputs (NonZero of a computed tensor):
+    it cannot be part of a static graph, and the staged model runs it on the host."""
+
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def op_key(op_type: str, domain: str = "") -> str:
+    """The registry key of an ONNX op: its type in the default domain, `domain::type` elsewhere."""
+    return op_type if domain in DEFAULT_DOMAINS else f"{domain}::{op_type}"
+
+
+def converter(*op_types: str, since: int = 1, domain: str = "") -> Callable:
+    """Register a converter for ONNX op types of `domain` (valid from opset `since`)."""
 
     def wrap(fn: Callable) -> Callable:
         for t in op_types:
-            if t in _CONVERTERS:
-                raise ValueError(f"ONNX converter for {t} registered twice")
-            _CONVERTERS[t] = (fn, since)
+            key = op_key(t, domain)
+            if key in _CONVERTERS:
+                raise ValueError(f"ONNX converter for {key} registered twice")
+            _CONVERTERS[key] = (fn, since)
         return fn
 
     return wrap
@@ -85,9 +106,10 @@ def _load_converters() -> None:
     import importlib
     import pkgutil
 
-    from . import onnx_ops
-    for info in pkgutil.iter_modules(onnx_ops.__path__):
-        importlib.import_module(f"{onnx_ops.__name__}.{info.name}")
+    from . import onnx_host, onnx_ops
+    for package in (onnx_ops, onnx_host):
+        for info in pkgutil.iter_modules(package.__path__):
+            importlib.import_module(f"{package.__name__}.{info.name}")
 
 
 def _onnx():
@@ -159,72 +181,144 @@ def load_model(path_or_model: Any):
 
 
 def from_onnx(model: Any, shapes: dict | None = None, name: str | None = None,
-              constants: dict | None = None) -> Graph:
-    """Convert an ONNX model (path, bytes or ModelProto).  `shapes` fixes input shapes whose
-    dimensions are symbolic in the model ({input name: shape}); `constants` ({input name: array})
-    specializes the model on given values of some inputs, which then become parameters."""
+              constants: dict | None = None):
+    """Convert an ONNX model (path, bytes or ModelProto).
+
+    Returns a static `Graph` when every shape in the model follows from its input shapes, and
+    an `OnnxProgram` otherwise (symbolic input dimensions, shapes computed from input values,
+    If/Loop/Scan, sequences, ops whose output shape depends on data); `tensorforge.compile`
+    accepts both.  `shapes` fixes input shapes whose dimensions are symbolic in the model
+    ({input name: shape}); `constants` ({input name: array}) specializes the model on given
+    values of some inputs, which then become parameters."""
     _onnx()
-    from onnx import numpy_helper
     model = load_model(model)
     _load_converters()
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     g = model.graph
-    b = GraphBuilder(name or g.name or "model")
-    env: dict[str, Value | None] = {"": None}
-    for init in g.initializer:
-        env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
+    opsets = model_opsets(model)
+    _check_opset(opsets[""], name or g.name)
+    shapes = dict(shapes or {})
+    _check_shape_names(g, shapes)
     if len(g.sparse_initializer):
         raise NotImplementedError("sparse initializers are not supported")
-    shapes = dict(shapes or {})
-    for cname, value in (constants or {}).items():
-        env[cname] = b.const(np.asarray(value), name=cname)
-    _check_opset(opset, name or g.name)
-    _check_shape_names(g, shapes)
-    for inp in g.input:
-        if inp.name in env:
-            continue
-        if not inp.type.HasField("tensor_type"):
-            raise NotImplementedError(f"input {inp.name}: only tensor inputs are supported")
-        t = inp.type.tensor_type
-        dims = _given_dims(inp, shapes[inp.name]) if inp.name in shapes else _static_dims(inp)
-        env[inp.name] = b.input(inp.name, dims, _np_dtype(t.elem_type))
+    check_supported(g, opsets)
+    try:
+        return _convert_static(model, shapes, constants or {}, name, opsets)
+    except NeedsStaging as why:
+        from .onnx_program import OnnxProgram
+        return OnnxProgram.from_model(model, shapes=shapes, constants=constants or {}, name=name,
+                                      reason=str(why))
 
+
+class NeedsStaging(Exception):
+    """The model is not one static graph; the message says why (the first reason met)."""
+
+
+def model_opsets(model) -> dict[str, int]:
+    """The opset version per domain ("" for the default domain)."""
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): int(o.version) for o in model.opset_import}
+    opsets.setdefault("", 1)
+    return opsets
+
+
+def check_supported(graph, opsets: dict) -> None:
+    """UnsupportedOpsError listing every op (also inside If/Loop/Scan bodies) that has neither a
+    converter nor a host implementation."""
+    from .onnx_host import HOST_OPS
     missing: dict[str, list[str]] = {}
-    for node in g.node:
-        if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
-            key = f"{node.op_type} (domain {node.domain!r}, opset {opset})" if node.domain not in ("", "ai.onnx") \
-                else f"{node.op_type} (opset {opset})"
-            missing.setdefault(key, []).append(node.name or "<unnamed>")
+    for node in walk_nodes(graph):
+        key = op_key(node.op_type, node.domain)
+        if key in _CONVERTERS or key in HOST_OPS:
+            continue
+        domain = node.domain or "ai.onnx"
+        label = f"{node.op_type} (domain {node.domain!r}, opset {opsets.get(node.domain, '?')})" \
+            if domain != "ai.onnx" else f"{node.op_type} (opset {opsets['']})"
+        missing.setdefault(label, []).append(node.name or "<unnamed>")
     if missing:
         lines = [f"  {op}: nodes {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
                  for op, names in sorted(missing.items())]
         raise UnsupportedOpsError("the model uses operators tensorforge does not support:\n" + "\n".join(lines))
 
-    for k, node in enumerate(g.node):
-        fn, _since = _CONVERTERS[node.op_type]
-        label = node.name or f"{node.op_type}_{k}"
-        inputs = []
-        for i in node.input:
-            if i not in env:
-                raise GraphError(f"node {label} ({node.op_type}) reads {i!r}, which is never defined "
-                                 "(the graph is not topologically sorted or has a cycle)")
-            inputs.append(env[i])
-        attrs = {a.name: _attr_value(a) for a in node.attribute}
-        ctx = ConvertContext(b, opset, label, node.op_type, tuple(node.output))
+
+def walk_nodes(graph):
+    """Every node of `graph` and of the graphs in its nodes' attributes, depth first."""
+    onnx = _onnx()
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from walk_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for sub in a.graphs:
+                    yield from walk_nodes(sub)
+
+
+def _convert_static(model, shapes: dict, constants: dict, name: str | None, opsets: dict) -> Graph:
+    from onnx import numpy_helper
+
+    from .onnx_host import HOST_OPS
+    g = model.graph
+    b = GraphBuilder(name or g.name or "model")
+    env: dict[str, Value | None] = {"": None}
+    for init in g.initializer:
+        env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
+    for cname, value in constants.items():
+        env[cname] = b.const(np.asarray(value), name=cname)
+    for inp in g.input:
+        if inp.name in env:
+            continue
+        if not inp.type.HasField("tensor_type"):
+            raise NeedsStaging(f"input {inp.name} is a {inp.type.WhichOneof('value')}, not a tensor")
+        t = inp.type.tensor_type
+        if t.elem_type == _onnx().TensorProto.STRING:
+            raise NeedsStaging(f"input {inp.name} holds strings")
         try:
-            outs = fn(ctx, inputs, attrs)
-        except (NotImplementedError, GraphError):
-            raise
-        except Exception as err:
-            raise GraphError(f"node {label} ({node.op_type}): {err}") from err
-        outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            dims = _given_dims(inp, shapes[inp.name]) if inp.name in shapes else _static_dims(inp)
+        except InputShapeError as err:
+            if inp.name in shapes:
+                raise
+            raise NeedsStaging(str(err)) from None
+        env[inp.name] = b.input(inp.name, dims, _np_dtype(t.elem_type))
+
+    for k, node in enumerate(g.node):
+        key = op_key(node.op_type, node.domain)
+        label = node.name or f"{node.op_type}_{k}"
+        if key not in _CONVERTERS:
+            raise NeedsStaging(f"node {label} ({node.op_type}) runs on the host" if key in HOST_OPS
+                               else f"node {label}: no converter for {key}")
+        try:
+            outs = convert_node(b, env, node, label, opsets)
+        except (RuntimeValueError, DataDependentShape) as err:
+            raise NeedsStaging(str(err)) from None
         for oname, v in zip(node.output, outs):
             if oname:
                 env[oname] = v
     for o in g.output:
         if o.name not in env or env[o.name] is None:
             raise GraphError(f"graph output {o.name} is never produced")
-    return _with_output_names(b, [(o.name, env[o.name]) for o in g.output])
+    return with_output_names(b, [(o.name, env[o.name]) for o in g.output])
+
+
+def convert_node(b: GraphBuilder, env: dict, node, label: str, opsets: dict) -> list:
+    """Add one ONNX node to the builder; its output Values (None for an omitted output), one
+    per node output.  `env` maps ONNX names to Values (a Mapping that may build them lazily)."""
+    fn, _since = _CONVERTERS[op_key(node.op_type, node.domain)]
+    inputs = []
+    for i in node.input:
+        if i not in env:
+            raise GraphError(f"node {label} ({node.op_type}) reads {i!r}, which is never defined "
+                             "(the graph is not topologically sorted or has a cycle)")
+        inputs.append(env[i])
+    attrs = {a.name: _attr_value(a) for a in node.attribute}
+    domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+    ctx = ConvertContext(b, opsets.get(domain, 1), label, node.op_type, tuple(node.output))
+    try:
+        outs = fn(ctx, inputs, attrs)
+    except (NotImplementedError, GraphError):
+        raise
+    except Exception as err:
+        raise GraphError(f"node {label} ({node.op_type}): {err}") from err
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return outs + [None] * (len(node.output) - len(outs))
 
 
 def _check_opset(opset: int, model_name: str) -> None:
@@ -280,7 +374,7 @@ def _static_dims(inp) -> list[int]:
         f"shapes={{{inp.name!r}: {tuple(example)}}})")
 
 
-def _with_output_names(b: GraphBuilder, outputs: list) -> Graph:
+def with_output_names(b: GraphBuilder, outputs: list) -> Graph:
     """The graph's output values carry the model's output names (an identity node is added for
     an output that is an input, a constant, or another output)."""
     from ..graph.ir import Node

@@ -52,8 +52,7 @@ class GraphBuilder:
         """The constant array behind `v`; a clear error when the model computes it at run time."""
         if v not in self.params:
             raise RuntimeValueError(
-                f"{what} %{v.name} is computed at run time; dynamic shapes are not supported "
-                "(the model's shapes must be static given its input shapes)", v)
+                f"{what} %{v.name} is computed at run time, and is needed as a constant", v)
         return self.params[v]
 
     # -- nodes ----------------------------------------------------------------------------------

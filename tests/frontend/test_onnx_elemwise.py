@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tensorforge
+
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -272,5 +274,9 @@ def test_errors_name_the_node_and_the_problem():
     with pytest.raises(NotImplementedError, match="training-mode dropout"):
         from_onnx(node_model("Dropout", {"x": x}, {"r": np.array(0.5, np.float32), "t": np.array(True)},
                              opset=13)[0])
-    with pytest.raises(NotImplementedError, match=r"training_mode %t is computed at run time"):
-        from_onnx(node_model("Dropout", {"x": x, "r": np.array(0.5, np.float32), "t": np.array(True)}, opset=13)[0])
+    # training_mode given at run time: the staged model reads it when called
+    staged = tensorforge.compile(from_onnx(node_model("Dropout", {"x": x, "r": np.array(0.5, np.float32),
+                                                                 "t": np.array(True)}, opset=13)[0]))
+    np.testing.assert_array_equal(staged(x, np.array(0.5, np.float32), np.array(False))[0], x)
+    with pytest.raises(NotImplementedError, match="training-mode dropout"):
+        staged(x, np.array(0.5, np.float32), np.array(True))

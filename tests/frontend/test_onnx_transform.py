@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tensorforge
+
 pytest.importorskip("onnxruntime")
 from onnx_transform_helpers import check_ort, i64, one_node, rand  # noqa: E402
 
@@ -89,15 +91,19 @@ def test_depth_space_shape_size():
     assert graph.params[graph.outputs[0]].shape == () and graph.params[graph.outputs[0]] == 24
 
 
-def test_run_time_shape_is_reported():
+def test_run_time_shape_is_read_when_called():
     model, _ = one_node("Reshape", {"x": X, "shape": i64(4, 6)})
-    with pytest.raises(NotImplementedError, match="Reshape shape %shape is computed at run time"):
-        from_onnx(model)
+    program = from_onnx(model)
+    assert "Reshape shape %shape is computed at run time" in program.reason
+    staged = tensorforge.compile(program)
+    for shape in ((4, 6), (2, -1), (24, 1)):
+        np.testing.assert_array_equal(staged(X, i64(*shape))[0], X.reshape(shape))
 
 
-def test_non_zero_needs_constant_input():
-    with pytest.raises(NotImplementedError, match="depends on the input values"):
-        from_onnx(one_node("NonZero", {"x": X})[0])
+def test_non_zero_of_an_input_runs_on_the_host():
+    x = (X > 0.5).astype(np.float32)
+    staged = tensorforge.compile(from_onnx(one_node("NonZero", {"x": X})[0]))
+    np.testing.assert_array_equal(staged(x)[0], np.array(np.nonzero(x), dtype=np.int64))
     graph = from_onnx(one_node("NonZero", {}, {"x": np.array([[0, 3], [4, 0]])})[0])
     np.testing.assert_array_equal(graph.params[graph.outputs[0]], [[0, 1], [1, 0]])
 

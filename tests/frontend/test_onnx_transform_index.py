@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import tensorforge
+
 pytest.importorskip("onnxruntime")
 from onnx import helper  # noqa: E402
 from onnx_transform_helpers import check_ort, i64, one_node, rand  # noqa: E402
@@ -67,10 +69,13 @@ def test_constants_fold():
     np.testing.assert_array_equal(graph.params[graph.outputs[0]], [1, 2])
 
 
-def test_range_with_run_time_bounds_is_unsupported():
+def test_range_with_run_time_bounds_compiles_per_value():
+    """The start is an input: the output length depends on its value, so the model is staged and
+    specialized on each value it is called with."""
     model, _ = one_node("Range", {"s": np.array(0, np.int64)}, {"l": i64(5), "d": i64(1)})
-    with pytest.raises(NotImplementedError, match="computed at run time"):
-        from_onnx(model)
+    staged = tensorforge.compile(from_onnx(model))
+    for start in (0, 3, 7):
+        np.testing.assert_array_equal(staged(np.array(start, np.int64))[0], np.arange(start, 5, dtype=np.int64))
 
 
 def test_string_constant_is_unsupported():

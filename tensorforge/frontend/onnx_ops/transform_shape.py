@@ -6,13 +6,14 @@ ops (frontend -> Graph).
 * Squeeze / Unsqueeze take `axes` as an attribute before opset 13 and as an input from it on.
 * Shape and Size become constants: shapes are static (opset 15's start/end slice the shape).
 * NonZero is folded when its input is a constant; otherwise its output shape depends on the
-  data, and it raises NotImplementedError.
+  data: the converter raises DataDependentShape and the staged model runs it on the host
+  (frontend/onnx_host/data_dependent.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..onnx import converter
+from ..onnx import DataDependentShape, converter
 from .transform_util import const_ints, ints_attr_or_input
 
 
@@ -72,6 +73,6 @@ def convert_non_zero(ctx, inputs, attrs):
     x = inputs[0]
     if ctx.is_const(x):   # a constant input gives a constant (static) result
         return ctx.const(np.asarray(np.nonzero(ctx.value_of(x)), dtype=np.int64).reshape(x.ndim, -1))
-    raise NotImplementedError(
+    raise DataDependentShape(
         f"node {ctx.node_name} (NonZero, opset {ctx.opset}): the output shape depends on the input "
-        "values (the number of nonzero elements), and tensorforge compiles static shapes only")
+        "values (the number of nonzero elements)")
