@@ -158,7 +158,7 @@ class StagedModel:
         outs = list(fn(ctx, inputs, attrs))     # one value per node output
         for name, value in zip(node.output, outs):
             if name:
-                env.maps[0][name] = value
+                env.maps[0][name] = np.asarray(value) if isinstance(value, np.generic) else value
 
 
 def _lookup(program: OnnxProgram, env, name: str):

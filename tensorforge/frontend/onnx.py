@@ -47,9 +47,13 @@ class InputShapeError(InputError, NotImplementedError):
     """A model input's shape is not static, not given, or `shapes` names no input."""
 
 
-class DataDependentShape(NotImplementedError):
-    """A node's output shape depends on the values of its inputs (NonZero of a computed tensor):
-    it cannot be part of a static graph, and the staged model runs it on the host."""
+class RunOnHost(NotImplementedError):
+    """This node cannot be part of a static graph (raised by a converter for a case its op has a
+    host implementation for, in frontend/onnx_host/): the staged model runs it on the host."""
+
+
+class DataDependentShape(RunOnHost):
+    """A node's output shape depends on the values of its inputs (NonZero of a computed tensor)."""
 
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -287,7 +291,7 @@ def _convert_static(model, shapes: dict, constants: dict, name: str | None, opse
                                else f"node {label}: no converter for {key}")
         try:
             outs = convert_node(b, env, node, label, opsets)
-        except (RuntimeValueError, DataDependentShape) as err:
+        except (RuntimeValueError, RunOnHost) as err:
             raise NeedsStaging(str(err)) from None
         for oname, v in zip(node.output, outs):
             if oname:

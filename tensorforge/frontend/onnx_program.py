@@ -53,7 +53,7 @@ class Segment:
     """Nodes [start, end) as one static graph.  `graph` takes the env values `inputs` (in its
     input order) and returns the values `outputs`; `consts` are outputs that folded to
     constants, `aliases` outputs that are one of the inputs.  `graph` is None when every output
-    folded.  `bound` names the env values that were read as constants (shapes, axes, ...): a
+    folded (the constants still depend on the shapes of `inputs`).  `bound` names the env values that were read as constants (shapes, axes, ...): a
     specialization holds only for the same values of those."""
     start: int
     end: int
@@ -224,7 +224,7 @@ class OnnxProgram:
                 if k == start:
                     raise
                 raise _Cut(k) from None
-            except fe.DataDependentShape:
+            except fe.RunOnHost:
                 if k == start:
                     if fe.op_key(node.op_type, node.domain) in HOST_OPS:
                         return None
@@ -254,8 +254,7 @@ class OnnxProgram:
             else:
                 outs.append(n)
         graph = fe.with_output_names(b, [(n, values[n]) for n in outs]) if outs else None
-        return Segment(start, end, graph, tuple(inputs) if graph is not None else (), tuple(outs),
-                       consts, aliases, tuple(sorted(bound)))
+        return Segment(start, end, graph, tuple(inputs), tuple(outs), consts, aliases, tuple(sorted(bound)))
 
 
 def _free_names(node) -> set[str]:

@@ -32,8 +32,10 @@ def host_op(*op_types: str, domain: str = "") -> Callable:
     return wrap
 
 
-def contiguous(a: np.ndarray) -> np.ndarray:
-    """`a` in C order, keeping its rank (np.ascontiguousarray makes a 0-d array 1-d)."""
+def contiguous(a) -> np.ndarray:
+    """`a` as an array in C order, keeping its rank (np.ascontiguousarray makes a 0-d array
+    1-d) and making a NumPy scalar a 0-d array."""
+    a = np.asarray(a)
     return a if a.flags.c_contiguous else np.array(a, order="C")
 
 

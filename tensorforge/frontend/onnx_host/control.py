@@ -77,7 +77,7 @@ def _scan(ctx, body, states: list, scans: list, attrs, n_out: int) -> list:
     slices = []
     for x, axis, direction in zip(scans, in_axes, in_dirs):
         axis = axis + x.ndim if axis < 0 else axis
-        parts = [np.take(x, t, axis=axis) for t in range(x.shape[axis])]
+        parts = [contiguous(np.take(x, t, axis=axis)) for t in range(x.shape[axis])]
         slices.append(parts[::-1] if direction else parts)
     lengths = {len(p) for p in slices}
     if len(lengths) > 1:
