@@ -17,6 +17,7 @@ from .backends import backend_for
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
 from .calibrate import ensure_calibrated
 from .frontend.onnx_program import OnnxProgram
+from .frontend.torch import TorchProgram
 from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.passes.lower_precision import lower_precision_units
@@ -26,7 +27,7 @@ from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
 from .runtime.module import get_num_threads
-from .staged import StagedModel
+from .staged import ShapeSpecializedModel, StagedModel
 from .target import Target
 
 
@@ -34,6 +35,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
             threads: int | None = None, precision: str = "fp32"):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
+
+    A model that is not one static graph compiles at call time, once per specialization: an
+    OnnxProgram (from_onnx of a model with symbolic shapes, control flow, ...) gives a
+    StagedModel, a TorchProgram (from_torch with symbolic dimensions) a ShapeSpecializedModel.
 
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
@@ -47,6 +52,11 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         Target.parse(target)
         return StagedModel(graph, {"target": target, "opt_level": opt_level, "records": records,
                                    "threads": threads, "precision": precision})
+    if isinstance(graph, TorchProgram):     # symbolic input dimensions: compiled per concrete shape
+        _check_options(opt_level, threads)
+        Target.parse(target)
+        return ShapeSpecializedModel(graph, {"target": target, "opt_level": opt_level, "records": records,
+                                             "threads": threads, "precision": precision})
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")

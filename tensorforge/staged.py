@@ -185,3 +185,56 @@ def _key(program: OnnxProgram, start: int, sig: tuple, env) -> tuple | None:
             return None
         parts.append((a.shape, a.dtype.str, a.tobytes()))
     return (id(program), start, sig, tuple(parts))
+
+
+class ShapeSpecializedModel:
+    """A program with symbolic input dimensions (frontend.torch.TorchProgram) compiled once per
+    concrete input shapes: `program.graph_for(shapes)` gives the static Graph, compiled on the
+    first call with those shapes and kept in an LRU cache of `max_specializations` models."""
+
+    def __init__(self, program: Any, options: dict, max_specializations: int = 64):
+        if max_specializations < 1:
+            raise ValueError(f"max_specializations must be at least 1, got {max_specializations}")
+        self.program = program
+        self.options = dict(options)
+        self.max_specializations = max_specializations
+        self._models: OrderedDict = OrderedDict()
+        self.info: dict[str, Any] = {"specializations": 0, "compile_seconds": 0.0, "evicted": 0}
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.program.input_names)
+
+    def __repr__(self) -> str:
+        return f"ShapeSpecializedModel({self.program!r}, {self.info['specializations']} specialization(s))"
+
+    def __call__(self, *arrays) -> list:
+        names = self.input_names
+        if len(arrays) != len(names):
+            raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"got {len(arrays)}")
+        arrays = tuple(a.detach().numpy() if hasattr(a, "detach") else a for a in arrays)
+        key = tuple(np.shape(a) for a in arrays)
+        model = self._models.get(key)
+        if model is None:
+            from .driver import compile as compile_graph
+            graph = self.program.graph_for(list(key))
+            began = time.perf_counter()
+            model = compile_graph(graph, **self.options)
+            self.info["compile_seconds"] += time.perf_counter() - began
+            self.info["specializations"] += 1
+            self._models[key] = model
+            if len(self._models) > self.max_specializations:
+                self._models.popitem(last=False)
+                self.info["evicted"] += 1
+        else:
+            self._models.move_to_end(key)
+        return model(*arrays)
+
+    def run(self, **named) -> list:
+        missing = [n for n in self.input_names if n not in named]
+        unknown = sorted(set(named) - set(self.input_names))
+        if missing or unknown:
+            raise TypeError(f"model {self.program.name}: unknown input(s) {unknown}, missing {missing}; "
+                            f"inputs are {self.input_names}")
+        return self(*[named[n] for n in self.input_names])

@@ -9,8 +9,10 @@
 each ATen node to graph ops (converters in `frontend/torch_ops/`).  Parameters, buffers and
 lifted constants become the graph's params; the user inputs, in order, its inputs.
 
-Symbolic dimensions (`torch.export.Dim` in `dynamic_shapes`) are not supported yet: the graph
-is compiled for the example inputs' shapes, and a dynamic dimension is a clear error.
+Symbolic dimensions (`torch.export.Dim` in `dynamic_shapes`) stay symbols: `from_torch` then
+returns a `TorchProgram`, which `tensorforge.compile` turns into a model that converts and
+compiles the program once per concrete input shape it is called with (checked against the Dims'
+ranges and kept in an LRU cache), like a staged ONNX model.
 PyTorch is an optional dependency (the `torch` extra), imported only here.
 """
 from __future__ import annotations
@@ -35,25 +37,23 @@ def import_torch() -> Any:
     return torch
 
 
-def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, name: str | None = None) -> Graph:
+def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, name: str | None = None):
     """Convert a torch.nn.Module called on `example_inputs` (a tuple of tensors, or one tensor)
-    into a Graph whose inputs are the module's tensor arguments, in order."""
+    into a Graph whose inputs are the module's tensor arguments, in order.  With
+    `dynamic_shapes` (torch.export's: `{"x": {0: torch.export.Dim("batch")}}`) that make some
+    dimension symbolic, a TorchProgram (compiled per concrete shape when called)."""
     torch = import_torch()
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"from_torch expects a torch.nn.Module, got {type(module).__name__}")
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
     example_inputs = tuple(example_inputs)
-    if dynamic_shapes is not None:
-        raise InputShapeError("dynamic_shapes (torch.export.Dim) are not supported yet: tensorforge compiles "
-                              "the module for the example inputs' static shapes; call from_torch without "
-                              "dynamic_shapes and convert once per input shape")
     module = module.eval()
     with torch.no_grad(), warnings.catch_warnings():
         for noise in _EXPORT_NOISE:
             warnings.filterwarnings("ignore", message=noise)
         try:
-            program = torch.export.export(module, example_inputs)
+            program = torch.export.export(module, example_inputs, dynamic_shapes=dynamic_shapes)
         except Exception as err:
             raise NotImplementedError(f"torch.export could not trace {type(module).__name__}: "
                                       f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
@@ -61,8 +61,9 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, nam
     return convert_program(program, name or type(module).__name__)
 
 
-def convert_program(program: Any, name: str) -> Graph:
-    """An ExportedProgram (already decomposed to core ATen) -> Graph."""
+def convert_program(program: Any, name: str):
+    """An ExportedProgram (already decomposed to core ATen) -> Graph, or a TorchProgram when its
+    inputs have symbolic dimensions."""
     from torch.export.graph_signature import InputKind
 
     from .torch_convert import convert_graph
@@ -82,7 +83,77 @@ def convert_program(program: Any, name: str) -> Graph:
             raise NotImplementedError(f"input {arg} of kind {spec.kind.name} is not supported")
         bindings[arg] = ("const", to_numpy(tensor))
     _reject_symbolic_inputs(program)
+    specs = _input_specs(program)
+    if any(not isinstance(d, int) for _, dims, _ in specs for d in dims):
+        return TorchProgram(program, bindings, name, specs)
     return convert_graph(program.graph, bindings, name)
+
+
+def _input_specs(program: Any) -> list[tuple[str, tuple, str]]:
+    """(name, dims, dtype) of each user input; a symbolic dimension is its sympy expression."""
+    from .torch_convert import torch_dtype
+    user = {s.arg.name for s in program.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+    specs = []
+    for node in program.graph.nodes:
+        if node.op == "placeholder" and node.name in user:
+            val = node.meta["val"]
+            dims = tuple(d if isinstance(d, int) else d.node.expr for d in val.shape)
+            specs.append((node.name, dims, torch_dtype(val.dtype)))
+    return specs
+
+
+class TorchProgram:
+    """An exported PyTorch program with symbolic input dimensions; `graph_for(shapes)` converts
+    it for concrete input shapes.  `tensorforge.compile` makes it a model compiled per shape."""
+
+    def __init__(self, program: Any, bindings: dict, name: str, specs: list):
+        self.program, self.bindings, self.name, self.specs = program, bindings, name, specs
+        self.ranges = {sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
+                       for sym, r in program.range_constraints.items()
+                       if getattr(r.lower, "is_integer", False) or isinstance(r.lower, int)}
+
+    @property
+    def input_names(self) -> list[str]:
+        return [name for name, _, _ in self.specs]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}: {dt}[{', '.join(map(str, dims))}]" for n, dims, dt in self.specs)
+        return f"TorchProgram({self.name}, inputs [{shown}])"
+
+    def symbols_for(self, shapes: list[tuple]) -> dict:
+        """The value of each symbol given the inputs' shapes; ValueError naming the input when a
+        shape contradicts the program (rank, static sizes, one symbol with two values, a Dim's
+        range)."""
+        import sympy
+        values: dict = {}
+        for (name, dims, _), shape in zip(self.specs, shapes):
+            text = "[" + ", ".join(map(str, dims)) + "]"
+            if len(shape) != len(dims):
+                raise ValueError(f"input {name!r}: expected shape {text}, got {tuple(shape)}")
+            for axis, (want, got) in enumerate(zip(dims, shape)):
+                if isinstance(want, int):
+                    if want != got:
+                        raise ValueError(f"input {name!r}: expected shape {text}, got {tuple(shape)}")
+                elif isinstance(want, sympy.Symbol):
+                    if values.setdefault(want, got) != got:
+                        raise ValueError(f"input {name!r}: dimension {axis} is {want}, which is {values[want]} "
+                                         f"in an earlier input, but {got} here")
+                    low, high = self.ranges.get(want, (0, None))
+                    if got < low or (high is not None and got > high):
+                        raise ValueError(f"input {name!r}: dimension {axis} ({want}) is {got}, outside the "
+                                         f"range [{low}, {high if high is not None else 'inf'}] it was exported with")
+        for (name, dims, _), shape in zip(self.specs, shapes):     # derived sizes (2 * s0) must agree
+            for axis, (want, got) in enumerate(zip(dims, shape)):
+                if not isinstance(want, int) and not isinstance(want, sympy.Symbol):
+                    expected = want.xreplace(values)
+                    if getattr(expected, "free_symbols", None) or int(expected) != got:
+                        raise ValueError(f"input {name!r}: dimension {axis} must be {want} = {expected}, got {got}")
+        return values
+
+    def graph_for(self, shapes: list[tuple]) -> Graph:
+        from .torch_convert import convert_graph
+        symbols = self.symbols_for(shapes)
+        return convert_graph(self.program.graph, self.bindings, self.name, symbols)
 
 
 def to_numpy(tensor: Any) -> Any:
@@ -99,5 +170,5 @@ def _reject_symbolic_inputs(program: Any) -> None:
         if node.op == "placeholder":
             val = node.meta.get("val")
             if val is not None and not hasattr(val, "shape") and not isinstance(val, (int, float, bool)):
-                raise InputShapeError(f"input {node.name} is a symbolic value ({val}); symbolic shapes are not "
-                                      "supported yet")
+                raise InputShapeError(f"input {node.name} is a symbolic scalar ({val}); only tensor inputs "
+                                      "are supported")

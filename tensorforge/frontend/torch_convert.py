@@ -122,15 +122,29 @@ def _meta_tensors(node: Any) -> list:
     return list(val) if isinstance(val, (list, tuple)) else [val]
 
 
-def _static_shape(t: Any, where: str) -> tuple:
+def concrete(value: Any, symbols: dict) -> int:
+    """A SymInt (or int) as an int, its symbols replaced by their values in `symbols`."""
+    if isinstance(value, int):
+        return value
+    node = getattr(value, "node", None)
+    if node is not None and hasattr(node, "expr"):
+        expr = node.expr.xreplace(symbols) if symbols else node.expr
+        if isinstance(expr, int) or not expr.free_symbols:
+            return int(expr)
+        raise NotImplementedError(f"the symbolic size {value} depends on {sorted(map(str, expr.free_symbols))}, "
+                                  "which no input dimension gives")
+    return int(value)
+
+
+def _static_shape(t: Any, where: str, symbols: dict | None = None) -> tuple:
     dims = []
     for d in t.shape:
         if not isinstance(d, int):
             try:
-                d = int(d)
+                d = concrete(d, symbols or {})
             except Exception:
-                raise NotImplementedError(f"{where} has a symbolic dimension {d}; symbolic shapes are not "
-                                          "supported yet: give static example inputs") from None
+                raise NotImplementedError(f"{where} has a symbolic dimension {d} that its inputs' shapes do "
+                                          "not determine") from None
         dims.append(d)
     return tuple(dims)
 
@@ -156,7 +170,8 @@ def check_supported(nodes: Iterable) -> None:
         if n.op != "call_function":
             continue
         name = op_name(n)
-        if name not in _CONVERTERS and name not in PASSTHROUGH and name != "getitem":
+        if name not in _CONVERTERS and name not in PASSTHROUGH and name != "getitem" and name not in SIZE_QUERIES \
+                and n.target not in SIZE_ARITHMETIC:
             missing.setdefault(op_label(n), []).append(n.name)
     if missing:
         lines = [f"  {op}: nodes {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
@@ -168,12 +183,16 @@ def unsupported_ops(graph: Any) -> list[str]:
     """The ATen ops of the graph's needed nodes that have no converter (sorted, unique)."""
     _load_converters()
     return sorted({op_label(n) for n in needed_nodes(graph) if n.op == "call_function"
-                   and op_name(n) not in _CONVERTERS and op_name(n) not in PASSTHROUGH and op_name(n) != "getitem"})
+                   and op_name(n) not in _CONVERTERS and op_name(n) not in PASSTHROUGH and op_name(n) != "getitem"
+                   and op_name(n) not in SIZE_QUERIES and n.target not in SIZE_ARITHMETIC})
 
 
-def convert_graph(graph: Any, bindings: dict, name: str) -> Graph:
+def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = None) -> Graph:
     """Convert an FX graph of ATen ops.  `bindings` maps each placeholder's name to ("input",
-    None) for a run-time input or ("const", array) for a weight; run-time inputs keep graph order."""
+    None) for a run-time input or ("const", array) for a weight; run-time inputs keep graph order.
+    `symbols` gives the values of the graph's symbolic sizes (sympy symbol -> int): the graph is
+    specialized on them."""
+    symbols = symbols or {}
     b = GraphBuilder(name)
     nodes = needed_nodes(graph)
     check_supported(nodes)
@@ -188,14 +207,14 @@ def convert_graph(graph: Any, bindings: dict, name: str) -> Graph:
             metas = _meta_tensors(n)
             if not metas or not hasattr(metas[0], "shape"):
                 raise NotImplementedError(f"input {n.name} is not a tensor; only tensor inputs are supported")
-            env[n] = b.input(n.name, _static_shape(metas[0], f"input {n.name}"), torch_dtype(metas[0].dtype))
+            env[n] = b.input(n.name, _static_shape(metas[0], f"input {n.name}", symbols), torch_dtype(metas[0].dtype))
     for n in nodes:
         if n.op in ("placeholder", "output"):
             continue
         if n.op == "get_attr":
             raise NotImplementedError(f"node {n.name} reads the attribute {n.target}; the graph should have "
                                       "its weights lifted to inputs")
-        env[n] = _convert_node(b, n, env)
+        env[n] = _convert_node(b, n, env, symbols)
     out = next(n for n in graph.nodes if n.op == "output")
     results = [_lookup(env, o) for o in _flat(out.args[0])]
     return _finish(b, results)
@@ -216,13 +235,17 @@ def _lookup(env: dict, x: Any) -> Any:
     return x
 
 
-def _convert_node(b: GraphBuilder, n: Any, env: dict) -> Any:
+def _convert_node(b: GraphBuilder, n: Any, env: dict, symbols: dict) -> Any:
     name = op_name(n)
     args = _lookup(env, list(n.args))
     if name == "getitem":
         return args[0][args[1]]
+    if n.target in SIZE_ARITHMETIC:     # size arithmetic of a specialized graph: Python ints
+        return SIZE_ARITHMETIC[n.target](*args)
+    if name in SIZE_QUERIES:
+        return SIZE_QUERIES[name](*args)
     metas = _meta_tensors(n)
-    shapes = tuple(_static_shape(t, f"node {n.name}") if hasattr(t, "shape") else None for t in metas)
+    shapes = tuple(_static_shape(t, f"node {n.name}", symbols) if hasattr(t, "shape") else None for t in metas)
     dtypes = tuple(torch_dtype(t.dtype) if hasattr(t, "dtype") else None for t in metas)
     if isinstance(n.meta.get("val"), (list, tuple)):
         used = frozenset(u.args[1] for u in n.users if op_name(u) == "getitem" and u.users)   # not dead ones
@@ -241,6 +264,19 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict) -> Any:
         raise GraphError(f"node {n.name} ({ctx.op}): {err}") from err
     _check_shapes(ctx, out)
     return out
+
+
+# Sizes in a graph exported with symbolic dimensions: `aten.sym_size.int(x, dim)` and Python
+# arithmetic on the results.  The graph is converted for concrete input shapes, so each is an int.
+SIZE_QUERIES: dict[str, Callable] = {
+    "sym_size": lambda x, dim: int(x.shape[dim]),
+    "sym_numel": lambda x: int(np.prod(x.shape, dtype=np.int64)),
+}
+SIZE_ARITHMETIC: dict[Any, Callable] = {
+    operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+    operator.floordiv: operator.floordiv, operator.mod: operator.mod, operator.neg: operator.neg,
+    operator.truediv: operator.truediv, operator.pow: operator.pow,
+}
 
 
 def _bind(n: Any, args: list, kwargs: dict) -> dict:

@@ -11,7 +11,7 @@ from torch import nn  # noqa: E402
 from torch_helpers import check_from_torch, workloads  # noqa: E402
 
 from tensorforge.frontend import from_torch  # noqa: E402
-from tensorforge.frontend.onnx import InputShapeError, UnsupportedOpsError  # noqa: E402
+from tensorforge.frontend.onnx import UnsupportedOpsError  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -129,10 +129,57 @@ def test_unsupported_op_names_op_and_node():
     assert "aten.cumprod.default: nodes cumprod" in text
 
 
-def test_dynamic_shapes_are_a_clear_error():
-    dim = torch.export.Dim("batch")
-    with pytest.raises(InputShapeError, match="dynamic_shapes .* not supported yet"):
-        from_torch(nn.Linear(3, 2), (torch.randn(2, 3),), dynamic_shapes=({0: dim},))
+def test_dynamic_batch_and_sequence_length_transformer_encoder():
+    """torch.export.Dim stays a symbol: one compile, called with other batch sizes and sequence
+    lengths, each matching eager; a shape outside the Dim's range is a clear error."""
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend.torch import TorchProgram
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True, dropout=0.0)
+    enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False).eval()
+    batch, seq = torch.export.Dim("batch", min=1, max=8), torch.export.Dim("seq", min=2, max=64)
+    program = from_torch(enc, (torch.randn(2, 5, 16),), dynamic_shapes={"src": {0: batch, 1: seq}})
+    assert isinstance(program, TorchProgram)
+    model = tensorforge.compile(program)
+    for b, t in ((1, 3), (4, 9), (2, 5), (1, 3)):
+        x = torch.randn(b, t, 16)
+        with torch.no_grad():
+            want = enc(x).numpy()
+        np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
+    assert model.info["specializations"] == 3
+    with pytest.raises(ValueError, match="input 'src': dimension 0 .* is 9, outside the range"):
+        model(np.zeros((9, 3, 16), np.float32))
+    with pytest.raises(ValueError, match=r"input 'src': expected shape \[.*, .*, 16\], got \(2, 3, 8\)"):
+        model(np.zeros((2, 3, 8), np.float32))
+
+
+def test_dynamic_batch_lstm():
+    """nn.LSTM with a symbolic batch (torch.export specializes nn.LSTM's sequence length itself:
+    a Dim on it is "Constraints violated")."""
+    import numpy as np
+
+    import tensorforge
+    torch.manual_seed(0)
+    lstm = nn.LSTM(8, 12, num_layers=2, batch_first=True).eval()
+
+    class Last(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = lstm
+
+        def forward(self, x):
+            return self.lstm(x)[0]
+
+    module = Last().eval()
+    batch = torch.export.Dim("batch", min=1, max=16)
+    model = tensorforge.compile(from_torch(module, (torch.randn(2, 6, 8),), dynamic_shapes={"x": {0: batch}}))
+    for b in (2, 5, 1):
+        x = torch.randn(b, 6, 8)
+        with torch.no_grad():
+            want = module(x).numpy()
+        np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
 def test_rejects_a_non_module():
