@@ -84,9 +84,9 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
                     np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)
                 times: dict[str, list] = {"staged": [], "static": [], "ort": []}
                 for _ in range(3):       # interleaved blocks, so that noise hits all three
-                    times["staged"].append(median_ms(lambda: staged.run(**named), repeat))
-                    times["static"].append(median_ms(lambda: static.run(**named), repeat))
-                    times["ort"].append(median_ms(lambda: sess.run(None, named), repeat))
+                    for key, fn in (("staged", staged.run), ("static", static.run)):
+                        times[key].append(median_ms(lambda fn=fn, named=named: fn(**named), repeat))
+                    times["ort"].append(median_ms(lambda sess=sess, named=named: sess.run(None, named), repeat))
                 t = {k: float(np.median(v)) for k, v in times.items()}
                 print(f"{name:14s} {batch:5d} {t['staged']:10.3f} {t['static']:10.3f} {t['ort']:9.3f} "
                       f"{t['staged'] / t['static']:13.2f} {t['staged'] / t['ort']:10.2f} {first:12.1f}", flush=True)
@@ -142,8 +142,8 @@ def bench_real(repeat: int, threads: int) -> None:
         for feeds in calls:
             got, ref = model.run(**feeds), sess.run(None, feeds)
             err = max(float(np.abs(a - b).max()) for a, b in zip(got, ref))
-            tf_ms = median_ms(lambda: model.run(**feeds), repeat)
-            ort_ms = median_ms(lambda: sess.run(None, feeds), repeat)
+            tf_ms = median_ms(lambda model=model, feeds=feeds: model.run(**feeds), repeat)
+            ort_ms = median_ms(lambda sess=sess, feeds=feeds: sess.run(None, feeds), repeat)
             shapes = " ".join("x".join(map(str, a.shape)) or "()" for a in feeds.values())
             print(f"{name:18s} {shapes:34s} {err:11.2e} {tf_ms:8.3f} {ort_ms:8.3f} {tf_ms / ort_ms:6.2f}", flush=True)
 
