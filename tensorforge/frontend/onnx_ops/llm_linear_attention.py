@@ -108,7 +108,7 @@ def convert_linear_attention(ctx, inputs: list, attrs: dict) -> list:
         if beta4 is not None:
             retrieved = g.matmul(ctx, k_row, state)                 # [B, H_kv, 1, d_v]
             v_row = g.mul(ctx, _at(ctx, beta4, t), g.sub(ctx, v_row, retrieved))
-        state = g.add(ctx, state, g.mul(ctx, k_col, v_row))
+        state = ctx.add1("add", [state, g.mul(ctx, k_col, v_row)])
         q_t = g.reshape(ctx, _at(ctx, q4, t), (b, kv_heads, group, d_k))
         outs.append(g.reshape(ctx, g.matmul(ctx, q_t, state), (b, q_heads, 1, d_v)))
     y = g.scale(ctx, g.concat(ctx, outs, 2), scale)                 # [B, H_q, T, d_v]

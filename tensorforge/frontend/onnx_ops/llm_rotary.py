@@ -64,7 +64,7 @@ def convert_rotary_embedding(ctx, inputs: list, attrs: dict) -> Value:
     else:
         x1, x2 = _features(ctx, x4, 0, half, 1), _features(ctx, x4, half, rot, 1)
     real = g.sub(ctx, g.mul(ctx, cos, x1), g.mul(ctx, sin, x2))
-    imag = g.add(ctx, g.mul(ctx, sin, x1), g.mul(ctx, cos, x2))
+    imag = ctx.add1("add", [g.mul(ctx, sin, x1), g.mul(ctx, cos, x2)])
     if interleaved:
         rotated = g.reshape(ctx, g.stack(ctx, [real, imag], 4), (*x4.shape[:3], rot))
     else:

@@ -38,9 +38,10 @@ def inline_subgraph(ctx, graph: Any, inputs: Sequence[Value], what: str) -> list
         for name, value in zip(node.output, outs):
             if name:
                 env[name] = value
-    results = []
+    results: list[Value] = []
     for out in graph.output:
-        if env.get(out.name) is None:
+        value = env.get(out.name)
+        if value is None:
             raise ValueError(f"{what} never produces its output {out.name!r}")
-        results.append(env[out.name])
+        results.append(value)
     return results
