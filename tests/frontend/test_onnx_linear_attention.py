@@ -60,6 +60,8 @@ def case(rule, b=2, steps=4, q_heads=2, kv_heads=2, d_k=3, d_v=4, past=False, de
     ("linear", {}), ("linear", dict(past=True, scale=0.3)), ("gated", {}), ("gated", dict(decay_per_key=True)),
     ("delta", dict(past=True)), ("gated_delta", {}), ("gated_delta", dict(q_heads=4, kv_heads=2, beta_shared=True)),
     ("gated_delta", dict(q_heads=3, kv_heads=1, steps=1, past=True, decay_per_key=True)),
+    ("linear", dict(q_heads=4, kv_heads=2, past=True, steps=6)), ("gated", dict(q_heads=6, kv_heads=2, past=True)),
+    ("gated", dict(steps=1, past=True)),
 ])
 def test_linear_attention_rules(rule, options):
     (model, feeds), inputs, attrs = case(rule, **options)
@@ -103,3 +105,12 @@ def test_linear_attention_bad_head_counts_are_named():
     (model, _), _, _ = case("linear", q_heads=3, kv_heads=2, d_k=2)
     with pytest.raises(GraphError, match="positive multiple of kv_num_heads"):
         from_onnx(model)
+
+
+@pytest.mark.filterwarnings("ignore:model .* declares ONNX opset")
+@pytest.mark.parametrize("rule, closed_form", [("linear", True), ("gated", True), ("delta", False)])
+def test_linear_attention_graph_size(rule, closed_form):
+    """The linear and per-head gated rules convert to a graph whose size does not depend on the
+    sequence length; the delta rules unroll one step at a time."""
+    sizes = [len(from_onnx(case(rule, steps=steps)[0][0]).nodes) for steps in (4, 12)]
+    assert (sizes[0] == sizes[1]) == closed_form, sizes
