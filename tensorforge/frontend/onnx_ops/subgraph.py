@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...graph.ir import Value
-from ..onnx import _CONVERTERS, ConvertContext, _attr_value
 
 
 def inline_subgraph(ctx, graph: Any, inputs: Sequence[Value], what: str) -> list[Value]:
     """The outputs of ONNX GraphProto `graph` applied to `inputs` (one Value per graph input)."""
     from onnx import numpy_helper
+
+    # imported here, not at module level: only a node that carries a subgraph depends on the
+    # frontend's converter table and attribute reader
+    from ..onnx import _CONVERTERS, ConvertContext, _attr_value
     names = [i.name for i in graph.input]
     if len(names) != len(inputs):
         raise ValueError(f"{what} takes {len(names)} input(s), {len(inputs)} given")
