@@ -1,5 +1,7 @@
 """ONNX normalizations -> batch_norm, instance_norm, layer_norm, lp_normalization,
-mean_variance_normalization, lrn.
+mean_variance_normalization, lrn; RMSNormalization as plain graph ops (its ONNX function body:
+cast to the stash type, mean of squares over [axis, rank), divide by its root, cast back, scale),
+which the fuser makes one kernel.
 
 BatchNormalization is converted in inference form only.  It counts as training, and is rejected,
 when training_mode=1 (opset >= 14) or when the node uses the running-mean / variance outputs
@@ -12,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..onnx import converter
+from .elemwise_util import onnx_dtype
 from .nn_common import reject_extra_outputs, unsupported, wants_output
 
 
@@ -81,3 +84,22 @@ def lrn(ctx, inputs: list, attrs: dict):
         raise ValueError("the attribute size is required")
     return ctx.add1("lrn", [inputs[0]], {"size": int(attrs["size"]), "alpha": float(attrs.get("alpha", 1e-4)),
                                          "beta": float(attrs.get("beta", 0.75)), "bias": float(attrs.get("bias", 1.0))})
+
+
+@converter("RMSNormalization", since=23)
+def rms_normalization(ctx, inputs: list, attrs: dict):
+    x, scale = inputs[0], inputs[1]
+    rank = len(x.shape)
+    axis = int(attrs.get("axis", -1))
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis={axis} is out of range for X of rank {rank}")
+    axis %= rank
+    stash = onnx_dtype(ctx, int(attrs.get("stash_type", 1)))
+    xs = ctx.add1("cast", [x], {"dtype": stash}) if x.dtype != stash else x
+    eps = ctx.const(np.array(float(attrs.get("epsilon", 1e-5)), dtype=np.float32).astype(stash))
+    mean_sq = ctx.add1("reduce_mean", [ctx.add1("mul", [xs, xs])],
+                       {"axes": tuple(range(axis, rank)), "keepdims": 1})
+    normalized = ctx.add1("div", [xs, ctx.add1("sqrt", [ctx.add1("add", [mean_sq, eps])])])
+    if normalized.dtype != x.dtype:
+        normalized = ctx.add1("cast", [normalized], {"dtype": x.dtype})
+    return ctx.add1("mul", [normalized, _same_dtype(ctx, scale, x.dtype, "scale")])
