@@ -3,16 +3,11 @@ tensorforge.compile for the C backend, then a call) against a NumPy reference wr
 test: one-node models in any opset and domain, and the compile-and-run step."""
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 from onnx import helper, numpy_helper
 
 import tensorforge
 from tensorforge.frontend import from_onnx
-from tensorforge.frontend.onnx import UnsupportedOpsError
-
-PREVIEW_DOMAINS = ("ai.onnx.preview", "ai.onnx.preview.training")
 
 
 def one_node_model(op_type: str, inputs: dict, attrs: dict | None = None, outputs=("y",), opset: int = 23,
@@ -40,18 +35,7 @@ def one_node_model(op_type: str, inputs: dict, attrs: dict | None = None, output
 
 
 def convert(model):
-    """from_onnx(model).  Converters of ops in the preview domains are looked up by op type; while
-    the frontend does not yet accept those domains, their nodes are converted as if in the default
-    domain (the same converter runs)."""
-    try:
-        return from_onnx(model)
-    except UnsupportedOpsError as err:
-        if not any(f"domain {d!r}" in str(err) for d in PREVIEW_DOMAINS):
-            raise
-    model = copy.deepcopy(model)
-    for node in model.graph.node:
-        if node.domain in PREVIEW_DOMAINS:
-            node.domain = ""
+    """from_onnx(model)."""
     return from_onnx(model)
 
 

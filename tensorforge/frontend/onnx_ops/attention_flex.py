@@ -36,7 +36,7 @@ def _modifier(ctx, graph, x: Value, what: str) -> Value:
     return _cast(ctx, y, x.dtype)
 
 
-@converter("FlexAttention", since=1)
+@converter("FlexAttention", since=1, domain="ai.onnx.preview")
 def convert_flex_attention(ctx, inputs: list, attrs: dict) -> list:
     q, k, v = inputs[:3]
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:

@@ -18,7 +18,7 @@ def inline_subgraph(ctx, graph: Any, inputs: Sequence[Value], what: str) -> list
 
     # imported here, not at module level: only a node that carries a subgraph depends on the
     # frontend's converter table and attribute reader
-    from ..onnx import _CONVERTERS, ConvertContext, _attr_value
+    from ..onnx import _CONVERTERS, ConvertContext, _attr_value, op_key
     names = [i.name for i in graph.input]
     if len(names) != len(inputs):
         raise ValueError(f"{what} takes {len(names)} input(s), {len(inputs)} given")
@@ -26,7 +26,7 @@ def inline_subgraph(ctx, graph: Any, inputs: Sequence[Value], what: str) -> list
     for init in graph.initializer:
         env[init.name] = ctx.builder.const(numpy_helper.to_array(init), name=f"{ctx.node_name}_{init.name}")
     for k, node in enumerate(graph.node):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in _CONVERTERS:
+        if op_key(node.op_type, node.domain) not in _CONVERTERS:
             raise NotImplementedError(f"node {ctx.node_name} ({ctx.op_type}): its {what} uses {node.op_type} "
                                       f"(domain {node.domain or 'ai.onnx'!r}), which tensorforge does not support")
         missing = [i for i in node.input if i not in env]
@@ -34,8 +34,9 @@ def inline_subgraph(ctx, graph: Any, inputs: Sequence[Value], what: str) -> list
             raise ValueError(f"{what} node {node.name or node.op_type} reads {missing[0]!r}, which the subgraph "
                              "does not define (names of the enclosing graph are not supported)")
         label = f"{ctx.node_name}_{what}_{node.name or f'{node.op_type}_{k}'}"
-        sub = ConvertContext(ctx.builder, ctx.opset, label, node.op_type, tuple(node.output))
-        fn, _since = _CONVERTERS[node.op_type]
+        sub = ConvertContext(ctx.builder, ctx.default_opset or ctx.opset, label, node.op_type, tuple(node.output),
+                             ctx.default_opset)
+        fn, _since = _CONVERTERS[op_key(node.op_type, node.domain)]
         outs = fn(sub, [env[i] for i in node.input], {a.name: _attr_value(a) for a in node.attribute})
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
         for name, value in zip(node.output, outs):

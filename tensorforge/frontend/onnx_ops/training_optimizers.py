@@ -82,7 +82,7 @@ def _regularized(u: _Update, x: Value, grad: Value, norm: float) -> Value:
     return u.add(u.mul(norm, x), grad) if norm else u.v(grad)
 
 
-@converter("Adagrad")
+@converter("Adagrad", domain="ai.onnx.preview.training")
 def convert_adagrad(ctx, inputs: list, attrs: dict) -> list:
     rate, step, tensors = _groups(ctx, inputs, 3)
     decay, eps = float(attrs.get("decay_factor", 0.0)), float(attrs.get("epsilon", 1e-6))
@@ -98,7 +98,7 @@ def convert_adagrad(ctx, inputs: list, attrs: dict) -> list:
     return xs + hs
 
 
-@converter("Momentum")
+@converter("Momentum", domain="ai.onnx.preview.training")
 def convert_momentum(ctx, inputs: list, attrs: dict) -> list:
     missing = [k for k in ("alpha", "beta", "mode", "norm_coefficient") if k not in attrs]
     if missing:
@@ -120,7 +120,7 @@ def convert_momentum(ctx, inputs: list, attrs: dict) -> list:
     return xs + vs
 
 
-@converter("Adam")
+@converter("Adam", domain="ai.onnx.preview.training")
 def convert_adam(ctx, inputs: list, attrs: dict) -> list:
     alpha, beta = float(attrs.get("alpha", 0.9)), float(attrs.get("beta", 0.999))
     eps, norm = float(attrs.get("epsilon", 1e-6)), float(attrs.get("norm_coefficient", 0.0))
