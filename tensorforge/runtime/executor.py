@@ -231,8 +231,10 @@ def check_input_names(spec: ModelSpec, named: dict) -> None:
 def checked_input(name: str, a, shape: tuple, dtype: np.dtype) -> np.ndarray:
     """Input `name` as a NumPy array (a torch tensor converts), checked against its dtype and
     shape: TypeError or ValueError naming the input, the expected and the given."""
-    if hasattr(a, "numpy") and not isinstance(a, np.ndarray):
+    if hasattr(a, "numpy") and not isinstance(a, (np.ndarray, np.generic)):
         a = a.numpy()
+    if isinstance(a, np.generic):          # a NumPy scalar (np.float32(0.5)) is a 0-d array
+        a = np.asarray(a)
     if not isinstance(a, np.ndarray):
         raise TypeError(f"input {name!r}: expected a NumPy array, got {type(a).__name__}")
     if a.dtype != dtype:

@@ -30,6 +30,17 @@ def _suite() -> dict:
         return {c.name: c for c in load_model_tests(kind="node")}
 
 
+def _value(v):
+    """A data set's value as a user holds it: TensorProto (how the generators store bfloat16,
+    float8, ...) as an array, a NumPy scalar as a 0-d array, sequences element-wise."""
+    from onnx import numpy_helper
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, (list, tuple)):
+        return [_value(x) for x in v]
+    return np.asarray(v) if isinstance(v, np.generic) else v
+
+
 def _compare(got, want, rtol: float, atol: float, where: str) -> None:
     if want is None:
         assert got is None, f"{where}: expected an empty optional, got {type(got).__name__}"
@@ -69,7 +80,7 @@ def test_case(name, tmp_path):
     path.write_bytes(case.model.SerializeToString())
     model = tensorforge.compile(from_onnx(str(path)), target="c -O1")
     for k, (inputs, outputs) in enumerate(case.data_sets):
-        got = model(*inputs)
+        got = model(*[_value(v) for v in inputs])
         assert len(got) == len(outputs), f"{name}: {len(got)} outputs, expected {len(outputs)}"
         for j, (g, w) in enumerate(zip(got, outputs)):
-            _compare(g, w, case.rtol, case.atol, f"{name} data set {k} output {j}")
+            _compare(g, _value(w), case.rtol, case.atol, f"{name} data set {k} output {j}")
