@@ -1,6 +1,7 @@
 """A fixed subset of the ONNX backend conformance suite (two cases per operator) through the
-compiled C backend: every case must pass.  The full suite runs with
-`python ../shared/onnx_conformance.py run --backend tests/onnx_backend.py:run --strict-int`."""
+C backend the way a user runs a model (from_onnx(path), compile, call): every case must pass.
+The full suite runs with
+`python ../shared/onnx_conformance.py run --backend tests/onnx_backend.py:run_user --strict-int`."""
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ def test_conformance_subset(tmp_path):
                    capture_output=True, cwd=ROOT, timeout=300)
     report = tmp_path / "report.json"
     proc = subprocess.run([sys.executable, str(RUNNER), "run", "--data", str(data), "--backend",
-                           "tests/onnx_backend.py:run", "--cases-file", str(CASES), "--strict-int",
+                           "tests/onnx_backend.py:run_user", "--cases-file", str(CASES), "--strict-int",
                            "--timeout", "120", "--json", str(report), "-q"],
                           capture_output=True, text=True, cwd=ROOT, timeout=1500)
     results = json.loads(report.read_text())["results"]
