@@ -83,14 +83,14 @@ def _lookup(ctx: HostContext, x: np.ndarray, keys: np.ndarray, values: np.ndarra
             nan_value, has_nan = v, True
         else:
             table[_key(k)] = v
-    out_dtype = values.dtype if values.size or values.dtype != object else object
+    out_dtype = values.dtype
     flat = []
     for e in x.reshape(-1).tolist():
         if isinstance(e, float) and math.isnan(e):
             flat.append(nan_value if has_nan else default)
         else:
             flat.append(table.get(_key(e), default))
-    out = np.empty(x.shape, dtype=object) if out_dtype == object else np.empty(x.shape, dtype=out_dtype)
+    out = np.empty(x.shape, dtype=out_dtype)
     out.reshape(-1)[:] = flat
     return out
 
@@ -113,14 +113,14 @@ def label_encoder(ctx, inputs, attrs):
             keys, values = np.arange(len(classes), dtype=np.int64), classes
             default = attrs.get("default_string", "_Unused")
         return [_lookup(ctx, x, keys, values, default)]
-    keys = _typed(attrs, "keys", "keys_*", ctx)
-    values = _typed(attrs, "values", "values_*", ctx)
-    if keys is None or values is None:
+    table_keys = _typed(attrs, "keys", "keys_*", ctx)
+    table_values = _typed(attrs, "values", "values_*", ctx)
+    if table_keys is None or table_values is None:
         raise ctx.error("a keys_* and a values_* attribute are required")
-    if (keys.dtype == object) != (x.dtype == object):
-        raise ctx.error(f"the keys are {'strings' if keys.dtype == object else keys.dtype.name} but the "
-                        f"input is {'strings' if x.dtype == object else x.dtype.name}")
-    return [_lookup(ctx, x, keys, values, _default(attrs, values))]
+    if (table_keys.dtype == object) != (x.dtype == object):
+        raise ctx.error(f"the keys are {'strings' if table_keys.dtype == object else table_keys.dtype.name} "
+                        f"but the input is {'strings' if x.dtype == object else x.dtype.name}")
+    return [_lookup(ctx, x, table_keys, table_values, _default(attrs, table_values))]
 
 
 # -- ArrayFeatureExtractor ------------------------------------------------------------------------

@@ -42,7 +42,8 @@ def _member_sets(ctx: HostContext, modes: np.ndarray, values) -> dict[int, np.nd
     if values is None:
         raise ctx.error("membership_values is required when a node has mode BRANCH_MEMBER")
     flat = np.asarray(values, dtype=np.float64).reshape(-1)
-    sets, current = [], []
+    sets: list[np.ndarray] = []
+    current: list[float] = []
     for v in flat:
         if math.isnan(v):
             sets.append(np.asarray(current))
@@ -68,7 +69,7 @@ def _branch(x: np.ndarray, mode: int, split: float, members: np.ndarray | None) 
         return x == split
     if mode == NEQ:
         return x != split
-    return np.isin(x, members)
+    return np.isin(x, members if members is not None else np.zeros(0))
 
 
 def _leaves(ctx: HostContext, x: np.ndarray, root: int, t: dict, members: dict) -> np.ndarray:

@@ -25,7 +25,7 @@ def _numbered(ctx: HostContext, attrs: dict, strings: bool) -> list[tuple]:
         raise ctx.error("exactly one of pool_strings and pool_int64s must be set")
     if strings != (pool_s is not None):
         raise ctx.error("a string input needs pool_strings, an integer input pool_int64s")
-    pool = list(pool_s) if pool_s is not None else [int(v) for v in pool_i]
+    pool = list(pool_s) if pool_s is not None else [int(v) for v in (pool_i or ())]
     starts = [int(c) for c in attrs.get("ngram_counts", ())]
     if not starts:
         raise ctx.error("the 'ngram_counts' attribute is required")
