@@ -1,5 +1,5 @@
-"""String ops on the host: StringNormalizer, StringSplit, StringConcat, RegexFullMatch, and
-Equal when it compares strings.
+"""String ops on the host: StringNormalizer, StringSplit, StringConcat, RegexFullMatch, Equal
+when it compares strings, and Constant when it holds strings.
 
 A string tensor is a NumPy object array of Python `str` (ONNX stores UTF-8 bytes; bytes met in
 a value are decoded).  Every op keeps that form: outputs are object arrays of `str`, or bool
@@ -144,3 +144,20 @@ def equal(ctx, inputs, attrs):
     pairs = zip(np.broadcast_to(a, shape).reshape(-1), np.broadcast_to(b, shape).reshape(-1))
     return [np.array([p == q for p, q in pairs], dtype=bool).reshape(shape)]
 
+
+
+# -- Constant of strings --------------------------------------------------------------------------
+
+@host_op("Constant")
+def constant(ctx, inputs, attrs):
+    """A Constant holding strings (value_string, value_strings or a string tensor `value`);
+    numeric constants are graph constants made by the converter."""
+    if "value_string" in attrs:
+        return [as_strings(ctx, np.asarray(attrs["value_string"], dtype=object))]
+    if "value_strings" in attrs:
+        return [as_strings(ctx, np.asarray(list(attrs["value_strings"]), dtype=object).reshape(-1))]
+    value = attrs.get("value")
+    if value is None:
+        raise ctx.error(f"a constant given as {next(iter(attrs), 'nothing')} is not supported")
+    value = np.asarray(value)
+    return [as_strings(ctx, value) if value.dtype.kind in "OUS" else value]
