@@ -183,3 +183,5 @@ def test_tree_ensemble_errors():
         run([tree_node()], {"x": np.zeros((2, 0), np.float32)}, {"y": F}, opsets={ML: 5})
     with pytest.raises(ValueError, match=r"leaf_targetids must lie in \[0, 1\)"):
         run([tree_node(n_targets=1)], {"x": tree_inputs()}, {"y": F}, opsets={ML: 5})
+    with pytest.raises(ValueError, match=r"X must be \[N, F\], got shape \[3\]"):
+        run([tree_node()], {"x": np.zeros(3, np.float32)}, {"y": F}, opsets={ML: 5})

@@ -148,7 +148,9 @@ def tree_ensemble(ctx, inputs, attrs):
     x = np.asarray(inputs[0])
     if x.dtype.kind != "f":
         raise ctx.error(f"X must be a floating point tensor, got dtype {x.dtype.name}")
-    x2 = x.reshape(x.shape[0], -1) if x.ndim != 2 else x
+    if x.ndim != 2:
+        raise ctx.error(f"X must be [N, F], got shape {list(x.shape)}")
+    x2 = x
     modes = _ints(attrs, "nodes_modes", ctx)
     n = len(modes)
     t = {
