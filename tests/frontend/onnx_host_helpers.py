@@ -26,11 +26,12 @@ def strings(*values, shape=None) -> np.ndarray:
 
 
 def make_model(nodes: list, inputs: dict, outputs: dict, opsets: dict | None = None,
-               initializers: dict | None = None):
-    """`inputs` {name: example array} (its dtype and rank, dimensions left symbolic-free: the
-    example's shape), `outputs` {name: ONNX element type}."""
+               initializers: dict | None = None, dims: dict | None = None):
+    """`inputs` {name: example array} (its dtype, and its shape unless `dims` {name: dims} gives
+    the declared dimensions, symbols included), `outputs` {name: ONNX element type}."""
     opsets = {"": 20, **(opsets or {})}
-    ins = [helper.make_tensor_value_info(n, elem_type(a), list(np.shape(a))) for n, a in inputs.items()]
+    ins = [helper.make_tensor_value_info(n, elem_type(a), list((dims or {}).get(n, np.shape(a))))
+           for n, a in inputs.items()]
     outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs.items()]
     inits = [numpy_helper.from_array(np.asarray(a), n) for n, a in (initializers or {}).items()]
     graph = helper.make_graph(nodes, "host_ops", ins, outs, initializer=inits)
