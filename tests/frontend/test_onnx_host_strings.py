@@ -76,6 +76,9 @@ def test_regex_full_match():
     pattern = r"[a-z]+@[a-z]+\.(com|org)"
     out = run([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=pattern)], {"x": x}, {"y": B})[0]
     np.testing.assert_array_equal(out, [[True, True], [False, False]])
+    ends = run([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern=r"a+\z|\\z")],
+               {"x": strings("aaa", "\\z", "z", "aab")}, {"y": B})[0]     # RE2's \z ends the text
+    np.testing.assert_array_equal(ends, [True, True, False, False])
     with pytest.raises(ValueError, match="is not a valid regular expression"):
         run([helper.make_node("RegexFullMatch", ["x"], ["y"], pattern="(a")], {"x": x}, {"y": B})
 

@@ -35,7 +35,8 @@ def as_strings(ctx: HostContext, value, what: str = "input") -> np.ndarray:
 def string_normalizer(ctx, inputs, attrs):
     """Drop the stop words (compared ignoring case unless is_case_sensitive), then lower- or
     upper-case what is left (case_change_action).  X is [C] or [1, C]; when every element is
-    dropped the output is one empty string, shaped [1] or [1, 1]."""
+    dropped the output is one empty string, shaped [1] or [1, 1].  Case follows Unicode's
+    mapping whatever the `locale` attribute names."""
     x = as_strings(ctx, inputs[0], "X")
     if not (x.ndim == 1 or (x.ndim == 2 and x.shape[0] == 1)):
         raise ctx.error(f"X must have shape [C] or [1, C], got {list(x.shape)}")
@@ -103,9 +104,24 @@ def string_concat(ctx, inputs, attrs):
 
 # -- RegexFullMatch (opset 20) --------------------------------------------------------------------
 
+def python_pattern(pattern: str) -> str:
+    """An RE2 pattern in Python's `re` syntax: RE2's end-of-text `\\z` is Python's `\\Z` (the
+    rest of the RE2 syntax models use reads the same; `re` rejects what it lacks, such as
+    `\\p{Greek}`, with a clear error)."""
+    out, k = [], 0
+    while k < len(pattern):
+        if pattern[k] == "\\" and k + 1 < len(pattern):
+            out.append("\\Z" if pattern[k + 1] == "z" else pattern[k:k + 2])
+            k += 2
+        else:
+            out.append(pattern[k])
+            k += 1
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=64)
 def _compiled(pattern: str) -> re.Pattern:
-    return re.compile(pattern)
+    return re.compile(python_pattern(pattern))
 
 
 @host_op("RegexFullMatch")
