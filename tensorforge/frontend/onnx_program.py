@@ -323,6 +323,8 @@ def _checked(spec: InputSpec, value: Any, symbols: dict) -> Any:
         return _as_array(spec.name, value)
     if value is None:
         raise TypeError(f"input {spec.name!r} is required")
+    if spec.dtype == "object" and isinstance(value, (str, list, tuple)):
+        value = np.array(value, dtype=object)       # Python strings for a string input
     a = _as_array(spec.name, value)
     if spec.dtype is not None:
         if spec.dtype == "object":

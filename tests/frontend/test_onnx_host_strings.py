@@ -148,6 +148,8 @@ def test_string_model_end_to_end_with_compiled_stretch():
     shout, text = model(strings("Ab", "Cd"), strings("3", "0.5"))     # other values, same model
     assert_strings_equal(shout, strings("ab!", "cd!"))
     assert_strings_equal(text, strings("9.0", "0.25"))
+    shout, _ = model(["Yo", "OK"], np.array(["1", "2"]))     # a list of str, a NumPy str array
+    assert_strings_equal(shout, strings("yo!", "ok!"))
     with pytest.raises(TypeError, match="input 'words': expected strings, got dtype float32"):
         model(np.zeros(2, np.float32), strings("1", "2"))
 
