@@ -154,13 +154,13 @@ class OnnxProgram:
 
     def is_host(self, index: int, env) -> bool:
         """Whether node `index` runs on the host: it has no converter, or it reads a value that
-        is not a numeric tensor (a sequence, an absent optional, strings)."""
+        is not a numeric tensor (a sequence, an absent optional, strings, a string initializer)."""
         node = self.nodes[index]
         key = fe.op_key(node.op_type, node.domain)
         if key not in fe._CONVERTERS:
             return True
-        return any(n and n not in self.initializers and n in env and _tensor_kind(env[n]) != "tensor"
-                   for n in node.input)
+        return any(n and _tensor_kind(self.initializers[n]) == "string" if n in self.initializers
+                   else n and n in env and _tensor_kind(env[n]) != "tensor" for n in node.input)
 
     def plan(self, start: int, env, bound: set[str]) -> Segment | None:
         """The longest static stretch from node `start` given the values in `env`, or None when
@@ -323,6 +323,8 @@ def _checked(spec: InputSpec, value: Any, symbols: dict) -> Any:
         return _as_array(spec.name, value)
     if value is None:
         raise TypeError(f"input {spec.name!r} is required")
+    if spec.dtype == "object" and isinstance(value, (str, list, tuple)):
+        value = np.array(value, dtype=object)       # Python strings for a string input
     a = _as_array(spec.name, value)
     if spec.dtype is not None:
         if spec.dtype == "object":

@@ -78,7 +78,7 @@ def test_range_with_run_time_bounds_compiles_per_value():
         np.testing.assert_array_equal(staged(np.array(start, np.int64))[0], np.arange(start, 5, dtype=np.int64))
 
 
-def test_string_constant_is_unsupported():
-    model, _ = one_node("Constant", {}, attrs={"value_string": "hi"})
-    with pytest.raises(NotImplementedError, match="Constant"):
-        from_onnx(model)
+def test_string_constant_is_made_on_the_host():
+    model, _ = one_node("Constant", {}, attrs={"value_strings": ["hi", "there"]})
+    out = tensorforge.compile(from_onnx(model))()[0]
+    assert out.dtype == object and out.tolist() == ["hi", "there"]

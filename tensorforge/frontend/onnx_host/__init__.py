@@ -3,9 +3,13 @@
 They are the ops that cannot be part of a static graph: control flow (If, Loop, Scan, whose
 bodies are compiled as graphs of their own), sequences and optionals (containers, not
 tensors), ops whose output shape depends on the data (NonZero, Unique, Compress,
-NonMaxSuppression) and the string ops.  Each is registered with `@host_op("OpType")`; it gets a
-`HostContext`, the input values (NumPy arrays, lists of arrays for sequences, None for absent
-or empty ones) and the node's attributes, and returns one value per node output.
+NonMaxSuppression), the string ops (strings.py, cast_string.py, and string_layout.py for
+Reshape, Gather, Concat, ... of strings), and ops that are lookups, tree
+walks, counts, draws or decoders rather than tensor arithmetic: the ai.onnx.ml ops (ml_encode.py,
+ml_tree.py), TfIdfVectorizer, the random ops and ImageDecoder.  Each is registered with
+`@host_op("OpType", domain=...)`; it gets a `HostContext`, the input values (NumPy arrays, object
+arrays of str for strings, lists of arrays for sequences, None for absent or empty ones) and the
+node's attributes, and returns one value per node output.
 """
 from __future__ import annotations
 

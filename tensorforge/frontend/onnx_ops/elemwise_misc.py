@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..onnx import converter
+from ..onnx import RunOnHost, converter
 from .elemwise_util import input_at, onnx_dtype, scalar_of
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -55,6 +55,8 @@ def convert_cast(ctx, inputs, attrs):
     if isinstance(to, str):   # opsets 1-5 spell the type as a string
         from onnx import TensorProto
         to = TensorProto.DataType.Value(to.upper())
+    if int(to) == 8:          # TensorProto.STRING: formatting numbers as text runs on the host
+        raise RunOnHost(f"node {ctx.node_name} (Cast) casts to strings, which runs on the host")
     return ctx.add1("cast", [inputs[0]], {"dtype": onnx_dtype(ctx, int(to))})
 
 

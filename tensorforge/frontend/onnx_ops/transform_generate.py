@@ -1,7 +1,8 @@
 """ONNX Constant, ConstantOfShape, Range, EyeLike, Trilu and OneHot -> tensorforge (frontend ->
 Graph).
 
-* Constant and Range (all inputs constant) become graph constants; a Range with a computed
+* Constant and Range (all inputs constant) become graph constants (a Constant of strings is
+  made on the host); a Range with a computed
   bound has a data-dependent length and raises NotImplementedError.
 * ConstantOfShape becomes a constant up to FOLD_LIMIT elements (so shape arithmetic downstream
   folds too), a `constant_of_shape` node beyond.
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops.registry import OpError
-from ..onnx import converter
+from ..onnx import RunOnHost, converter
 from .transform_util import check_array_dtype, const_ints, const_scalar, input_at, onnx_dtype, present
 
 FOLD_LIMIT = 1 << 20
@@ -20,6 +21,9 @@ FOLD_LIMIT = 1 << 20
 
 @converter("Constant")
 def convert_constant(ctx, inputs, attrs):
+    if "value_string" in attrs or "value_strings" in attrs or \
+            ("value" in attrs and np.asarray(attrs["value"]).dtype.kind in "OUS"):
+        raise RunOnHost(f"node {ctx.node_name} (Constant) holds strings, which only host ops read")
     if "value" in attrs:
         return ctx.const(check_array_dtype(ctx, np.asarray(attrs["value"])))
     if "value_float" in attrs:
