@@ -265,6 +265,8 @@ def _convert_static(model, shapes: dict, constants: dict, name: str | None, opse
     b = GraphBuilder(name or g.name or "model")
     env: dict[str, Value | None] = {"": None}
     for init in g.initializer:
+        if init.data_type == _onnx().TensorProto.STRING:
+            raise NeedsStaging(f"initializer {init.name} holds strings")
         env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
     for cname, value in constants.items():
         env[cname] = b.const(np.asarray(value), name=cname)

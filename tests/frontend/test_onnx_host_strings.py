@@ -161,3 +161,18 @@ def test_string_initializer_read_by_a_converted_op_runs_on_host():
                    {"x": np.ones(2, np.float32)}, {"z": TensorProto.FLOAT}, initializers={"k": strings("1.5", "-INF")})
     model = tensorforge.compile(OnnxProgram.from_model(m))
     np.testing.assert_array_equal(model(np.ones(2, np.float32))[0], np.array([2.5, -np.inf], np.float32))
+
+
+def test_string_initializer_in_a_model_file():
+    """A string initializer makes the model staged (it cannot be a parameter of a compiled graph)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    x = helper.make_tensor_value_info("x", TensorProto.STRING, [2])
+    y = helper.make_tensor_value_info("y", TensorProto.STRING, [2])
+    suffix = numpy_helper.from_array(np.array(["-a", "-b"], dtype=object), "suffix")
+    graph = helper.make_graph([helper.make_node("StringConcat", ["x", "suffix"], ["y"])], "g", [x], [y], [suffix])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    out = tensorforge.compile(from_onnx(model))(np.array(["p", "q"], dtype=object))[0]
+    assert out.tolist() == ["p-a", "q-b"]
