@@ -26,6 +26,7 @@ from .graph.plan_memory import plan_memory
 from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
+from .runtime.memory import HOST
 from .runtime.module import get_num_threads
 from .staged import ShapeSpecializedModel, StagedModel
 from .target import Target
@@ -72,6 +73,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         graph, precision_units = lower_precision_units(graph, host, precision)
         graph = optimize(graph, host, opt_level)
         groups = fuse(graph, enabled=opt_level >= 1)
+        # a lone reshape of a tensor in a host arena reinterprets its bytes: no kernel, no copy
+        groups, views = split_views(graph, groups) if backend.memory is HOST else (groups, {})
     configs = _apply_records(groups, records, host, threads)
     with _timed(timings, "placement"):
         placed = backend.place(groups, tgt) if backend.place else {}
@@ -79,8 +82,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         kernels = lower_groups(groups, host, configs, placed)
     with _timed(timings, "compile"):
         module, runs = build_kernels(kernels, host)
-    plan = plan_values(graph, groups)
-    spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name)
+    plan = plan_values(graph, groups, views)
+    spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
@@ -175,16 +178,45 @@ def build_kernels(kernels: Kernels, target: Target):
     return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
 
 
-def plan_values(graph, groups):
-    """The static memory plan of the values passed between groups (graph inputs, params and
-    outputs live outside the arena)."""
+# ops whose output, for a row-major tensor, is its input's bytes under another shape
+VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity"})
+
+
+def split_views(graph, groups) -> tuple[list, dict]:
+    """(the groups that compute, {output Value: the Value whose bytes it reuses}): a group that
+    is one view op on an intermediate tensor becomes an alias of that tensor in the arena.
+    Graph inputs, params and outputs keep their own buffers."""
     external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
-    plan = plan_memory([(g.inputs, g.outputs) for g in groups], external)
+    views: dict = {}
+    kept = []
+    for g in groups:
+        node = g.nodes[0]
+        if len(g.nodes) == 1 and node.op in VIEW_OPS and len(node.outputs) == 1 and node.inputs[0] is not None:
+            source, out = views.get(node.inputs[0], node.inputs[0]), node.outputs[0]
+            if source not in external and out not in external and source.dtype == out.dtype \
+                    and source.size == out.size:
+                views[out] = source
+                continue
+        kept.append(g)
+    return kept, views
+
+
+def plan_values(graph, groups, views: dict | None = None):
+    """The static memory plan of the values passed between groups (graph inputs, params and
+    outputs live outside the arena); a view shares its source's bytes, which stay live as long
+    as the view is read."""
+    views = views or {}
+    external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
+    steps = [(tuple(views.get(v, v) for v in g.inputs), g.outputs) for g in groups]
+    plan = plan_memory(steps, external)
+    for out, source in views.items():
+        plan.offsets[out] = plan.offsets[source]
     plan.graph_bytes = sum(v.nbytes for n in graph.nodes for v in n.outputs if v not in external)
     return plan
 
 
-def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name: str) -> ModelSpec:
+def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name: str,
+               views: dict | None = None) -> ModelSpec:
     """The plain-data description the executor runs: every value with its shape, dtype and
     place (input, param, output, or an offset in the arena), the steps and the kernel runs."""
     _check_unique_names(graph)
@@ -198,6 +230,8 @@ def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name:
             where = "output" if v in graph.outputs else "arena"
             values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": where,
                               "offset": plan.offsets.get(v, 0)}
+    for v in views or {}:
+        values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v]}
     return ModelSpec(name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
                      values, steps, plan.total_bytes, labels, runs)
 
