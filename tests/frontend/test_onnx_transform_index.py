@@ -82,3 +82,13 @@ def test_string_constant_is_made_on_the_host():
     model, _ = one_node("Constant", {}, attrs={"value_strings": ["hi", "there"]})
     out = tensorforge.compile(from_onnx(model))()[0]
     assert out.dtype == object and out.tolist() == ["hi", "there"]
+
+
+def test_range_float16_accumulates_in_the_stash_type():
+    """Opset 27: a float16 Range is computed in float32 (stash_type 1) and cast, so a long range
+    keeps counting where float16 additions would stall."""
+    start, limit, delta = (np.array(v, np.float16) for v in (2040.0, 2060.0, 1.0))
+    model, _ = one_node("Range", {}, {"s": start, "l": limit, "d": delta}, opset=27)
+    graph = from_onnx(model)
+    got = graph.params[graph.outputs[0]]
+    np.testing.assert_array_equal(got, np.arange(2040, 2060, dtype=np.float32).astype(np.float16))

@@ -2,8 +2,9 @@
 Graph).
 
 * Constant and Range (all inputs constant) become graph constants (a Constant of strings is
-  made on the host); a Range with a computed
-  bound has a data-dependent length and raises NotImplementedError.
+  made on the host); a Range with a computed bound has a data-dependent length: the staged model
+  specializes it on the bound's value.  From opset 27 a float16 / bfloat16 Range counts in its
+  `stash_type` (float32 by default) and is cast at the end.
 * ConstantOfShape becomes a constant up to FOLD_LIMIT elements (so shape arithmetic downstream
   folds too), a `constant_of_shape` node beyond.
 * OneHot reads depth and values (off, on) from constant inputs; the output takes values' dtype.
@@ -60,7 +61,11 @@ def convert_range(ctx, inputs, attrs):
     if delta == 0:
         raise OpError("range: delta must not be 0")
     dtype = inputs[0].dtype
-    values = np.arange(*(np.asarray(v, dtype) for v in (start, limit, delta)))
+    # opset 27: float16 / bfloat16 ranges are computed in `stash_type` (default float32) and cast
+    stash = dtype
+    if dtype in ("float16", "bfloat16") and ctx.opset >= 27:
+        stash = onnx_dtype(ctx, int(attrs.get("stash_type", 1)))
+    values = np.arange(*(np.asarray(v, dtype).astype(stash) for v in (start, limit, delta)))
     return ctx.const(values.astype(dtype))
 
 
