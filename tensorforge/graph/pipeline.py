@@ -11,6 +11,7 @@ from ..target import Target
 from .ir import Graph
 from .passes.alter_layout import alter_layout
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from .passes.alter_layout_im2col import alter_layout_im2col
 from .passes.alter_layout_int8 import alter_layout_int8
 from .passes.alter_layout_matmul import alter_layout_matmul
 from .passes.alter_layout_ops import alter_layout_ops
@@ -40,6 +41,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
     ("alter_layout", alter_layout, 2),
+    ("alter_layout_im2col", alter_layout_im2col, 2),  # convs no blocked template serves: one GEMM
     ("alter_layout_propagate", alter_layout_propagate, 2),
     ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),

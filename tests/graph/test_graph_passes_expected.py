@@ -13,6 +13,7 @@ from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
 from tensorforge.graph.passes.alter_layout_int8 import alter_layout_int8
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
 from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
@@ -35,6 +36,7 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+          "alter_layout_im2col",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops"}
 
@@ -274,6 +276,34 @@ def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
     z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
     g = b.finish([y, z])
     assert alter_layout(g, AVX512) is g
+
+
+# -- alter_layout_im2col --------------------------------------------------------------------------
+
+def test_alter_layout_im2col_makes_a_narrow_conv_one_gemm():
+    w = rand(8, 4, 3, 3)
+    b = builder()
+    img = b.input("img", (1, 4, 8, 8), "float32")
+    y = b.add1("conv2d", [img, b.const(w)], CONV)              # 8 output channels: no blocked template
+    before = b.finish([y])
+
+    e = builder()
+    img = e.input("img", (1, 4, 8, 8), "float32")
+    cols = e.add1("im2col", [img], {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1),
+                                    "dilations": (1, 1), "pad_value": 0})
+    prod = e.add1("matmul", [cols, e.const(np.ascontiguousarray(w.reshape(8, 36).T))])
+    y = e.add1("transpose", [e.add1("reshape", [prod], {"shape": (1, 8, 8, 8)})], {"perm": (0, 3, 1, 2)})
+    assert_graph_equal(alter_layout_im2col(before, AVX512), e.finish([y]))
+
+
+def test_alter_layout_im2col_leaves_grouped_and_runtime_weight_convs_alone():
+    b = builder()
+    img = b.input("img", (1, 4, 8, 8), "float32")
+    wt = b.input("w", (8, 4, 3, 3), "float32")
+    y = b.add1("conv2d", [img, wt], CONV)                                       # weight given at run time
+    z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
+    g = b.finish([y, z])
+    assert alter_layout_im2col(g, AVX512) is g
 
 
 # -- alter_layout_propagate -----------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""Convolutions that no blocked template serves become one matrix product on their windows.
+
+A conv1d, or a conv2d whose output channels do not fill the target's vectors (alter_layout
+leaves those in NCHW), runs on the generic direct template, which is far from the FMA peak for
+shapes such as a 256-tap stride-128 conv1d (an STFT as a convolution), a 64x1 kernel over 64
+channels or 258 output channels.  Written as
+
+    cols = im2col(x)                        (N * OH * OW, C * KH * KW): the windows as rows
+    y    = transpose(reshape(matmul(cols, W^T), (N, OH, OW, M)), (0, 3, 1, 2))
+
+the work is one GEMM on the packed micro-kernel (the weight matrix is re-laid-out once, at
+compile time, and packed by alter_layout_matmul); the reshape and transpose are the product's
+epilogue.  A conv1d is the same with a height of 1.  Float32, one group, constant weights, and
+only while the window matrix stays small (MAX_COLS_BYTES); the graph computes the same values.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...target import Target
+from ..ir import Graph, Node, Value
+
+MAX_COLS_BYTES = 64 << 20
+
+
+def alter_layout_im2col(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("packed_weights"):
+        return graph
+    params = dict(graph.params)
+    nodes: list[Node] = []
+    changed = False
+    for n in graph.nodes:
+        rewrite = _rewrite(n, params)
+        if rewrite is None:
+            nodes.append(n)
+            continue
+        nodes.extend(rewrite)
+        changed = True
+    if not changed:
+        return graph
+    from .eliminate_dead_code import eliminate_dead_code
+    return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+
+
+def _rewrite(n: Node, params: dict) -> list[Node] | None:
+    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return None
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    if n.attrs.get("groups", 1) != 1 or y.dtype != "float32" or x.dtype != "float32":
+        return None
+    rank = 1 if n.op == "conv1d" else 2
+    kernel = tuple(w.shape[2:])
+    strides = tuple(n.attrs.get("strides") or (1,) * rank)
+    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
+    padding = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
+    out_spatial = tuple(y.shape[2:])
+    rows, cols = x.shape[0] * int(np.prod(out_spatial)), x.shape[1] * int(np.prod(kernel))
+    if rows * cols * 4 > MAX_COLS_BYTES or rows == 0 or cols == 0:
+        return None
+    if rank == 1:      # conv1d as a conv2d of height 1
+        x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
+        pre = [Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1")]
+        kernel, strides, dilations = (1, kernel[0]), (1, strides[0]), (1, dilations[0])
+        padding, out_spatial = (0, padding[0], 0, padding[1]), (1, out_spatial[0])
+    else:
+        x4, pre = x, []
+    weight = np.ascontiguousarray(params[w].reshape(w.shape[0], -1).T)       # (C * KH * KW, M)
+    wt = Value(f"{w.name}_im2col_T", weight.shape, weight.dtype.name)
+    params[wt] = weight
+    m = w.shape[0]
+    windows = Value(f"{y.name}_cols", (rows, cols), x.dtype)
+    product = Value(f"{y.name}_gemm", (rows, m), y.dtype)
+    nhwc = Value(f"{y.name}_nhwc", (x.shape[0], *out_spatial, m), y.dtype)
+    attrs = {"kernel": kernel, "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 0}
+    if rank == 1:
+        back = [Node("transpose", (nhwc,), (Value(f"{y.name}_nch1w", (x.shape[0], m, 1, out_spatial[1]), y.dtype),),
+                     {"perm": (0, 3, 1, 2)}, f"{n.name}_nchw")]
+        back.append(Node("squeeze", back[0].outputs, (y,), {"axes": (2,)}, f"{n.name}_squeeze"))
+    else:
+        back = [Node("transpose", (nhwc,), (y,), {"perm": (0, 3, 1, 2)}, f"{n.name}_nchw")]
+    return pre + [
+        Node("im2col", (x4,), (windows,), attrs, f"{n.name}_im2col"),
+        Node("matmul", (windows, wt), (product,), {}, f"{n.name}_gemm"),
+        Node("reshape", (product,), (nhwc,), {"shape": nhwc.shape}, f"{n.name}_nhwc"),
+    ] + back

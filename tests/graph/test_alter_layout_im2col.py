@@ -1,0 +1,53 @@
+"""Convolutions that no blocked template serves (conv1d; conv2d whose output channels do not
+fill the vectors) become im2col + one packed GEMM, and compute the same as the op's reference:
+random shapes with strides, padding, dilation, odd channel counts and tall kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import tensorforge
+from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
+from tensorforge.graph.reference import run_reference
+from tensorforge.target import Target
+
+
+def _conv_graph(rank, n, c, m, size, kernel, stride, pad, dilation, seed=0):
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("conv")
+    x = b.input("x", (n, c, *size), "float32")
+    w = b.const(rng.standard_normal((m, c, *kernel)).astype(np.float32), name="w")
+    y = b.add1(f"conv{rank}d", [x, w], {"strides": stride, "padding": pad, "dilations": dilation, "groups": 1})
+    return b.finish([y]), rng.standard_normal((n, c, *size)).astype(np.float32)
+
+
+@settings(max_examples=12, deadline=None)
+@given(rank=st.sampled_from([1, 2]), n=st.integers(1, 2), c=st.integers(1, 5), m=st.sampled_from([1, 3, 8, 17]),
+       size=st.integers(4, 12), k=st.integers(1, 4), stride=st.integers(1, 3), pad=st.integers(0, 2),
+       dilation=st.integers(1, 2))
+def test_im2col_conv_matches_reference(rank, n, c, m, size, k, stride, pad, dilation):
+    if (size + 2 * pad - dilation * (k - 1) - 1) < 0:
+        return
+    graph, x = _conv_graph(rank, n, c, m, (size,) * rank, (k,) * rank, (stride,) * rank, (pad,) * (2 * rank),
+                           (dilation,) * rank)
+    rewritten = alter_layout_im2col(graph, Target.parse("c"))
+    assert [nd.op for nd in rewritten.nodes if nd.op.startswith("conv")] == []
+    want = run_reference(graph, x)[0]
+    np.testing.assert_allclose(run_reference(rewritten, x)[0], want, rtol=1e-4, atol=1e-4)
+    model = tensorforge.compile(graph, target="c -O1")
+    assert any("im2col" in label for label in model.spec.labels) or m % 16 == 0
+    np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [((8, 1, 832), (258, 1, 256), (128,)),           # an STFT as conv1d
+                                   ((2, 64, 40, 1), (8, 64, 16, 1), (1, 1))])        # tall kernel, 8 outputs
+def test_user_shapes(shape):
+    xs, ws, stride = shape
+    rank = len(xs) - 2
+    graph, x = _conv_graph(rank, xs[0], xs[1], ws[0], xs[2:], ws[2:], stride, (0,) * (2 * rank), (1,) * rank)
+    model = tensorforge.compile(graph)
+    assert "im2col" in model.spec.labels[0] or "im2col" in model.spec.labels[1]
+    np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-3)
