@@ -10,8 +10,8 @@ with a separate broadcast node, so that fusion folds it into the convolution's e
 
 The TE compute has a stage "pad" (zero padding, skipped when there is none) and the main stage
 named and tagged with the op name ("conv2d"), the one a schedule template looks for.  Pattern:
-complex-out-fusable.  Accumulation happens in the data dtype; the reference accumulates float16
-in float32.
+complex-out-fusable.  float16 products are summed in float32 and cast back (a last stage), as
+the reference and ONNX Runtime do; other dtypes accumulate in their own.
 """
 from __future__ import annotations
 
@@ -78,10 +78,14 @@ def _make(rank: int) -> OpDef:
             n, m, o = idx[0], idx[1], idx[2:]
             chan = rc if g == 1 else (m // cout_g) * cin_g + rc
             src = [o[i] * s[i] + rk[i] * d[i] for i in range(rank)]
-            return te.sum(padded[(n, chan, *src)] * weight[(m, rc, *rk)], axis=[rc, *rk])
+            return te.sum(padded[(n, chan, *src)].astype(acc) * weight[(m, rc, *rk)].astype(acc), axis=[rc, *rk])
 
-        return te.compute(out_shape, body, name=name, tag=name,
-                          attrs={"strides": s, "padding": p, "dilations": d, "groups": g})
+        acc = "float32" if data.dtype == "float16" else data.dtype     # as the reference sums
+        out = te.compute(out_shape, body, name=name, tag=name,
+                         attrs={"strides": s, "padding": p, "dilations": d, "groups": g})
+        if acc == data.dtype:
+            return out
+        return te.compute(out_shape, lambda *i: out[i].astype(data.dtype), name=f"{name}_cast")
 
     def reference(data: np.ndarray, weight: np.ndarray, strides=None, padding=None, dilations=None,
                   groups: int = 1) -> np.ndarray:
