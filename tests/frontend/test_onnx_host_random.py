@@ -89,3 +89,24 @@ def test_multinomial_frequencies(dtype, np_dtype):
     assert y.shape == (2, 20000) and y.dtype == np_dtype
     for row, probs in zip(y, np.exp(logits)):
         np.testing.assert_allclose(np.bincount(row, minlength=3) / row.size, probs / probs.sum(), atol=0.015)
+
+
+def test_training_dropout_keeps_about_one_minus_ratio_scaled():
+    import tensorforge
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tensorforge.frontend import from_onnx
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [200, 50])
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("mask", TensorProto.BOOL, None)]
+    inits = [numpy_helper.from_array(np.array(0.25, np.float32), "r"), numpy_helper.from_array(np.array(True), "t")]
+    node = helper.make_node("Dropout", ["x", "r", "t"], ["y", "mask"], seed=3)
+    model = helper.make_model(helper.make_graph([node], "g", [x], outs, inits),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    compiled = tensorforge.compile(from_onnx(model))
+    data = np.random.default_rng(0).uniform(1, 2, (200, 50)).astype(np.float32)
+    y, mask = compiled(data)
+    assert mask.dtype == np.bool_ and 0.70 < mask.mean() < 0.80
+    np.testing.assert_allclose(y, np.where(mask, data / 0.75, 0), rtol=1e-6)
+    again = compiled(data)
+    np.testing.assert_array_equal(again[1], mask)          # a seed repeats the mask

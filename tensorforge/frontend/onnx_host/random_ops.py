@@ -1,5 +1,5 @@
-"""Random ops on the host: RandomUniform, RandomNormal, their *Like forms, Bernoulli and
-Multinomial.
+"""Random ops on the host: RandomUniform, RandomNormal, their *Like forms, Bernoulli,
+Multinomial and training-mode Dropout.
 
 Each call draws new values from NumPy's PCG64 generator.  The `seed` attribute (a float in
 ONNX) makes a node reproducible: the generator is then seeded with the seed's bits at every
@@ -128,3 +128,18 @@ def multinomial(ctx, inputs, attrs):
     out = np.stack([np.searchsorted(cdf[r], u[r], side="right") for r in range(batch)]) if batch \
         else np.zeros((0, samples), dtype=np.int64)
     return [np.minimum(out, classes - 1).astype(dtype)]
+
+
+@host_op("Dropout")
+def dropout(ctx, inputs, attrs):
+    """Training-mode Dropout (opset 12+; the converter hands it here only then): each element is
+    kept with probability 1 - ratio and scaled by 1 / (1 - ratio); the mask says which were kept."""
+    x = inputs[0]
+    ratio = float(np.asarray(inputs[1]).reshape(-1)[0]) if len(inputs) > 1 and inputs[1] is not None else 0.5
+    training = len(inputs) > 2 and inputs[2] is not None and bool(np.asarray(inputs[2]).reshape(-1)[0])
+    if not 0.0 <= ratio < 1.0:
+        raise ctx.error(f"ratio must be in [0, 1), got {ratio}")
+    if not training or ratio == 0.0:
+        return [x, np.ones(x.shape, dtype=bool)]
+    mask = generator(attrs).uniform(0.0, 1.0, size=x.shape) >= ratio
+    return [(x * mask / (1.0 - ratio)).astype(x.dtype), mask]

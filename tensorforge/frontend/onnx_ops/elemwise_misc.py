@@ -5,9 +5,9 @@
   when the model computes them.
 * Cast / CastLike become `cast` to a tensorforge dtype; element types tensorforge lacks
   (bfloat16, float8, int4, string, ...) raise NotImplementedError.
-* Dropout is inference-only: an identity, and an all-true mask (all-ones of X's type before
-  opset 10) when the node asks for one.  training_mode=True with a nonzero ratio is not
-  supported; training_mode and ratio must be constants.
+* Dropout in inference is an identity, and an all-true mask (all-ones of X's type before opset
+  10) when the node asks for one.  training_mode=True with a nonzero ratio draws a random mask:
+  the staged model runs it on the host (frontend/onnx_host/random_ops.py).
 """
 from __future__ import annotations
 
@@ -81,8 +81,8 @@ def _training(ctx, inputs) -> bool:
 def convert_dropout(ctx, inputs, attrs):
     x = inputs[0]
     if ctx.opset >= 12 and _training(ctx, inputs):
-        raise NotImplementedError(f"node {ctx.node_name} (Dropout, opset {ctx.opset}): training-mode "
-                                  "dropout (random masks) is not supported; export the model in eval mode")
+        raise RunOnHost(f"node {ctx.node_name} (Dropout, opset {ctx.opset}): training-mode dropout draws "
+                        "a random mask")
     out = ctx.add1("identity", [x])
     if len(ctx.outputs) < 2 or not ctx.outputs[1]:
         return out
