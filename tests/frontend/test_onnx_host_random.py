@@ -92,9 +92,9 @@ def test_multinomial_frequencies(dtype, np_dtype):
 
 
 def test_training_dropout_keeps_about_one_minus_ratio_scaled():
-    import tensorforge
     from onnx import TensorProto, helper, numpy_helper
 
+    import tensorforge
     from tensorforge.frontend import from_onnx
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [200, 50])
     outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),

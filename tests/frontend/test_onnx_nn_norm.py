@@ -1,6 +1,6 @@
 """ONNX normalization converters against ONNX Runtime: BatchNormalization (constant and run-time
 statistics, old opsets), InstanceNormalization, LayerNormalization (with its Mean / InvStdDev
-outputs), LpNormalization, MeanVarianceNormalization, LRN; rejection of training mode."""
+outputs), LpNormalization, MeanVarianceNormalization, LRN; training mode with batch statistics."""
 from __future__ import annotations
 
 import numpy as np
@@ -33,14 +33,28 @@ def test_batch_norm_old_opsets():
         check_against_ort(model, feeds)
 
 
-def test_batch_norm_training_is_rejected():
-    model, _ = node_model("BatchNormalization", bn_inputs((2, 3, 4)), dict(training_mode=1), opset=15,
-                          outputs=("y", "rm", "rv"))
-    with pytest.raises(NotImplementedError, match="BatchNormalization.*training_mode"):
-        from_onnx(model)
-    model, _ = node_model("BatchNormalization", bn_inputs((2, 3, 4)), {}, opset=9, outputs=("y", "rm"))
-    with pytest.raises(NotImplementedError, match="training"):
-        from_onnx(model)
+def _bn_training_reference(f, eps, momentum):
+    axes = tuple(k for k in range(f["x"].ndim) if k != 1)
+    mean, var = f["x"].mean(axes), f["x"].var(axes)
+    shape = (1, -1) + (1,) * (f["x"].ndim - 2)
+    y = (f["x"] - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * f["s"].reshape(shape) \
+        + f["b"].reshape(shape)
+    return y, f["m"] * momentum + mean * (1 - momentum), f["v"] * momentum + var * (1 - momentum), mean, var
+
+
+@pytest.mark.parametrize("opset,outputs,attrs", [(15, ("y", "rm", "rv"), dict(training_mode=1)),
+                                                 (9, ("y", "rm", "rv", "sm", "sv"), {})])
+def test_batch_norm_training_uses_batch_statistics(opset, outputs, attrs):
+    """training_mode=1 (opset 14+), or the running outputs used (opsets 7-13): the batch's own
+    mean and population variance, and the running statistics updated with `momentum`."""
+    import tensorforge
+    feeds = bn_inputs((2, 3, 4))
+    model, _ = node_model("BatchNormalization", feeds, dict(attrs, epsilon=1e-3, momentum=0.8), opset=opset,
+                          outputs=outputs)
+    got = tensorforge.compile(from_onnx(model))(*feeds.values())
+    want = _bn_training_reference(feeds, 1e-3, 0.8)[:len(outputs)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 5), (1, 2, 4, 3), (1, 2, 2, 3, 2)])

@@ -3,10 +3,12 @@ mean_variance_normalization, lrn; RMSNormalization as plain graph ops (its ONNX 
 cast to the stash type, mean of squares over [axis, rank), divide by its root, cast back, scale),
 which the fuser makes one kernel.
 
-BatchNormalization is converted in inference form only.  It counts as training, and is rejected,
-when training_mode=1 (opset >= 14) or when the node uses the running-mean / variance outputs
-(opsets 7-13 signal training that way).  Opset <= 6's is_test attribute is ignored, as ONNX
-Runtime does: with one output the node is an inference.  LayerNormalization returns Mean and
+BatchNormalization in inference normalizes with the given mean and variance.  In training
+(training_mode=1 from opset 14; from opset 7 to 13 a node that uses the running-mean / variance
+outputs) it normalizes with the batch's own statistics (population variance over every axis but
+the channels) and returns the updated running statistics, input * momentum + batch * (1 -
+momentum), and before opset 14 also the batch mean and variance.  Opset <= 6's is_test attribute
+is ignored, as ONNX Runtime does: with one output the node is an inference.  LayerNormalization returns Mean and
 InvStdDev only when the node uses them (the op's `stash` attribute).
 """
 from __future__ import annotations
@@ -30,9 +32,11 @@ def _same_dtype(ctx, v, dtype: str, what: str):
 
 @converter("BatchNormalization")
 def batch_normalization(ctx, inputs: list, attrs: dict):
-    if ctx.opset >= 14 and int(attrs.get("training_mode", 0)):
-        raise unsupported(ctx, "training_mode=1 (batch statistics) is not supported; only inference")
-    reject_extra_outputs(ctx, 1, "they exist only in training mode, which is not supported")
+    training = int(attrs.get("training_mode", 0)) if ctx.opset >= 14 else \
+        any(wants_output(ctx, k) for k in range(1, len(ctx.outputs)))
+    if training and ctx.opset >= 7:
+        return _batch_norm_training(ctx, inputs, attrs)
+    reject_extra_outputs(ctx, 1, "they exist only in training mode")
     if int(attrs.get("spatial", 1)) != 1:
         raise unsupported(ctx, "spatial=0 (per-activation statistics) is not supported")
     x = inputs[0]
@@ -40,6 +44,36 @@ def batch_normalization(ctx, inputs: list, attrs: dict):
         raise ValueError("inputs X, scale, B, input_mean and input_var are all required")
     params = [_same_dtype(ctx, v, x.dtype, what) for v, what in zip(inputs[1:5], ("scale", "B", "mean", "var"))]
     return ctx.add1("batch_norm", [x, *params], {"epsilon": float(attrs.get("epsilon", 1e-5)), "axis": 1})
+
+
+def _batch_norm_training(ctx, inputs: list, attrs: dict) -> list:
+    x = inputs[0]
+    if len(inputs) < 5 or any(v is None for v in inputs[:5]):
+        raise ValueError("inputs X, scale, B, input_mean and input_var are all required")
+    if int(attrs.get("spatial", 1)) != 1:
+        raise unsupported(ctx, "spatial=0 (per-activation statistics) is not supported")
+    scale, bias, mean_in, var_in = (_same_dtype(ctx, v, x.dtype, what)
+                                    for v, what in zip(inputs[1:5], ("scale", "B", "mean", "var")))
+    axes = tuple(k for k in range(x.ndim) if k != 1)
+    channels = (x.shape[1],)
+    per_channel = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+    mean = ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
+    centered = ctx.add1("sub", [x, mean])
+    var = ctx.add1("reduce_mean", [ctx.add1("mul", [centered, centered])], {"axes": axes, "keepdims": 1})
+    eps = ctx.const(np.array(float(attrs.get("epsilon", 1e-5)), dtype=x.dtype))
+    normalized = ctx.add1("div", [centered, ctx.add1("sqrt", [ctx.add1("add", [var, eps])])])
+    y = ctx.add1("add", [ctx.add1("mul", [normalized, ctx.add1("reshape", [scale], {"shape": per_channel})]),
+                         ctx.add1("reshape", [bias], {"shape": per_channel})])
+    batch_mean = ctx.add1("reshape", [mean], {"shape": channels})
+    batch_var = ctx.add1("reshape", [var], {"shape": channels})
+    momentum = float(attrs.get("momentum", 0.9))
+    keep, take = (ctx.const(np.array(v, dtype=x.dtype)) for v in (momentum, 1.0 - momentum))
+
+    def running(old, new):
+        return ctx.add1("add", [ctx.add1("mul", [old, keep]), ctx.add1("mul", [new, take])])
+
+    outs = [y, running(mean_in, batch_mean), running(var_in, batch_var)]
+    return outs if ctx.opset >= 14 else outs + [batch_mean, batch_var]
 
 
 @converter("InstanceNormalization")
