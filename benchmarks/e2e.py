@@ -199,12 +199,15 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
 
     import tensorforge
     from tensorforge.frontend import from_onnx
+    from tensorforge.graph.ir import Graph
     from tensorforge.runtime.module import set_num_threads
 
     name, proto, feeds = entry.name, entry.proto, entry.feeds
     torch = torch_peer.torch if torch_peer else None
     t0 = time.perf_counter()
     graph = from_onnx(proto)
+    if not isinstance(graph, Graph):     # symbolic dimensions: the static graph at the inputs' shapes
+        graph = from_onnx(proto, shapes={n: np.shape(a) for n, a in feeds.items()})
     model = tensorforge.compile(graph, target="c -mcpu=native")
     compile_s = time.perf_counter() - t0
     flops = _flops.graph_flops(graph)
