@@ -102,6 +102,20 @@ def _check_attrs(attrs: dict) -> dict:
 
 @converter("Attention", since=23)
 def convert_attention(ctx, inputs: list, attrs: dict) -> list:
+    """float16 attention computes in float32 and rounds its outputs once (as ONNX Runtime's CPU
+    kernel does): the scores, softmax and products of a float16 graph would round at each step."""
+    if inputs[0].dtype != "float16":
+        return _attention(ctx, inputs, attrs)
+
+    def widen(x):
+        return ctx.add1("cast", [x], {"dtype": "float32"}) if x is not None and x.dtype == "float16" else x
+
+    outs = _attention(ctx, [widen(x) for x in inputs], attrs)
+    return [ctx.add1("cast", [y], {"dtype": "float16"}) if y is not None and y.dtype == "float32" else y
+            for y in outs]
+
+
+def _attention(ctx, inputs: list, attrs: dict) -> list:
     q, k, v, mask, past_k, past_v, nonpad = (list(inputs) + [None] * 7)[:7]
     a = _check_attrs(attrs)
     if (past_k is None) != (past_v is None):
