@@ -16,6 +16,8 @@ from typing import Callable
 
 import numpy as np
 
+from . import host_pool
+
 _UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
@@ -85,6 +87,7 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
 
 KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_nd": scatter_nd,
                                 "topk": topk}
+KERNELS["max_pool_with_indices"] = host_pool.max_pool_with_indices
 
 
 def register(name: str, fn: Callable) -> None:

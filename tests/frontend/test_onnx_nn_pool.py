@@ -60,11 +60,22 @@ def test_global_pool(op_type, xs):
     check_against_ort(model, feeds, rtol=1e-4)
 
 
+@pytest.mark.parametrize("xs,attrs", [
+    ((1, 2, 5, 5), dict(kernel_shape=[2, 2])),
+    ((2, 3, 7, 6), dict(kernel_shape=[3, 2], strides=[2, 1], pads=[1, 0, 1, 1])),
+    ((1, 2, 7, 7), dict(kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)),
+    ((1, 2, 8, 8), dict(kernel_shape=[2, 2], dilations=[2, 2])),
+    ((1, 2, 5, 4), dict(kernel_shape=[2, 2], storage_order=1)),
+    ((2, 3, 9), dict(kernel_shape=[3], strides=[2])),
+    ((1, 2, 4, 4, 4), dict(kernel_shape=[2, 2, 2])),
+])
+def test_max_pool_indices(xs, attrs):
+    """The Indices output: flat positions in the input (row- or column-major), as ONNX Runtime."""
+    model, feeds = node_model("MaxPool", {"x": rand(xs)}, attrs, outputs=("y", "idx"), out_dtypes={"idx": "int64"})
+    check_against_ort(model, feeds)
+
+
 def test_errors():
-    model, _ = node_model("MaxPool", {"x": rand((1, 2, 5, 5))}, dict(kernel_shape=[2, 2]), outputs=("y", "idx"),
-                          out_dtypes={"idx": "int64"})
-    with pytest.raises(NotImplementedError, match="MaxPool.*Indices"):
-        from_onnx(model)
     model, _ = node_model("AveragePool", {"x": rand((1, 2, 5, 5))}, {})
     with pytest.raises(GraphError, match="kernel_shape is required"):
         from_onnx(model)

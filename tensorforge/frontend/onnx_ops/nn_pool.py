@@ -1,14 +1,14 @@
 """ONNX MaxPool, AveragePool, LpPool -> {max,avg,lp}_pool{1,2,3}d, and GlobalMaxPool,
 GlobalAveragePool, GlobalLpPool -> global_{max,avg,lp}_pool.
 
-auto_pad is resolved into explicit padding here.  MaxPool's second output (Indices) is not
-supported and is rejected with NotImplementedError when the node uses it.
+auto_pad is resolved into explicit padding here.  A MaxPool whose second output (Indices) is used
+becomes max_pool_with_indices (ops/nn_pool_indices.py), with storage_order.
 """
 from __future__ import annotations
 
 from ...ops.nn_window import resolve_auto_pad
 from ..onnx import converter
-from .nn_common import int_tuple, reject_extra_outputs, spatial_rank
+from .nn_common import int_tuple, spatial_rank, wants_output
 
 _KINDS = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}
 _GLOBAL = {"GlobalMaxPool": "max", "GlobalAveragePool": "avg", "GlobalLpPool": "lp"}
@@ -24,8 +24,7 @@ def _lp_p(attrs: dict) -> float:
 @converter("MaxPool", "AveragePool", "LpPool")
 def pool(ctx, inputs: list, attrs: dict):
     kind = _KINDS[ctx.op_type]
-    if kind == "max":
-        reject_extra_outputs(ctx, 1, "MaxPool's Indices output is not implemented")
+    indices = kind == "max" and wants_output(ctx, 1)
     x = inputs[0]
     rank = spatial_rank(ctx, x)
     if "kernel_shape" not in attrs:
@@ -41,6 +40,9 @@ def pool(ctx, inputs: list, attrs: dict):
         op_attrs["count_include_pad"] = bool(attrs.get("count_include_pad", 0))
     if kind == "lp":
         op_attrs["p"] = _lp_p(attrs)
+    if indices:
+        op_attrs["storage_order"] = int(attrs.get("storage_order", 0))
+        return ctx.add("max_pool_with_indices", [x], op_attrs)
     return ctx.add1(f"{kind}_pool{rank}d", [x], op_attrs)
 
 
