@@ -92,3 +92,26 @@ def test_unsupported_op_falls_back_with_one_line():
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert len(ours) == 1 and "\n" not in ours[0]
     assert "runs in eager PyTorch" in ours[0] and "aten.special_bessel_j0.default" in ours[0]
+
+
+def test_changing_batch_sizes_run_compiled_code(monkeypatch):
+    """After a second input shape dynamo hands over a shape-generic graph; the backend compiles it
+    once per concrete shape instead of leaving it to eager PyTorch."""
+    built = []
+    original = torch_dynamo._Variant.__init__
+
+    def counting(self, gm, inputs, target, threads):
+        built.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor) and x.ndim == 2
+                           and not isinstance(x, nn.Parameter)))
+        original(self, gm, inputs, target, threads)
+
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
+    fast = torch.compile(module, backend="tensorforge")
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for batch in (2, 3, 5, 3):
+            x = torch.randn(batch, 8)
+            np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert not [w for w in caught if "eager" in str(w.message)]
+    assert {(3, 8), (5, 8)} <= {s for shapes in built for s in shapes}
