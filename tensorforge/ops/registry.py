@@ -18,8 +18,8 @@ Registration checks names, patterns and that the reference exists.
 
 Narrow storage types (float8, float4, int4, uint4, int2, uint2: ir/dtype.NARROW_TYPES) reach only
 the ops declared with `narrow=True`, the ones that move or convert elements without arithmetic
-(reshape, transpose, gather, concat, cast_narrow, ...); `infer_types` refuses them elsewhere with
-an OpError that says to convert first.
+(reshape, transpose, gather, concat, cast_narrow, ...); `infer_types` refuses them as inputs or
+outputs of any other op with an OpError that says to convert first.
 """
 from __future__ import annotations
 
@@ -75,7 +75,13 @@ class OpDef:
                                   f"{self.name} cannot compute with; cast it to float32 (or dequantize it) first")
         out = self.infer(*input_types, **self.attrs_with_defaults(attrs))
         outs = list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
-        return [TensorType(tuple(int(d) for d in t.shape), str(t.dtype)) for t in outs]
+        types = [TensorType(tuple(int(d) for d in t.shape), str(t.dtype)) for t in outs]
+        if not self.narrow:
+            for t in types:
+                if dt.is_narrow(t.dtype):
+                    raise OpError(f"{self.name}: cannot produce {t.dtype}, a storage-only type; produce a "
+                                  f"wider type and convert it with cast_narrow (or quantize it)")
+        return types
 
     def run_reference(self, arrays: list, attrs: dict) -> list:
         import numpy as np
