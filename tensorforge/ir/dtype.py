@@ -94,6 +94,12 @@ def is_narrow(dtype: str) -> bool:
     return element_of(dtype) in NARROW_TYPES
 
 
+def is_extension(dtype: str) -> bool:
+    """A type NumPy knows only through ml_dtypes (bfloat16 and the narrow types): its .npy files and
+    buffer protocol do not describe it."""
+    return element_of(dtype) == "bfloat16" or is_narrow(dtype)
+
+
 def itemsize(dtype: str) -> int:
     code, nbits, n = _parse(dtype)
     return max(1, nbits // 8) * n
