@@ -203,3 +203,51 @@ def test_bfloat16_model_with_params_survives_export(tmp_path):
     (got,) = tensorforge.load(_export(compiled, tmp_path))(x)
     assert got.dtype == bf16
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+def _one_input_model(nodes, elem, outputs, inits=()):
+    return _model(nodes, [_vi("x", elem, [2, 4])], outputs, inits)
+
+
+@pytest.mark.parametrize("dtype", ["float8_e5m2", "float8_e4m3fn", "float8_e8m0fnu", "float4_e2m1fn"])
+def test_isnan_isinf_shape_size_on_narrow_floats(dtype):
+    np_type = np.dtype(getattr(ml_dtypes, dtype))
+    x = np.array([[1, np.nan, np.inf, -2], [0.5, 3, -np.inf, 0]], np.float32).astype(np_type)
+    elem = NARROW[dtype]
+    model = _one_input_model([helper.make_node("IsNaN", ["x"], ["n"]), helper.make_node("IsInf", ["x"], ["i"]),
+                              helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Size", ["x"], ["z"])],
+                             elem, [_vi("n", TensorProto.BOOL), _vi("i", TensorProto.BOOL),
+                                    _vi("s", TensorProto.INT64), _vi("z", TensorProto.INT64)])
+    got, want = _run(model, x), _expected(model, {"x": x})
+    for g, w in zip(got, want):
+        _same(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("dtype", ["float8_e4m3fn", "float8_e8m0fnu", "int4", "uint2"])
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect"])
+def test_pad_on_narrow_types(dtype, mode):
+    np_type = np.dtype(getattr(ml_dtypes, dtype))
+    lo, hi = (0, 3) if dtype == "uint2" else (-8, 7) if dtype == "int4" else (1, 40)
+    x = RNG.integers(lo, hi + 1, size=(2, 4)).astype(np.float32).astype(np_type)
+    fill = np.array(2 if dtype == "int4" else 1, np.float32).astype(np_type)
+    inputs = ["x", "p", "v"] if mode == "constant" else ["x", "p"]
+    inits = [numpy_helper.from_array(np.array([1, 2, 0, 1], np.int64), "p")]
+    if mode == "constant":
+        inits.append(numpy_helper.from_array(fill, "v"))
+    model = _one_input_model([helper.make_node("Pad", inputs, ["y"], mode=mode)], NARROW[dtype],
+                             [_vi("y", NARROW[dtype])], inits)
+    (got,), (want,) = _run(model, x), _expected(model, {"x": x})
+    _same(got, want)
+
+
+def test_constant_and_constant_of_shape_of_a_narrow_type():
+    x = RNG.standard_normal((2, 4)).astype(np.float32).astype(ml_dtypes.float8_e5m2)
+    value = numpy_helper.from_array(np.array([2.5], np.float32).astype(ml_dtypes.float8_e5m2))
+    ones = numpy_helper.from_array(np.ones((1, 4), np.float32).astype(ml_dtypes.float8_e5m2))
+    model = _one_input_model([helper.make_node("ConstantOfShape", ["s"], ["c"], value=value),
+                              helper.make_node("Constant", [], ["o"], value=ones),
+                              helper.make_node("Concat", ["x", "c", "o"], ["y"], axis=0)],
+                             TensorProto.FLOAT8E5M2, [_vi("y", TensorProto.FLOAT8E5M2)],
+                             [numpy_helper.from_array(np.array([1, 4], np.int64), "s")])
+    (got,), (want,) = _run(model, x), _expected(model, {"x": x})
+    _same(got, want)
