@@ -11,9 +11,10 @@ functions are their NumPy references.
 * bitcast(x, dtype): ONNX BitCast, the bits of each element read as another type of equal width
   (any two types, narrow or not).
 * quantize_narrow(x, scale, zero_point, axis, block_size, dtype, saturate): ONNX QuantizeLinear
-  into a narrow type, per tensor, per axis or blocked.
+  into a narrow type, or into an integer type with a float8e8m0 scale (MX formats); per tensor,
+  per axis or blocked.
 * dequantize_narrow(x, scale, zero_point, axis, block_size, dtype): ONNX DequantizeLinear out of a
-  narrow type.
+  narrow type, or with a float8e8m0 scale.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .quant_linear import param_mode
 from .registry import OPAQUE, OpError, TensorType, op
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
+WIDE_QUANT = ("int8", "uint8", "int16", "uint16", "int32")    # with a float8e8m0 (power of two) scale
 
 
 def _check_type(opname: str, what: str, dtype: object) -> str:
@@ -75,8 +77,9 @@ def _check_params(opname: str, x: TensorType, scale: TensorType, zero_point: Ten
 class quantize_narrow:
     def infer(x: TensorType, scale: TensorType, zero_point: TensorType | None = None, axis: int = 1,
               block_size: int = 0, dtype: str = "int4", saturate: int = 1) -> TensorType:
-        if not dt.is_narrow(_check_type("quantize_narrow", "dtype", dtype)) or dtype == "float8_e8m0fnu":
-            raise OpError(f"quantize_narrow: dtype must be a narrow type other than float8_e8m0fnu, got {dtype}")
+        allowed = tuple(t for t in dt.NARROW_TYPES if t != "float8_e8m0fnu") + WIDE_QUANT
+        if _check_type("quantize_narrow", "dtype", dtype) not in allowed:
+            raise OpError(f"quantize_narrow: dtype must be one of {', '.join(allowed)}, got {dtype}")
         if x.dtype not in FLOATS + ("int32",):
             raise OpError(f"quantize_narrow: x has dtype {x.dtype}; expected a float or int32")
         if zero_point is not None and zero_point.dtype != dtype:
@@ -93,8 +96,8 @@ class quantize_narrow:
 class dequantize_narrow:
     def infer(x: TensorType, scale: TensorType, zero_point: TensorType | None = None, axis: int = 1,
               block_size: int = 0, dtype: str = "") -> TensorType:
-        if not dt.is_narrow(x.dtype):
-            raise OpError(f"dequantize_narrow: x has dtype {x.dtype}; expected a narrow type")
+        if not (dt.is_narrow(x.dtype) or x.dtype in WIDE_QUANT):
+            raise OpError(f"dequantize_narrow: x has dtype {x.dtype}; expected a narrow or 8/16-bit integer type")
         if zero_point is not None and zero_point.dtype != x.dtype:
             raise OpError(f"dequantize_narrow: zero point dtype {zero_point.dtype} differs from x's {x.dtype}")
         _check_params("dequantize_narrow", x, scale, zero_point, axis, block_size)

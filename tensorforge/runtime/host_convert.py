@@ -124,7 +124,7 @@ def param_broadcast(p: np.ndarray, x_shape: tuple, axis: int, block_size: int) -
 
 def quantize_narrow(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None, axis: int = 1,
                     block_size: int = 0, dtype: str = "int4", saturate: int = 1) -> np.ndarray:
-    """ONNX QuantizeLinear into a narrow type.  Integers: saturate(round_half_even(x / scale) + zp);
+    """ONNX QuantizeLinear into a narrow type, or with a float8e8m0 scale.  Integers: saturate(round_half_even(x / scale) + zp);
     float8: cast(x / scale) with the float8 saturation rule (the zero point is 0 by definition);
     float4: cast(x / scale + zp)."""
     x = np.asarray(x)
@@ -132,12 +132,12 @@ def quantize_narrow(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | N
     with np.errstate(all="ignore"):
         v = x.astype(fl) / param_broadcast(scale, x.shape, axis, block_size).astype(fl)
         zp = None if zero_point is None else param_broadcast(zero_point, x.shape, axis, block_size)
-        if dtype in dt.NARROW_INTS:
+        if dt.is_integer(dtype):
             v = np.rint(v)
             if zp is not None:
                 v = v + zp.astype(fl)
             lo, hi = dt.value_range(dtype)
-            return np.clip(v, lo, hi).astype(np.int8).astype(dt.to_numpy(dtype))
+            return np.clip(v, lo, hi).astype(dt.to_numpy(dtype))
         if dtype == "float4_e2m1fn" and zp is not None:
             v = v + zp.astype(fl)
         return cast_narrow(v, dtype, saturate)
@@ -145,7 +145,7 @@ def quantize_narrow(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | N
 
 def dequantize_narrow(x: np.ndarray, scale: np.ndarray, zero_point: np.ndarray | None = None, axis: int = 1,
                       block_size: int = 0, dtype: str = "") -> np.ndarray:
-    """ONNX DequantizeLinear from a narrow type: (x - zp) * scale in the scale's precision, then
+    """ONNX DequantizeLinear from a narrow type or with a float8e8m0 scale: (x - zp) * scale in the scale's precision, then
     the result type (`dtype`, else the scale's)."""
     x = np.asarray(x)
     scale = np.asarray(scale)

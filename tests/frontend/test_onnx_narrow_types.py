@@ -251,3 +251,18 @@ def test_constant_and_constant_of_shape_of_a_narrow_type():
                              [numpy_helper.from_array(np.array([1, 4], np.int64), "s")])
     (got,), (want,) = _run(model, x), _expected(model, {"x": x})
     _same(got, want)
+
+
+def test_int8_quantization_with_a_float8e8m0_scale():
+    """MX-style blocks: an int8 result whose per-block scale is a power of two (float8e8m0)."""
+    x = (RNG.standard_normal((3, 8)) * 50).astype(np.float32)
+    scale = np.array([[0.25, 2.0], [1.0, 4.0], [0.5, 8.0]], np.float32).astype(ml_dtypes.float8_e8m0fnu)
+    zp = RNG.integers(-5, 5, (3, 2)).astype(np.int8)
+    model = _model([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, block_size=4),
+                    helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=4,
+                                     output_dtype=TensorProto.FLOAT)],
+                   [_vi("x", TensorProto.FLOAT, [3, 8])], [_vi("q", TensorProto.INT8), _vi("y", TensorProto.FLOAT)],
+                   [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
+    got, want = _run(model, x), _expected(model, {"x": x})
+    for g, w in zip(got, want):
+        _same(g, w)

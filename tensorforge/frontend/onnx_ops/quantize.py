@@ -4,8 +4,8 @@ products matmul_integer / conv_integer (frontend -> Graph).
 * QuantizeLinear / DequantizeLinear (opsets 10-): per tensor, per axis (13+) and blocked (21+);
   the result type is the zero point's, else output_dtype (21+), else uint8 (Quantize) / the
   scale's type (Dequantize).  With a narrow result or input type (int4, uint4, int2, uint2,
-  float8, float4) they become quantize_narrow / dequantize_narrow, host kernels with ONNX's
-  rounding and saturation (`saturate`, 19+, for float8).
+  float8, float4) or a float8e8m0 scale they become quantize_narrow / dequantize_narrow, host
+  kernels with ONNX's rounding and saturation (`saturate`, 19+, for float8).
   A dequantized 8-bit constant (a quantized weight) is kept as a node rather than folded, so
   that graph/passes/fold_qdq can turn the product it feeds into an integer one.
 * DynamicQuantizeLinear (11+) is its ONNX function body: the range [min(x, 0), max(x, 0)] maps
@@ -45,7 +45,7 @@ def convert_quantize(ctx, inputs: list, attrs: dict):
         prec = onnx_dtype(ctx, int(attrs["precision"]))
         if prec != "float32":
             raise unsupported(ctx, f"precision={prec} (only float32 arithmetic is supported)")
-    if dt.is_narrow(dtype):
+    if dt.is_narrow(dtype) or dt.is_narrow(scale.dtype):
         return ctx.add1("quantize_narrow", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": dtype,
                                                            "saturate": int(attrs.get("saturate", 1))})
     return ctx.add1("quantize_linear", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": dtype})
