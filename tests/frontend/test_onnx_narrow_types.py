@@ -9,11 +9,15 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import tensorforge
 from tensorforge.frontend import from_onnx
+from tensorforge.ir import dtype as dt
 
 RNG = np.random.default_rng(7)
 NARROW = {"float8_e4m3fn": TensorProto.FLOAT8E4M3FN, "float8_e4m3fnuz": TensorProto.FLOAT8E4M3FNUZ,
@@ -264,5 +268,34 @@ def test_int8_quantization_with_a_float8e8m0_scale():
                    [_vi("x", TensorProto.FLOAT, [3, 8])], [_vi("q", TensorProto.INT8), _vi("y", TensorProto.FLOAT)],
                    [numpy_helper.from_array(scale, "s"), numpy_helper.from_array(zp, "z")])
     got, want = _run(model, x), _expected(model, {"x": x})
+    for g, w in zip(got, want):
+        _same(g, w)
+
+
+_CAST_MODELS: dict = {}
+
+
+def _compiled_cast(dtype: str, saturate: int):
+    """One compiled float32 -> dtype -> float32 model per case (hypothesis then only feeds data)."""
+    key = (dtype, saturate)
+    if key not in _CAST_MODELS:
+        model = _model([helper.make_node("Cast", ["x"], ["q"], to=NARROW[dtype], saturate=saturate),
+                        helper.make_node("Cast", ["q"], ["y"], to=TensorProto.FLOAT)],
+                       [_vi("x", TensorProto.FLOAT, [32])], [_vi("q", NARROW[dtype]), _vi("y", TensorProto.FLOAT)])
+        _CAST_MODELS[key] = (model, tensorforge.compile(from_onnx(model), target="c"))
+    return _CAST_MODELS[key]
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast")
+@settings(max_examples=25, deadline=None)
+@given(hnp.arrays(np.float32, (32,), elements=st.floats(width=32)),
+       st.sampled_from(["float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float4_e2m1fn",
+                        "int4", "uint4", "int2", "uint2"]),
+       st.sampled_from([0, 1]))
+def test_cast_round_trip_matches_onnx_on_random_values(x, dtype, saturate):
+    if dtype in dt.NARROW_INTS:
+        x = np.where(np.isfinite(x), np.clip(x, -1e9, 1e9), 0).astype(np.float32)   # float -> int is undefined on NaN/inf
+    model, compiled = _compiled_cast(dtype, saturate)
+    got, want = compiled(x), _expected(model, {"x": x})
     for g, w in zip(got, want):
         _same(g, w)
