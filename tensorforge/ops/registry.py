@@ -70,7 +70,7 @@ class OpDef:
     def infer_types(self, input_types: list, attrs: dict) -> list[TensorType]:
         if not self.narrow:
             for k, t in enumerate(input_types):
-                if t is not None and dt.is_narrow(t.dtype):
+                if isinstance(getattr(t, "dtype", None), str) and dt.is_narrow(t.dtype):
                     raise OpError(f"{self.name}: input {k} has dtype {t.dtype}, a storage-only type that "
                                   f"{self.name} cannot compute with; cast it to float32 (or dequantize it) first")
         out = self.infer(*input_types, **self.attrs_with_defaults(attrs))
