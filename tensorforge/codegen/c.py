@@ -31,12 +31,16 @@ STATUS_OK, STATUS_ALLOC_FAILED = 0, 1
 STACK_LIMIT_BYTES = 32 * 1024     # larger local buffers go to the heap
 ALIGN = 64
 
+# narrow storage types (float8, float4, int4, int2, ...) are bytes that kernels only move
+NARROW_STORAGE = {t: "uint8_t" for t in dt.NARROW_TYPES}
+
 C_DIALECT = Dialect(
     name="C",
     scalar_types={"bool": "bool", "int8": "int8_t", "int16": "int16_t", "int32": "int32_t",
                   "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
                   "uint32": "uint32_t", "uint64": "uint64_t", "float16": "tf_float16",
-                  "bfloat16": "tf_bfloat16", "float32": "float", "float64": "double"},
+                  "bfloat16": "tf_bfloat16", "float32": "float", "float64": "double",
+                  **NARROW_STORAGE},
     includes=("math.h", "stdbool.h", "stddef.h", "stdint.h", "stdlib.h"),
     index_type="int64_t",
 )

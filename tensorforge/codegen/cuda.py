@@ -9,6 +9,7 @@ float32).
 """
 from __future__ import annotations
 
+from ..ir import dtype as dt
 from .c_gpu import GPUDialect, GPUPrinter, GPUSource
 
 # float16 as a 16-bit value converted with the PTX instructions (round to nearest even), so the
@@ -20,12 +21,16 @@ _HALF = """struct tf_half {
   __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(bits)); return f; }
 };"""
 
+# narrow storage types (float8, float4, int4, int2, ...) are bytes that kernels only move
+NARROW_STORAGE = {t: "unsigned char" for t in dt.NARROW_TYPES}
+
 CUDA_DIALECT = GPUDialect(
     name="CUDA",
     scalar_types={"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
                   "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
                   "uint32": "unsigned int", "uint64": "unsigned long long", "float16": "tf_half",
-                  "float32": "float", "float64": "double"},
+                  "float32": "float", "float64": "double",
+                  **NARROW_STORAGE},
     restrict="__restrict__",
     kernel_prefix='extern "C" __global__ void',
     math_suffix={"float32": "f", "float64": ""},

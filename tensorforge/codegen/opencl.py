@@ -24,11 +24,15 @@ _ROUND_HALF = """static inline float tf_round_half(float x) {
   return vload_half(0, (__private half*)&bits);
 }"""
 
+# narrow storage types (float8, float4, int4, int2, ...) are bytes that kernels only move
+NARROW_STORAGE = {t: "uchar" for t in dt.NARROW_TYPES}
+
 OPENCL_DIALECT = GPUDialect(
     name="OpenCL",
     scalar_types={"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
                   "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
-                  "float16": "half", "float32": "float", "float64": "double"},
+                  "float16": "half", "float32": "float", "float64": "double",
+                  **NARROW_STORAGE},
     restrict="restrict",
     kernel_prefix="__kernel void",
     pointer_qualifier="__global",

@@ -5,6 +5,11 @@ maps them to NumPy; the code generators map them to their own type names.
 
 bfloat16 (8 exponent bits like float32, 7 mantissa bits) is a float type; NumPy knows it through
 the ml_dtypes package (a dependency of onnx), imported when first needed.
+
+The narrow types (NARROW_TYPES: the float8 variants, float4_e2m1fn, int4, uint4, int2, uint2) carry
+ml_dtypes' names and semantics.  Each element is stored in one byte (as NumPy and ml_dtypes store
+them, unpacked), so C kernels move them as `uint8_t`.  They are storage types: graphs move,
+convert, quantize and dequantize them, and arithmetic on them is refused (`is_narrow`).
 """
 from __future__ import annotations
 
@@ -15,8 +20,13 @@ import numpy as np
 SCALAR_TYPES = (
     "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64",
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn", "int4", "uint4", "int2", "uint2",
 )
-_PATTERN = re.compile(r"^(bool|int|uint|float|bfloat)(\d*)(?:x(\d+))?$")
+NARROW_TYPES = SCALAR_TYPES[-10:]
+NARROW_FLOATS = NARROW_TYPES[:6]
+NARROW_INTS = NARROW_TYPES[6:]
+_PATTERN = re.compile(r"^(bool|int|uint|float|bfloat)(\d*)(_e\d+m\d+(?:fnuz|fnu|fn)?)?(?:x(\d+))?$")
 
 
 def check(dtype: str) -> str:
@@ -25,8 +35,8 @@ def check(dtype: str) -> str:
         dtype = np.dtype(dtype).name
     if not isinstance(dtype, str) or element_of(dtype) not in SCALAR_TYPES:
         raise ValueError(f"unsupported dtype {dtype!r}; expected one of {', '.join(SCALAR_TYPES)}")
-    if element_of(dtype) == "bfloat16":
-        bfloat16()          # registers the name with NumPy, so np.dtype("bfloat16") works from here on
+    if element_of(dtype) == "bfloat16" or element_of(dtype) in NARROW_TYPES:
+        _ml_dtypes()        # registers the names with NumPy, so np.dtype("bfloat16") works from here on
     return dtype
 
 
@@ -34,7 +44,7 @@ def _parse(dtype: str) -> tuple[str, int, int]:
     m = _PATTERN.match(dtype)
     if m is None:
         raise ValueError(f"unsupported dtype {dtype!r}")
-    code, bits, lanes = m.group(1), m.group(2), m.group(3)
+    code, bits, lanes = m.group(1), m.group(2), m.group(4)
     nbits = 8 if code == "bool" else int(bits) if bits else 32
     return code, nbits, int(lanes) if lanes else 1
 
@@ -78,24 +88,53 @@ def is_bool(dtype: str) -> bool:
     return element_of(dtype) == "bool"
 
 
+def is_narrow(dtype: str) -> bool:
+    """A storage-only type (float8, float4, int4, uint4, int2, uint2): moved and converted, never
+    computed with."""
+    return element_of(dtype) in NARROW_TYPES
+
+
+def is_extension(dtype: str) -> bool:
+    """A type NumPy knows only through ml_dtypes (bfloat16 and the narrow types): its .npy files and
+    buffer protocol do not describe it."""
+    return element_of(dtype) == "bfloat16" or is_narrow(dtype)
+
+
 def itemsize(dtype: str) -> int:
     code, nbits, n = _parse(dtype)
     return max(1, nbits // 8) * n
 
 
 def to_numpy(dtype: str) -> np.dtype:
-    if element_of(dtype) == "bfloat16":
-        return bfloat16()
-    return np.dtype(element_of(dtype))
+    elem = element_of(dtype)
+    if elem == "bfloat16" or elem in NARROW_TYPES:
+        return np.dtype(getattr(_ml_dtypes(), elem))
+    return np.dtype(elem)
 
 
 def bfloat16() -> np.dtype:
     """NumPy's bfloat16 dtype (from ml_dtypes, imported here, lazily)."""
+    return np.dtype(_ml_dtypes().bfloat16)
+
+
+def _ml_dtypes():
     try:
         import ml_dtypes
     except ImportError:  # pragma: no cover
-        raise ImportError("bfloat16 arrays need the ml_dtypes package: pip install ml_dtypes") from None
-    return np.dtype(ml_dtypes.bfloat16)
+        raise ImportError("bfloat16, float8 and 4-bit arrays need the ml_dtypes package: "
+                          "pip install ml_dtypes") from None
+    return ml_dtypes
+
+
+def value_range(dtype: str) -> tuple:
+    """(lowest, highest) finite value of a numeric scalar type, narrow types included."""
+    elem = element_of(dtype)
+    np_type = to_numpy(elem)
+    if is_float(elem):
+        info = _ml_dtypes().finfo(np_type)
+        return float(info.min), float(info.max)
+    info = _ml_dtypes().iinfo(np_type) if elem in NARROW_TYPES else np.iinfo(np_type)
+    return int(info.min), int(info.max)
 
 
 def promote(a: str, b: str) -> str:
@@ -129,6 +168,6 @@ def random_array(shape, dtype: str, rng: np.random.Generator, low=-1.0, high=1.0
         return rng.uniform(low, high, size=shape).astype(to_numpy(dtype))
     if is_bool(dtype):
         return rng.integers(0, 2, size=shape).astype(bool)
-    info = np.iinfo(dtype)
-    lo, hi = max(info.min, -100), min(info.max, 100)
-    return rng.integers(lo, hi + 1, size=shape).astype(dtype)
+    vmin, vmax = value_range(dtype)
+    lo, hi = max(vmin, -100), min(vmax, 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(to_numpy(dtype))

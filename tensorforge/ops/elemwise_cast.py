@@ -49,7 +49,7 @@ class _Identity:
         check_attrs("identity", attrs, ())
         if x is None:
             raise OpError("identity: input x is required")
-        check_dtype("identity", "x", x.dtype, ALL)
+        check_dtype("identity", "x", x.dtype, ALL + dt.NARROW_TYPES)
         return TensorType(tuple(x.shape), x.dtype)
 
     @staticmethod
@@ -61,4 +61,4 @@ class _Identity:
         return x.copy()
 
 
-register(OpDef("identity", INJECTIVE, _Identity.infer, _Identity.reference, _Identity.compute))
+register(OpDef("identity", INJECTIVE, _Identity.infer, _Identity.reference, _Identity.compute, narrow=True))

@@ -24,7 +24,7 @@ def _wrapped(indices: np.ndarray, dim: int, what: str) -> np.ndarray:
 
 
 # -- gather -------------------------------------------------------------------------------------
-@op("gather", pattern=INJECTIVE, attr_defaults={"axis": 0})
+@op("gather", pattern=INJECTIVE, attr_defaults={"axis": 0}, narrow=True)
 class gather:
     """out[a.., j.., b..] = data[a.., indices[j..], b..] with `indices` taking the place of `axis`."""
 
@@ -53,7 +53,7 @@ class gather:
 
 
 # -- gather_elements ----------------------------------------------------------------------------
-@op("gather_elements", pattern=INJECTIVE, attr_defaults={"axis": 0})
+@op("gather_elements", pattern=INJECTIVE, attr_defaults={"axis": 0}, narrow=True)
 class gather_elements:
     """out[i] = data[i with its `axis` entry replaced by indices[i]]; out has the indices' shape."""
 
@@ -102,7 +102,7 @@ def gather_nd_shape(data: tuple, indices: tuple, batch_dims: int) -> tuple:
     return tuple(indices[:-1]) + tuple(data[b + k:])
 
 
-@op("gather_nd", pattern=INJECTIVE, attr_defaults={"batch_dims": 0})
+@op("gather_nd", pattern=INJECTIVE, attr_defaults={"batch_dims": 0}, narrow=True)
 class gather_nd:
     """out[b.., i.., r..] = data[b.., indices[b.., i.., :], r..] (the last indices axis holds a
     partial index into the non-batch axes of data)."""

@@ -10,8 +10,9 @@ with a separate broadcast node, so that fusion folds it into the convolution's e
 
 The TE compute has a stage "pad" (zero padding, skipped when there is none) and the main stage
 named and tagged with the op name ("conv2d"), the one a schedule template looks for.  Pattern:
-complex-out-fusable.  float16 products are summed in float32 and cast back (a last stage), as
-the reference and ONNX Runtime do; other dtypes accumulate in their own.
+complex-out-fusable.  Accumulation happens in the data dtype, except that float16 and bfloat16
+products are summed in float32 and rounded once (a stage "<name>_cast"), as the reference does
+and as ONNX's reference computes them.
 """
 from __future__ import annotations
 
@@ -73,6 +74,7 @@ def _make(rank: int) -> OpDef:
         rc = te.reduce_axis((0, cin_g), name="rc")
         letters = "zyx"[3 - rank:]
         rk = [te.reduce_axis((0, wshape[2 + i]), name=f"r{letters[i]}") for i in range(rank)]
+        acc = te_accum_dtype(data.dtype)
 
         def body(*idx):
             n, m, o = idx[0], idx[1], idx[2:]
@@ -80,12 +82,9 @@ def _make(rank: int) -> OpDef:
             src = [o[i] * s[i] + rk[i] * d[i] for i in range(rank)]
             return te.sum(padded[(n, chan, *src)].astype(acc) * weight[(m, rc, *rk)].astype(acc), axis=[rc, *rk])
 
-        acc = "float32" if data.dtype == "float16" else data.dtype     # as the reference sums
         out = te.compute(out_shape, body, name=name, tag=name,
                          attrs={"strides": s, "padding": p, "dilations": d, "groups": g})
-        if acc == data.dtype:
-            return out
-        return te.compute(out_shape, lambda *i: out[i].astype(data.dtype), name=f"{name}_cast")
+        return cast_back(out, data.dtype)
 
     def reference(data: np.ndarray, weight: np.ndarray, strides=None, padding=None, dilations=None,
                   groups: int = 1) -> np.ndarray:
@@ -98,7 +97,19 @@ def _make(rank: int) -> OpDef:
 
 
 def _accum_dtype(dtype: np.dtype) -> np.dtype:
-    return np.dtype(np.float32) if dtype == np.float16 else dtype
+    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
+
+
+def te_accum_dtype(dtype: str) -> str:
+    """The dtype a convolution sums its products in: float32 for the half types, else its own."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def cast_back(out: te.Tensor, dtype: str) -> te.Tensor:
+    """`out` rounded to `dtype` in a stage "<name>_cast" (nothing when it has that dtype already)."""
+    if out.dtype == dtype:
+        return out
+    return te.compute(const_shape(out), lambda *i: out[i].astype(dtype), name=f"{out.op.name}_cast")
 
 
 def conv_reference(data: np.ndarray, weight: np.ndarray, strides: tuple, padding: tuple, dilations: tuple,

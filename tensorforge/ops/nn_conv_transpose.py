@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
+from .nn_conv import cast_back, te_accum_dtype
 from .nn_window import check_layout, effective_kernel, spatial_attrs
 from .registry import COMPLEX, OpDef, OpError, TensorType, register
 
@@ -86,6 +87,7 @@ def _make(rank: int) -> OpDef:
         rc = te.reduce_axis((0, cin_g), name="rc")
         letters = "zyx"[3 - rank:]
         rk = [te.reduce_axis((0, kernel[i]), name=f"r{letters[i]}") for i in range(rank)]
+        acc = te_accum_dtype(data.dtype)
 
         def body(*idx):
             n, m, o = idx[0], idx[1], idx[2:]
@@ -93,10 +95,12 @@ def _make(rank: int) -> OpDef:
             wm = m if g == 1 else m % cout_g
             src = [o[i] + rk[i] * d[i] for i in range(rank)]
             flipped = [kernel[i] - 1 - rk[i] for i in range(rank)]
-            return te.sum(spread[(n, chan, *src)] * weight[(chan, wm, *flipped)], axis=[rc, *rk])
+            return te.sum(spread[(n, chan, *src)].astype(acc) * weight[(chan, wm, *flipped)].astype(acc),
+                          axis=[rc, *rk])
 
-        return te.compute(out_shape, body, name=name, tag=name,
-                          attrs={"strides": s, "padding": p, "output_padding": op_, "dilations": d, "groups": g})
+        out = te.compute(out_shape, body, name=name, tag=name,
+                         attrs={"strides": s, "padding": p, "output_padding": op_, "dilations": d, "groups": g})
+        return cast_back(out, data.dtype)
 
     def reference(data: np.ndarray, weight: np.ndarray, strides=None, padding=None, output_padding=None,
                   dilations=None, groups: int = 1) -> np.ndarray:
@@ -141,7 +145,7 @@ def conv_transpose_reference(data: np.ndarray, weight: np.ndarray, strides, padd
     mg = weight.shape[1]
     out_shape = transpose_out_shape("conv_transpose", data.shape, weight.shape, strides, padding,
                                     output_padding, dilations, groups)
-    acc = np.float32 if data.dtype == np.float16 else data.dtype
+    acc = np.float32 if data.dtype.name in ("float16", "bfloat16") else data.dtype
     # buffer coordinate = full coordinate + shift, covering [min(0, pad_begin), max(full, out + pad_begin))
     shift = [max(0, -padding[i]) for i in range(rank)]
     full = [strides[i] * (data.shape[2 + i] - 1) + effective_kernel(kernel[i], dilations[i]) for i in range(rank)]

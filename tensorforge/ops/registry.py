@@ -15,12 +15,18 @@ Pattern kinds (the paper's four, for fusion): injective (elementwise, broadcast,
 transpose, ...: each output element depends on a fixed set of input elements), reduction,
 complex-out-fusable (conv2d, dense: elementwise ops can fuse onto the output), opaque.
 Registration checks names, patterns and that the reference exists.
+
+Narrow storage types (float8, float4, int4, uint4, int2, uint2: ir/dtype.NARROW_TYPES) reach only
+the ops declared with `narrow=True`, the ones that move or convert elements without arithmetic
+(reshape, transpose, gather, concat, cast_narrow, ...); `infer_types` refuses them as inputs or
+outputs of any other op with an OpError that says to convert first.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
+from ..ir import dtype as dt
 from ..runtime import host_kernels
 
 INJECTIVE, REDUCTION, COMPLEX, OPAQUE = "injective", "reduction", "complex-out-fusable", "opaque"
@@ -48,6 +54,7 @@ class OpDef:
     attr_defaults: dict = field(default_factory=dict)
     # layout rule: alter_layout(node, target, ctx) -> replacement node(s) or None (ops/layout_rules.py)
     alter_layout: Callable | None = None
+    narrow: bool = False                    # accepts narrow storage types (moves, never computes)
 
     @property
     def is_opaque_kernel(self) -> bool:
@@ -61,9 +68,20 @@ class OpDef:
         return merged
 
     def infer_types(self, input_types: list, attrs: dict) -> list[TensorType]:
+        if not self.narrow:
+            for k, t in enumerate(input_types):
+                if isinstance(getattr(t, "dtype", None), str) and dt.is_narrow(t.dtype):
+                    raise OpError(f"{self.name}: input {k} has dtype {t.dtype}, a storage-only type that "
+                                  f"{self.name} cannot compute with; cast it to float32 (or dequantize it) first")
         out = self.infer(*input_types, **self.attrs_with_defaults(attrs))
         outs = list(out) if isinstance(out, (list, tuple)) and not isinstance(out, TensorType) else [out]
-        return [TensorType(tuple(int(d) for d in t.shape), str(t.dtype)) for t in outs]
+        types = [TensorType(tuple(int(d) for d in t.shape), str(t.dtype)) for t in outs]
+        if not self.narrow:
+            for t in types:
+                if dt.is_narrow(t.dtype):
+                    raise OpError(f"{self.name}: cannot produce {t.dtype}, a storage-only type; produce a "
+                                  f"wider type and convert it with cast_narrow (or quantize it)")
+        return types
 
     def run_reference(self, arrays: list, attrs: dict) -> list:
         import numpy as np
@@ -86,7 +104,8 @@ class OpDef:
 _REGISTRY: dict[str, OpDef] = {}
 
 
-def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dict | None = None) -> Callable:
+def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dict | None = None,
+       narrow: bool = False) -> Callable:
     """Class decorator registering an operator; see the module docstring."""
     if pattern not in PATTERNS:
         raise ValueError(f"op {name}: pattern must be one of {PATTERNS}, got {pattern!r}")
@@ -102,7 +121,8 @@ def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dic
         if compute is None and pattern != OPAQUE:
             raise ValueError(f"op {name}: only opaque ops may lack a TE compute")
         _add(OpDef(name, pattern, infer, reference, compute, getattr(cls, "kernel", None),
-                   dict(schedule or {}), dict(attr_defaults or {}), getattr(cls, "alter_layout", None)))
+                   dict(schedule or {}), dict(attr_defaults or {}), getattr(cls, "alter_layout", None),
+                   narrow))
         return cls
 
     return wrap

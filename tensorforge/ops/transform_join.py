@@ -38,7 +38,7 @@ def concat_shape(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], axis: i
     return axis, tuple(out)
 
 
-@op("concat", pattern=INJECTIVE, attr_defaults={"axis": 0})
+@op("concat", pattern=INJECTIVE, attr_defaults={"axis": 0}, narrow=True)
 class concat:
     def infer(*xs: TensorType, axis: int = 0) -> TensorType:
         _, shape = concat_shape([x.shape for x in xs], [x.dtype for x in xs], axis)
@@ -89,7 +89,7 @@ def equal_split(dim: int, parts: int) -> tuple:
     return tuple(sizes)
 
 
-@op("split", pattern=INJECTIVE, attr_defaults={"axis": 0})
+@op("split", pattern=INJECTIVE, attr_defaults={"axis": 0}, narrow=True)
 class split:
     """Cut `x` along `axis` into pieces of the given sizes (one output per size)."""
 
@@ -130,7 +130,7 @@ def tile_shape(shape: Sequence[int], repeats: Sequence[int]) -> tuple:
     return tuple(int(d) * r for d, r in zip(shape, repeats))
 
 
-@op("tile", pattern=INJECTIVE)
+@op("tile", pattern=INJECTIVE, narrow=True)
 class tile:
     def infer(x: TensorType, repeats: Sequence[int]) -> TensorType:
         return TensorType(tile_shape(x.shape, repeats), x.dtype)

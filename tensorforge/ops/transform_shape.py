@@ -52,7 +52,7 @@ def _reshaped(x: te.Tensor, out_shape: tuple, name: str) -> te.Tensor:
     return te.compute(out_shape, lambda *i: x[reshape_index(i, out_shape, in_shape)], name=name, tag=name)
 
 
-@op("reshape", pattern=INJECTIVE, attr_defaults={"allowzero": 0})
+@op("reshape", pattern=INJECTIVE, attr_defaults={"allowzero": 0}, narrow=True)
 class reshape:
     def infer(x: TensorType, shape: Sequence[int], allowzero: int = 0) -> TensorType:
         return TensorType(resolve_reshape(x.shape, shape, allowzero), x.dtype)
@@ -73,7 +73,7 @@ def flatten_shape(shape: Sequence[int], axis: int) -> tuple:
     return (int(np.prod(shape[:axis], dtype=np.int64)), int(np.prod(shape[axis:], dtype=np.int64)))
 
 
-@op("flatten", pattern=INJECTIVE, attr_defaults={"axis": 1})
+@op("flatten", pattern=INJECTIVE, attr_defaults={"axis": 1}, narrow=True)
 class flatten:
     """Reshape to 2-D: dimensions before `axis` become the rows, the rest the columns."""
 
@@ -105,7 +105,7 @@ def unsqueeze_shape(shape: Sequence[int], axes: Sequence[int]) -> tuple:
     return tuple(1 if k in axes else next(it) for k in range(ndim))
 
 
-@op("squeeze", pattern=INJECTIVE, attr_defaults={"axes": None})
+@op("squeeze", pattern=INJECTIVE, attr_defaults={"axes": None}, narrow=True)
 class squeeze:
     """Remove size-1 axes (all of them when `axes` is None)."""
 
@@ -119,7 +119,7 @@ class squeeze:
         return x.reshape(squeeze_shape(x.shape, axes))
 
 
-@op("unsqueeze", pattern=INJECTIVE)
+@op("unsqueeze", pattern=INJECTIVE, narrow=True)
 class unsqueeze:
     """Insert size-1 axes at positions `axes` of the output."""
 
@@ -144,7 +144,7 @@ def check_perm(perm: Sequence[int] | None, ndim: int) -> tuple:
     return tuple(p % ndim for p in perm)
 
 
-@op("transpose", pattern=INJECTIVE, attr_defaults={"perm": None})
+@op("transpose", pattern=INJECTIVE, attr_defaults={"perm": None}, narrow=True)
 class transpose:
     """Output axis k is input axis perm[k] (reversed axes when perm is None)."""
 
@@ -165,7 +165,7 @@ class transpose:
 
 
 # -- expand -------------------------------------------------------------------------------------
-@op("expand", pattern=INJECTIVE)
+@op("expand", pattern=INJECTIVE, narrow=True)
 class expand:
     """Broadcast `x` against `shape` (both ways, as ONNX Expand: the result has the broadcast of
     the two shapes)."""

@@ -40,7 +40,7 @@ def slice_plan(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int],
     return plan
 
 
-@op("slice", pattern=INJECTIVE, attr_defaults={"axes": None, "steps": None})
+@op("slice", pattern=INJECTIVE, attr_defaults={"axes": None, "steps": None}, narrow=True)
 class slice_:
     def infer(x: TensorType, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
               steps: Sequence[int] | None = None) -> TensorType:

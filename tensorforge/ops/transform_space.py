@@ -44,7 +44,7 @@ def space_to_depth_shape(shape: tuple, blocksize: int, mode: str = "DCR") -> tup
     return (n, c * b * b, h // b, w // b)
 
 
-@op("depth_to_space", pattern=INJECTIVE, attr_defaults={"mode": "DCR"})
+@op("depth_to_space", pattern=INJECTIVE, attr_defaults={"mode": "DCR"}, narrow=True)
 class depth_to_space:
     def infer(x: TensorType, blocksize: int, mode: str = "DCR") -> TensorType:
         return TensorType(depth_to_space_shape(tuple(x.shape), blocksize, mode), x.dtype)
@@ -70,7 +70,7 @@ class depth_to_space:
         return t.reshape(n, c, h, w)
 
 
-@op("space_to_depth", pattern=INJECTIVE, attr_defaults={"mode": "DCR"})
+@op("space_to_depth", pattern=INJECTIVE, attr_defaults={"mode": "DCR"}, narrow=True)
 class space_to_depth:
     """The inverse of depth_to_space in the same mode."""
 

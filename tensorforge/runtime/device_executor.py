@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..ir import dtype as dt
 from . import host_kernels
 from .executor import ModelSpec, check_input_names, checked_input, inputs_by_position
 
@@ -32,7 +33,7 @@ class DeviceGraphExecutor:
         self._dev: Any = None
         self._buffers: dict = {}
         self._workspaces: dict = {}
-        self._info = {n: (tuple(v["shape"]), np.dtype(v["dtype"])) for n, v in spec.values.items()}
+        self._info = {n: (tuple(v["shape"]), dt.to_numpy(v["dtype"])) for n, v in spec.values.items()}
         for step in spec.steps:
             if step["kind"] == "kernel" and step["symbol"] not in kernels:
                 raise ValueError(f"model {spec.name}: kernel step names {step['symbol']!r}, which has no launches")

@@ -15,8 +15,6 @@ import json
 import os
 import zipfile
 
-import numpy as np
-
 from .device_executor import DeviceGraphExecutor
 from .executor import ModelSpec
 from .model import ExecutorModel
@@ -52,9 +50,9 @@ class DeviceModel(ExecutorModel):
 
     def export(self, path: str) -> str:
         """Write the model as one file (runtime/model.py's format); returns the path."""
-        from .model import FORMAT_VERSION, _jsonable
+        from .model import FORMAT_VERSION, _jsonable, save_params
         buf = io.BytesIO()
-        np.savez(buf, **{f"p{k}": self.params[name] for k, name in enumerate(sorted(self.params))})
+        save_params(buf, self.params)
         manifest = {"format": "tensorforge-model", "version": FORMAT_VERSION, "spec": dataclasses.asdict(self.spec),
                     "param_names": sorted(self.params), "device": self.device}
         filename, text = PROGRAM_FILES[self.device["runtime"]]

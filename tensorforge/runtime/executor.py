@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..ir import dtype as dt
 from . import host_kernels
 from .memory import HOST, Memory
 from .module import load_library
@@ -54,7 +55,7 @@ class GraphExecutor:
         self.arena = memory.empty((max(spec.arena_bytes, 1),), np.uint8)
         self.fixed: dict[str, np.ndarray] = {}
         for name, info in spec.values.items():
-            shape, dtype = tuple(info["shape"]), np.dtype(info["dtype"])
+            shape, dtype = tuple(info["shape"]), dt.to_numpy(info["dtype"])
             if info["where"] == "param":
                 self.fixed[name] = self.params[name]
             elif info["where"] == "arena":
@@ -75,7 +76,7 @@ class GraphExecutor:
                 # index (a kernel another device runs, e.g. the accelerator's simulator)
                 kernel = (host_steps or {}).get(len(self._steps)) or host_kernels.get(step["op"])
                 self._steps.append(("opaque", kernel, step))
-        self._input_info = [(n, tuple(spec.values[n]["shape"]), np.dtype(spec.values[n]["dtype"]))
+        self._input_info = [(n, tuple(spec.values[n]["shape"]), dt.to_numpy(spec.values[n]["dtype"]))
                             for n in spec.inputs]
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps
         self._plan = []

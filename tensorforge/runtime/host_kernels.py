@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import host_pool
+from . import host_convert, host_pool
 
 _UFUNCS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -86,7 +86,10 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
 
 
 KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_nd": scatter_nd,
-                                "topk": topk}
+                                "topk": topk, "cast_narrow": host_convert.cast_narrow,
+                                "bitcast": host_convert.bitcast,
+                                "quantize_narrow": host_convert.quantize_narrow,
+                                "dequantize_narrow": host_convert.dequantize_narrow}
 KERNELS["max_pool_with_indices"] = host_pool.max_pool_with_indices
 
 

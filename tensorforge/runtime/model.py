@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..ir import dtype as dt
 from .executor import GraphExecutor, ModelSpec
 from .validate import SpecError, validate_spec
 
@@ -63,7 +64,7 @@ class Model(ExecutorModel):
     def export(self, path: str) -> str:
         """Write the model as one file; returns the path."""
         buf = io.BytesIO()
-        np.savez(buf, **{f"p{k}": self.params[name] for k, name in enumerate(sorted(self.params))})
+        save_params(buf, self.params)
         manifest = {"format": "tensorforge-model", "version": FORMAT_VERSION,
                     "spec": dataclasses.asdict(self.spec), "param_names": sorted(self.params)}
         tmp = f"{path}.tmp{os.getpid()}"
@@ -135,6 +136,7 @@ def load(path: str) -> Model | DeviceModel:
         lib = z.read("kernels.so") if "kernels.so" in z.namelist() else None
         source = z.read("kernels.c").decode() if "kernels.c" in z.namelist() else ""
         spec = _spec(path, manifest)
+        params = _typed_params(spec, params)
         try:
             validate_spec(spec, params)
         except SpecError as err:
@@ -146,6 +148,30 @@ def load(path: str) -> Model | DeviceModel:
         raise ValueError(f"{path}: the model has kernel steps but no kernels.so")
     lib_path = _materialize(lib) if lib is not None else None
     return Model(spec, lib_path, params, source)
+
+
+def save_params(buf, params: dict) -> None:
+    """params.npz: one array per param, in sorted name order.  NumPy's .npy format cannot describe
+    the ml_dtypes types (bfloat16, float8, int4, ...), so those are stored as their bytes (unsigned
+    integers of their width) and get their dtype back from the model description at load."""
+    def storable(a: np.ndarray) -> np.ndarray:
+        if a.dtype.name in dt.SCALAR_TYPES and dt.is_extension(a.dtype.name):
+            return a.view(f"u{a.dtype.itemsize}")
+        return a
+    np.savez(buf, **{f"p{k}": storable(params[name]) for k, name in enumerate(sorted(params))})
+
+
+def _typed_params(spec: ModelSpec, params: dict) -> dict:
+    """Params with their dtypes back: the bytes `save_params` stored for an ml_dtypes type,
+    reinterpreted as the dtype the model description gives."""
+    out = dict(params)
+    for name, array in params.items():
+        info = spec.values.get(name)
+        want = info.get("dtype") if isinstance(info, dict) else None
+        if isinstance(want, str) and want in dt.SCALAR_TYPES and dt.is_extension(want) \
+                and array.dtype.kind in "uV" and dt.to_numpy(want).itemsize == array.dtype.itemsize:
+            out[name] = array.view(dt.to_numpy(want))
+    return out
 
 
 def _spec(path: str, manifest) -> ModelSpec:

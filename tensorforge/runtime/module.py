@@ -115,7 +115,7 @@ class _Param:
 
     def __init__(self, position: int, buf: ParamSpec):
         self.position, self.name, self.written = position, buf.name, buf.written
-        self.dtype = np.dtype(dt.element_of(buf.dtype))
+        self.dtype = dt.to_numpy(buf.dtype)
         self.ndim = len(buf.shape)
         self.dims = buf.shape
         const = [d.value if isinstance(d, E.IntImm) else None for d in buf.shape]

@@ -4,7 +4,8 @@ The kernels of a model are native code that trusts its arguments: a value whose 
 model.json is smaller than the buffer a kernel was compiled for is read and written out of
 bounds.  So a loaded spec is checked for consistency before the executor is built:
 
-- every value has a shape of non-negative integers, a NumPy dtype of numbers, and a place
+- every value has a shape of non-negative integers, a scalar dtype of numbers (ir/dtype.SCALAR_TYPES,
+  bfloat16 and the narrow types included), and a place
   (input, param, arena or output); arena values lie inside the arena, params match their arrays;
 - every value is accounted for: inputs and params are given, every other value is written by a
   step, and steps read and write only declared values;
@@ -18,6 +19,8 @@ a `.tfm` carries native code (see the README's trust model).
 from __future__ import annotations
 
 import numpy as np
+
+from ..ir import dtype as dt
 
 PLACES = ("input", "param", "arena", "output")
 
@@ -35,13 +38,10 @@ def _shape(name: str, info) -> tuple[int, ...]:
 
 
 def _dtype(name: str, info: dict) -> np.dtype:
-    try:
-        dtype = np.dtype(info.get("dtype"))
-    except TypeError:
-        dtype = None
-    if dtype is None or not isinstance(info.get("dtype"), str) or dtype.kind not in "biuf":
-        raise SpecError(f"value {name!r} has no valid dtype: {info.get('dtype')!r}")
-    return dtype
+    dtype = info.get("dtype")
+    if not isinstance(dtype, str) or dtype not in dt.SCALAR_TYPES:
+        raise SpecError(f"value {name!r} has no valid dtype: {dtype!r}")
+    return dt.to_numpy(dtype)
 
 
 def _names(what: str, names, values: dict, allow_none: bool = False) -> list:

@@ -76,7 +76,7 @@ def runtime_namespace(func: N.PrimFunc) -> dict:
         raise ValueError(f"argument {param} ('{name}') of {func_name}: dimension {dim} should "
                          f"be {shape[dim]} = {expected}, got {given}")
 
-    names = {"_bfloat16": dt.to_numpy("bfloat16").type} if _uses_bfloat16(func) else {}
+    names = {"_" + elem: dt.to_numpy(elem).type for elem in _extension_types(func)}
     return names | {
         "np": np, "_oob": oob, "_check_vec": check_vec, "_shape_mismatch": shape_mismatch,
         "_alloc": _alloc, "_tdiv": _tdiv, "_ramp": _ramp, "_erf": _erf, "_ffloormod": _ffloormod,
@@ -146,8 +146,8 @@ except ImportError:  # pragma: no cover - depends on the environment
 def _dtype_range(dtype: str) -> Interval:
     if dt.is_bool(dtype):
         return (0, 1)
-    info = np.iinfo(dt.to_numpy(dtype))
-    return (int(info.min), int(info.max))
+    lo, hi = dt.value_range(dtype)
+    return (int(lo), int(hi))
 
 
 def _fits(iv: Interval | None, dtype: str) -> bool:
@@ -247,20 +247,23 @@ def _describe(value: Any) -> str:
     return f"{value.dtype}x{len(lanes)} {text}"
 
 
-def _uses_bfloat16(func: N.PrimFunc) -> bool:
-    found: list = []
+def _extension_types(func: N.PrimFunc) -> set:
+    """The ml_dtypes types (bfloat16, float8, int4, ...) that `func` uses; their NumPy types come
+    from ml_dtypes, imported only when some are used."""
+    found: set = set()
 
     def visit(node) -> None:
-        if not found and dt.element_of(getattr(node, "dtype", "") or "") == "bfloat16":
-            found.append(node)
+        elem = dt.element_of(getattr(node, "dtype", "") or "")
+        if elem in dt.SCALAR_TYPES and dt.is_extension(elem):
+            found.add(elem)
 
     post_order_visit(func.body, visit)
-    return bool(found) or any(dt.element_of(b.dtype) == "bfloat16" for b in func.params)
+    return found | {dt.element_of(b.dtype) for b in func.params if dt.is_extension(b.dtype)}
 
 
 def _np(dtype: str) -> str:
     elem = dt.element_of(dtype)
-    return "_bfloat16" if elem == "bfloat16" else "np." + elem     # bfloat16 is ml_dtypes', not NumPy's
+    return "_" + elem if dt.is_extension(elem) else "np." + elem     # ml_dtypes' types, not NumPy's
 
 
 def _lanes(e: E.Expr) -> int:

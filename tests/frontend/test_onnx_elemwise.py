@@ -261,8 +261,8 @@ def test_legacy_broadcast_with_axis():
 
 def test_errors_name_the_node_and_the_problem():
     x = np.ones((2, 2), np.float32)
-    with pytest.raises(NotImplementedError, match="element type FLOAT8E4M3FN is not supported"):
-        from_onnx(node_model("Cast", {"x": x}, to=TensorProto.FLOAT8E4M3FN)[0])
+    with pytest.raises(NotImplementedError, match="element type COMPLEX64 is not supported"):
+        from_onnx(node_model("Cast", {"x": x}, to=TensorProto.COMPLEX64)[0])
     with pytest.raises(GraphError, match="gelu: approximate must be 'none' or 'tanh'"):
         from_onnx(node_model("Gelu", {"x": x}, opset=20, approximate="exact")[0])
     with pytest.raises(GraphError, match="fmod must be 0 or 1"):

@@ -149,3 +149,21 @@ def test_conv_transpose_dtypes_and_errors():
         op.infer_types([x, w], dict(output_padding=(1,)))
     with pytest.raises(OpError, match="leaves no output"):
         op.infer_types([x, w], dict(padding=(3, 3, 3, 3)))
+
+
+def test_half_conv_sums_in_float32_and_the_cpu_schedule_keeps_it_per_row():
+    """float16 conv2d: a float32 reduction stage and its "_cast" rounding; complex.cpu computes the
+    reduction per output row of the rounding (compute_at), as for any epilogue."""
+    from tensorforge import te
+    from tensorforge.ops.registry import get
+    from tensorforge.ops.schedules import get_template
+    from tensorforge.target import Target
+
+    x = te.placeholder((1, 4, 10, 10), "float16", name="x")
+    w = te.placeholder((8, 4, 3, 3), "float16", name="w")
+    (out,) = get("conv2d").build_compute([x, w], {})
+    (conv,) = out.op.input_tensors()
+    assert out.dtype == "float16" and conv.dtype == "float32" and out.op.name == "conv2d_cast"
+    s = te.create_schedule(out.op)
+    get_template("complex.cpu")(s, [out], [out], Target.parse("c"), None)
+    assert s[conv].attach_type == "scope" and s[conv].attach_stage is s[out]

@@ -3,8 +3,12 @@
 * Clip: opsets 1-10 give the bounds as attributes (opsets 6-10 default to +-FLT_MAX); opset 11
   gives them as optional inputs, which become attributes when constant and stay tensor inputs
   when the model computes them.
-* Cast / CastLike become `cast` to a tensorforge dtype; element types tensorforge lacks
-  (bfloat16, float8, int4, string, ...) raise NotImplementedError.
+* Cast / CastLike become `cast` to a tensorforge dtype, or `cast_narrow` (a host kernel with
+  ONNX's float8 saturation and float8e8m0 rounding rules: `saturate`, opset 19+, and
+  `round_mode`, opset 24+) when either side is a narrow type (float8, float4, int4, int2, ...).
+  A cast to or from strings runs on the host (frontend/onnx_host/cast_string.py); other element
+  types tensorforge lacks (complex, ...) raise NotImplementedError.
+* BitCast (26+) becomes `bitcast`: each element's bits read as the `to` type of equal width.
 * Dropout in inference is an identity, and an all-true mask (all-ones of X's type before opset
   10) when the node asks for one.  training_mode=True with a nonzero ratio draws a random mask:
   the staged model runs it on the host (frontend/onnx_host/random_ops.py).
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtype as dt
 from ..onnx import RunOnHost, converter
 from .elemwise_util import input_at, onnx_dtype, scalar_of
 
@@ -57,12 +62,33 @@ def convert_cast(ctx, inputs, attrs):
         to = TensorProto.DataType.Value(to.upper())
     if int(to) == 8:          # TensorProto.STRING: formatting numbers as text runs on the host
         raise RunOnHost(f"node {ctx.node_name} (Cast) casts to strings, which runs on the host")
-    return ctx.add1("cast", [inputs[0]], {"dtype": onnx_dtype(ctx, int(to))})
+    return _cast(ctx, inputs[0], onnx_dtype(ctx, int(to)), attrs)
 
 
 @converter("CastLike", since=15)
 def convert_cast_like(ctx, inputs, attrs):
-    return ctx.add1("cast", [inputs[0]], {"dtype": inputs[1].dtype})
+    return _cast(ctx, inputs[0], inputs[1].dtype, attrs)
+
+
+def _cast(ctx, x, dtype: str, attrs: dict):
+    if not (dt.is_narrow(x.dtype) or dt.is_narrow(dtype)):
+        return ctx.add1("cast", [x], {"dtype": dtype})
+    if x.dtype == dtype:
+        return ctx.add1("identity", [x])
+    saturate = int(attrs.get("saturate", 1)) if ctx.opset >= 19 else 1
+    round_mode = str(attrs.get("round_mode", "up")) if ctx.opset >= 24 else "up"
+    return ctx.add1("cast_narrow", [x], {"dtype": dtype, "saturate": saturate, "round_mode": round_mode})
+
+
+@converter("BitCast", since=26)
+def convert_bitcast(ctx, inputs, attrs):
+    to = attrs.get("to")
+    if to is None:
+        raise ValueError("BitCast: the 'to' attribute is required")
+    dtype = onnx_dtype(ctx, int(to))
+    if dtype == inputs[0].dtype:
+        return ctx.add1("identity", [inputs[0]])
+    return ctx.add1("bitcast", [inputs[0]], {"dtype": dtype})
 
 
 # -- Dropout --------------------------------------------------------------------------------------

@@ -8,14 +8,14 @@ PRelu's slope broadcasts to X; a constant 1-D slope that only matches one of X's
 from __future__ import annotations
 
 from ..onnx import converter
-from .elemwise_util import pick
+from .elemwise_util import pick, widen_narrow
 
 UNARY = {
     "Abs": "abs", "Neg": "neg", "Sign": "sign", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
     "Reciprocal": "reciprocal", "Floor": "floor", "Ceil": "ceil", "Round": "round",
     "Sin": "sin", "Cos": "cos", "Tan": "tan", "Asin": "asin", "Acos": "acos", "Atan": "atan",
     "Sinh": "sinh", "Cosh": "cosh", "Asinh": "asinh", "Acosh": "acosh", "Atanh": "atanh",
-    "Erf": "erf", "IsNaN": "isnan", "Not": "logical_not", "BitwiseNot": "bitwise_not",
+    "Erf": "erf", "Not": "logical_not", "BitwiseNot": "bitwise_not",
 }
 
 
@@ -24,9 +24,14 @@ def convert_unary(ctx, inputs, attrs):
     return ctx.add1(UNARY[ctx.op_type], [inputs[0]])
 
 
+@converter("IsNaN")
+def convert_isnan(ctx, inputs, attrs):
+    return ctx.add1("isnan", [widen_narrow(ctx, inputs[0])])
+
+
 @converter("IsInf", since=10)
 def convert_isinf(ctx, inputs, attrs):
-    return ctx.add1("isinf", [inputs[0]], pick(attrs, ("detect_positive", "detect_negative")))
+    return ctx.add1("isinf", [widen_narrow(ctx, inputs[0])], pick(attrs, ("detect_positive", "detect_negative")))
 
 
 # -- activations ---------------------------------------------------------------------------------

@@ -66,3 +66,20 @@ def scalar_of(ctx, v, what: str):
         raise ValueError(f"{what} must be a scalar, got shape {value.shape}")
     item = value.reshape(()).item()
     return float(item) if value.dtype.kind == "f" else int(item)
+
+
+def widen_narrow(ctx, v):
+    """`v` converted exactly to a type kernels compute with when it has a narrow storage type
+    (float8 / float4 -> float32, int4 / int2 -> int8, uint4 / uint2 -> uint8; every value, NaN and
+    infinities included, survives), else `v` itself."""
+    if not dt.is_narrow(v.dtype):
+        return v
+    wide = "float32" if dt.is_float(v.dtype) else "int8" if dt.is_int(v.dtype) else "uint8"
+    return ctx.add1("cast_narrow", [v], {"dtype": wide})
+
+
+def to_narrow(ctx, v, dtype: str):
+    """`v` (from `widen_narrow`) converted back to the narrow type `dtype`; `v` when not narrow."""
+    if not dt.is_narrow(dtype):
+        return v
+    return ctx.add1("cast_narrow", [v], {"dtype": dtype, "saturate": 0, "round_mode": "nearest"})

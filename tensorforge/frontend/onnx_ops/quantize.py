@@ -3,7 +3,9 @@ products matmul_integer / conv_integer (frontend -> Graph).
 
 * QuantizeLinear / DequantizeLinear (opsets 10-): per tensor, per axis (13+) and blocked (21+);
   the result type is the zero point's, else output_dtype (21+), else uint8 (Quantize) / the
-  scale's type (Dequantize).
+  scale's type (Dequantize).  With a narrow result or input type (int4, uint4, int2, uint2,
+  float8, float4) or a float8e8m0 scale they become quantize_narrow / dequantize_narrow, host
+  kernels with ONNX's rounding and saturation (`saturate`, 19+, for float8).
   A dequantized 8-bit constant (a quantized weight) is kept as a node rather than folded, so
   that graph/passes/fold_qdq can turn the product it feeds into an integer one.
 * DynamicQuantizeLinear (11+) is its ONNX function body: the range [min(x, 0), max(x, 0)] maps
@@ -12,12 +14,13 @@ products matmul_integer / conv_integer (frontend -> Graph).
 * QLinearMatMul / QLinearConv (10+) become the integer product, for QLinearConv plus the int32
   bias, then `requantize` by multiplier = a_scale * b_scale / y_scale, which the converter
   computes once in float32 when the scales are constants (ONNX Runtime's arithmetic), else as
-  graph nodes.  Float8 and 4-bit element types are not supported.
+  graph nodes.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtype as dt
 from ...ops.nn_window import resolve_auto_pad
 from ..onnx import converter
 from .elemwise_util import input_at, onnx_dtype
@@ -42,6 +45,9 @@ def convert_quantize(ctx, inputs: list, attrs: dict):
         prec = onnx_dtype(ctx, int(attrs["precision"]))
         if prec != "float32":
             raise unsupported(ctx, f"precision={prec} (only float32 arithmetic is supported)")
+    if dt.is_narrow(dtype) or dt.is_narrow(scale.dtype):
+        return ctx.add1("quantize_narrow", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": dtype,
+                                                           "saturate": int(attrs.get("saturate", 1))})
     return ctx.add1("quantize_linear", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": dtype})
 
 
@@ -49,6 +55,8 @@ def convert_quantize(ctx, inputs: list, attrs: dict):
 def convert_dequantize(ctx, inputs: list, attrs: dict):
     x, scale, zp = inputs[0], inputs[1], input_at(inputs, 2)
     out = onnx_dtype(ctx, int(attrs["output_dtype"])) if int(attrs.get("output_dtype", 0)) else ""
+    if dt.is_narrow(x.dtype) or dt.is_narrow(scale.dtype):
+        return ctx.add1("dequantize_narrow", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": out})
     # an 8-bit constant (a quantized weight) stays a node, for graph/passes/fold_qdq
     keep = ctx.is_const(x) and x.dtype in ("int8", "uint8")
     return ctx.add1("dequantize_linear", [x, scale, zp], {**_axis_attrs(ctx, attrs), "dtype": out}, fold=not keep)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...ops.registry import OpError
 from ...ops.transform_join import equal_split
 from ..onnx import converter
+from .elemwise_util import to_narrow, widen_narrow
 from .transform_util import const_ints, const_scalar, input_at, present
 
 
@@ -90,7 +91,10 @@ def convert_pad(ctx, inputs, attrs):
         cv = input_at(inputs, 2)
         value = const_scalar(ctx, cv, "Pad constant_value") if present(cv) else 0
         axes = const_ints(ctx, inputs[3], "Pad axes") if present(input_at(inputs, 3)) else None
-    return ctx.add1("pad", [x], {"pads": _full_pads(x.ndim, pads, axes), "mode": mode, "value": value})
+    # a narrow type is padded in a wider one that holds each of its values exactly (a kernel
+    # cannot write a float8 or int4 fill value), and converted back
+    out = ctx.add1("pad", [widen_narrow(ctx, x)], {"pads": _full_pads(x.ndim, pads, axes), "mode": mode, "value": value})
+    return to_narrow(ctx, out, x.dtype)
 
 
 @converter("DepthToSpace")

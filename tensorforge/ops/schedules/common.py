@@ -77,6 +77,16 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
         st.parallel(outer)
 
 
+def cast_back_source(t):
+    """The reduction stage that `t` rounds to a narrower float ("<name>_cast", see
+    ops/nn_conv.cast_back: half-precision convolutions sum in float32), else None."""
+    ins = t.op.input_tensors() if isinstance(t.op, ComputeOp) else []
+    if len(ins) == 1 and isinstance(ins[0].op, ComputeOp) and ins[0].op.reduce_axis \
+            and t.op.name == f"{ins[0].op.name}_cast" and not t.op.reduce_axis:
+        return ins[0]
+    return None
+
+
 def inner_data_stages(s, master_outs) -> list:
     """The compute ops of the master op (its own padding/packing stages included), outputs
     first."""
