@@ -43,6 +43,10 @@ def _arena_value(m):
     return next(n for n, v in _values(m).items() if v["where"] == "arena")
 
 
+def _param(m):
+    return next(n for n, v in _values(m).items() if v["where"] == "param")
+
+
 def _kernel(m):
     return next(s for s in m["spec"]["steps"] if s["kind"] == "kernel")
 
@@ -54,7 +58,7 @@ EDITS = {
     "arena offset": (lambda m: _values(m)[_arena_value(m)].update(offset=m["spec"]["arena_bytes"]),
                      "outside the .*-byte arena"),
     "arena size": (lambda m: m["spec"].update(arena_bytes=1), "outside the 1-byte arena"),
-    "param shape": (lambda m: _values(m)["w"].update(shape=[4, 3, 3, 2]), "params.npz holds float32"),
+    "param shape": (lambda m: _values(m)[_param(m)].update(shape=[4, 3, 3, 2]), "params.npz holds float32"),
     "unknown argument": (lambda m: _kernel(m)["args"].__setitem__(0, "nope"), "not a value of the model"),
     "value written by no step": (lambda m: _values(m).update(extra={"shape": [4], "dtype": "float32",
                                                                     "where": "output", "offset": 0}),
