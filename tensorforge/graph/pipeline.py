@@ -10,6 +10,7 @@ from typing import Callable
 from ..target import Target
 from .ir import Graph
 from .passes.alter_layout import alter_layout
+from .passes.alter_layout_column_conv import alter_layout_column_conv
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
 from .passes.alter_layout_im2col import alter_layout_im2col
 from .passes.alter_layout_int8 import alter_layout_int8
@@ -40,6 +41,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
+    ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
     ("alter_layout", alter_layout, 2),
     ("alter_layout_im2col", alter_layout_im2col, 2),  # convs no blocked template serves: one GEMM
     ("alter_layout_propagate", alter_layout_propagate, 2),

@@ -12,6 +12,7 @@ from graph_compare import assert_graph_equal, graph_difference
 from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
+from tensorforge.graph.passes.alter_layout_column_conv import alter_layout_column_conv
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
 from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
 from tensorforge.graph.passes.alter_layout_int8 import alter_layout_int8
@@ -36,7 +37,7 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
-          "alter_layout_im2col",
+          "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops"}
 
@@ -276,6 +277,38 @@ def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
     z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
     g = b.finish([y, z])
     assert alter_layout(g, AVX512) is g
+
+
+# -- alter_layout_column_conv ---------------------------------------------------------------------
+
+def test_alter_layout_column_conv_lays_a_column_conv_along_a_row():
+    w = rand(16, 4, 5, 1)
+    b = builder()
+    x = b.input("x", (2, 4, 20, 1), "float32")
+    y = b.add1("conv2d", [x, b.const(w)], {"strides": (2, 1), "padding": (1, 0, 2, 0), "dilations": (1, 1),
+                                          "groups": 1})
+    before = b.finish([y])
+
+    e = builder()
+    x = e.input("x", (2, 4, 20, 1), "float32")
+    row = e.add1("reshape", [x], {"shape": (2, 4, 1, 20)})
+    conv = e.add1("conv2d", [row, e.const(w.reshape(16, 4, 1, 5))],
+                  {"strides": (1, 2), "padding": (0, 1, 0, 2), "dilations": (1, 1), "groups": 1})
+    y = e.add1("reshape", [conv], {"shape": (2, 16, 10, 1)})
+    after = alter_layout_column_conv(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(2, 4, 20, 1)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_column_conv_leaves_wide_and_1x1_convs_alone():
+    b = builder()
+    x = b.input("x", (1, 4, 8, 8), "float32")
+    col = b.input("c", (1, 4, 8, 1), "float32")
+    y = b.add1("conv2d", [x, b.const(rand(16, 4, 3, 1))], CONV)                # width 8
+    z = b.add1("conv2d", [col, b.const(rand(16, 4, 1, 1))], dict(CONV, padding=(0, 0, 0, 0)))  # 1x1
+    g = b.finish([y, z])
+    assert alter_layout_column_conv(g, AVX512) is g
 
 
 # -- alter_layout_im2col --------------------------------------------------------------------------
