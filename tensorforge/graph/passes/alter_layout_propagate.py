@@ -241,7 +241,9 @@ class _Propagation:
         block = twins[0].shape[4]
         inputs = []
         for v in n.inputs:
-            if v.ndim == 4 and v.shape[1] == y.shape[1] and self._twin(v, block) is not None:
+            if v is None:                               # an absent optional input stays absent
+                inputs.append(None)
+            elif v.ndim == 4 and v.shape[1] == y.shape[1] and self._twin(v, block) is not None:
                 inputs.append(self._twin(v, block))
             elif v.size == 1 and v.ndim <= 5:           # broadcasts against any layout
                 inputs.append(self._plain(v))
@@ -253,7 +255,7 @@ class _Propagation:
                 inputs.append(None)                     # converted below, once the op goes blocked
             else:
                 return False
-        inputs = [self._to_blocked(v, block) if t is None else t for v, t in zip(n.inputs, inputs)]
+        inputs = [self._to_blocked(v, block) if t is None and v is not None else t for v, t in zip(n.inputs, inputs)]
         self._emit(Node(n.op, tuple(inputs), (self._new_twin(y, block),), n.attrs, n.name))
         return True
 
@@ -268,10 +270,11 @@ def _is_elementwise(n: Node) -> bool:
     from ...te.tensor import ComputeOp, PlaceholderOp
 
     opdef = registry.get(n.op)
-    if opdef.pattern != INJECTIVE or opdef.is_opaque_kernel or any(v is None for v in n.inputs):
+    if opdef.pattern != INJECTIVE or opdef.is_opaque_kernel:
         return False
     y = n.outputs[0]
-    placeholders = [te.placeholder(v.shape, v.dtype, name=f"in{k}") for k, v in enumerate(n.inputs)]
+    placeholders = [te.placeholder(v.shape, v.dtype, name=f"in{k}") if v is not None else None
+                    for k, v in enumerate(n.inputs)]
     try:
         outs = opdef.build_compute(placeholders, n.attrs)
     except Exception:      # an op that cannot build here is simply not treated as elementwise
