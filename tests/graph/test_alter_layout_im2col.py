@@ -38,12 +38,12 @@ def test_im2col_conv_matches_reference(rank, n, c, m, size, k, stride, pad, dila
     want = run_reference(graph, x)[0]
     np.testing.assert_allclose(run_reference(rewritten, x)[0], want, rtol=1e-4, atol=1e-4)
     model = tensorforge.compile(graph, target="c -O1")
-    assert any("im2col" in label for label in model.spec.labels) or m % 16 == 0
+    assert any("im2col" in label for label in model.spec.labels) or m % 8 == 0
     np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("shape", [((8, 1, 832), (258, 1, 256), (128,)),           # an STFT as conv1d
-                                   ((2, 64, 40, 1), (8, 64, 16, 1), (1, 1))])        # tall kernel, 8 outputs
+                                   ((2, 64, 40, 3), (6, 64, 16, 1), (1, 1))])        # tall kernel, 6 outputs
 def test_user_shapes(shape):
     xs, ws, stride = shape
     rank = len(xs) - 2

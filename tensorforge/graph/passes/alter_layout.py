@@ -3,6 +3,7 @@
 - dense(x, W) with a constant W (units, in) becomes matmul(x, W^T): the kernel then walks the
   output units contiguously, so they vectorize, instead of a scalar dot product per unit.
 - conv2d(x, W) with a constant W, one group and a channel count that splits into SIMD blocks
+  (whole vectors, or half vectors: MobileNetV2's 24 channels)
   becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B
   output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
   output channels and the target's vector width (`block_for`); the pass after this one,
@@ -59,9 +60,11 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
 
 def block_for(channels: int, dtype, target: Target) -> int:
     """The channel block of NCHW[b]c data: two of the target's vectors when the channels fill
-    them, else one."""
+    them, else one, else half a vector (24 channels with 16-lane vectors: blocks of 8)."""
     lanes = target.simd_lanes(np.dtype(dtype).name)
-    return 2 * lanes if channels % (2 * lanes) == 0 else lanes
+    if channels % (2 * lanes) == 0:
+        return 2 * lanes
+    return lanes if channels % lanes == 0 else lanes // 2
 
 
 def _packable_conv(n: Node, params: dict, target: Target) -> bool:
@@ -69,4 +72,4 @@ def _packable_conv(n: Node, params: dict, target: Target) -> bool:
         return False
     if n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32":
         return False
-    return n.outputs[0].shape[1] % target.simd_lanes(n.outputs[0].dtype) == 0
+    return n.outputs[0].shape[1] % max(target.simd_lanes(n.outputs[0].dtype) // 2, 1) == 0
