@@ -9,6 +9,8 @@ Integers wrap in their dtype; float16 accumulates in float32.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .. import te
@@ -16,7 +18,7 @@ from .common import const_shape, normalize_axis
 from .reduce import accum_dtype
 from .registry import REDUCTION, OpDef, OpError, TensorType, register
 
-_SCANS = {  # op name -> (TE reducer, NumPy scan, identity)
+_SCANS: dict[str, tuple[Any, Any, int]] = {  # op name -> (TE reducer, NumPy scan, identity)
     "cumsum": (te.sum, np.cumsum, 0),
     "cumprod": (te.prod, np.cumprod, 1),
 }
@@ -39,19 +41,19 @@ def _make(name: str) -> OpDef:
         normalize_axis(axis, len(x.shape), name)
         return TensorType(tuple(x.shape), x.dtype)
 
-    def compute(x: te.Tensor, axis: int, exclusive: int = 0, reverse: int = 0) -> te.Tensor:
+    def compute(x: te.Tensor, axis: int, exclusive: int = 0, reverse: int = 0) -> Any:
         shape = const_shape(x)
         a = normalize_axis(axis, len(shape), name)
         acc = accum_dtype(x.dtype)
 
-        def f(*o):
+        def f(*o: Any) -> Any:
             k = te.reduce_axis((0, shape[a]), name="k")
             value = x[o[:a] + (k,) + o[a + 1:]].astype(acc)
             return reducer(value, axis=k, where=_selected(k.var, o[a], exclusive, reverse))
 
         if acc == x.dtype:
             return te.compute(shape, f, name=name, tag=name)
-        total = te.compute(shape, f, name=f"{name}_acc")
+        total: Any = te.compute(shape, f, name=f"{name}_acc")
         return te.compute(shape, lambda *o: total[o].astype(x.dtype), name=name, tag=name)
 
     def reference(x: np.ndarray, axis: int, exclusive: int = 0, reverse: int = 0) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Host kernels: the steps a compiled model runs in NumPy instead of generated code.
 
 Some ops do not fit a tensor expression (a scatter whose targets are index values known only
-at run time, a sort).  The graph executor runs them as "opaque" steps that name one of the
-kernels below.  They live in the runtime, not with the ops, so that a loaded model needs
+at run time, a sort, non-max suppression of boxes).  The graph executor runs them as "opaque"
+steps that name one of the kernels below.  They live in the runtime, not with the ops, so that a loaded model needs
 nothing above `runtime/`; the ops use them as their NumPy reference, so compile-time checks
 and run-time results come from one implementation.
 
@@ -83,8 +83,96 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
     return np.take_along_axis(x, order, axis=a), order.astype(np.int64)
 
 
+# -- non_max_suppression ---------------------------------------------------------------------------
+# ONNX NonMaxSuppression.  Per batch and class, the boxes whose score passes the threshold are
+# visited by descending score (equal scores by ascending box index); a box is selected unless
+# its IoU with a box already selected for that class exceeds iou_threshold; at most
+# max_output_boxes_per_class are selected per class.  Invariant of the loop below: `alive`
+# marks the candidates not yet suppressed by any selected box, so the next alive candidate in
+# order is the next one selected (IoU is symmetric, so suppressing ahead equals checking back).
+
+
+def _box_corners(boxes: np.ndarray, center_point_box: int) -> tuple:
+    """(x_min, y_min, x_max, y_max) of boxes given as [y1, x1, y2, x2] (any two opposite
+    corners) or, with center_point_box=1, as [x_center, y_center, width, height]."""
+    if center_point_box:
+        xc, yc, half_w, half_h = boxes[:, 0], boxes[:, 1], boxes[:, 2] / 2, boxes[:, 3] / 2
+        return xc - half_w, yc - half_h, xc + half_w, yc + half_h
+    y1, x1, y2, x2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    return np.minimum(x1, x2), np.minimum(y1, y2), np.maximum(x1, x2), np.maximum(y1, y2)
+
+
+def _suppressed(corners: tuple, k: int, others: np.ndarray, iou_threshold: float) -> np.ndarray:
+    """Whether box `k` suppresses each box in `others`: their overlap is positive in x and in y,
+    both areas and the union are positive, and intersection / union > iou_threshold."""
+    x0, y0, x1, y1 = corners
+    ix = np.minimum(x1[k], x1[others]) - np.maximum(x0[k], x0[others])
+    iy = np.minimum(y1[k], y1[others]) - np.maximum(y0[k], y0[others])
+    inter = ix * iy
+    area_k = (x1[k] - x0[k]) * (y1[k] - y0[k])
+    area = (x1[others] - x0[others]) * (y1[others] - y0[others])
+    union = area_k + area - inter
+    ok = (ix > 0) & (iy > 0) & (inter > 0) & (area_k > 0) & (area > 0) & (union > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ok & (inter / np.where(ok, union, 1) > iou_threshold)
+
+
+def _scalar(value, default, kind: type, name: str):
+    """An optional scalar input (None or an empty array means `default`)."""
+    if value is None:
+        return default
+    arr = np.asarray(value)
+    if arr.size == 0:
+        return default
+    if arr.size != 1:
+        raise ValueError(f"non_max_suppression: {name} must hold one value, got shape {arr.shape}")
+    return kind(arr.reshape(-1)[0])
+
+
+def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, max_output_boxes_per_class=None,
+                        iou_threshold=None, score_threshold=None, center_point_box: int = 0) -> np.ndarray:
+    """ONNX NonMaxSuppression: boxes (batches, boxes, 4), scores (batches, classes, boxes) ->
+    int64 rows [batch, class, box] of the selected boxes, by batch, then class, then selection
+    order.  max_output_boxes_per_class defaults to 0 (nothing selected), iou_threshold to 0,
+    and without score_threshold no box is filtered by score."""
+    boxes, scores = np.asarray(boxes), np.asarray(scores)
+    if boxes.ndim != 3 or boxes.shape[2] != 4:
+        raise ValueError(f"non_max_suppression: boxes must have shape (batches, boxes, 4), got {boxes.shape}")
+    if scores.ndim != 3 or scores.shape[0] != boxes.shape[0] or scores.shape[2] != boxes.shape[1]:
+        raise ValueError(f"non_max_suppression: scores must have shape (batches, classes, boxes) = "
+                         f"({boxes.shape[0]}, classes, {boxes.shape[1]}), got {scores.shape}")
+    if int(center_point_box) not in (0, 1):
+        raise ValueError(f"non_max_suppression: center_point_box must be 0 or 1, got {center_point_box}")
+    limit = max(_scalar(max_output_boxes_per_class, 0, int, "max_output_boxes_per_class"), 0)
+    iou = _scalar(iou_threshold, 0.0, float, "iou_threshold")
+    if not 0.0 <= iou <= 1.0:
+        raise ValueError(f"non_max_suppression: iou_threshold must be in [0, 1], got {iou}")
+    score_min = _scalar(score_threshold, None, float, "score_threshold")
+    rows = []
+    for b in range(boxes.shape[0]):
+        corners = _box_corners(boxes[b], int(center_point_box))
+        for c in range(scores.shape[1]):
+            s = scores[b, c]
+            candidates = np.arange(s.shape[0]) if score_min is None else np.flatnonzero(s > score_min)
+            # descending score, equal scores by ascending index: a stable sort of -score
+            order = candidates[np.argsort(-s[candidates], kind="stable")]
+            alive = np.ones(order.shape[0], bool)
+            taken = 0
+            for pos in range(order.shape[0]):
+                if taken >= limit:
+                    break
+                if not alive[pos]:
+                    continue
+                k = order[pos]
+                rows.append((b, c, k))
+                taken += 1
+                rest = order[pos + 1:]
+                alive[pos + 1:] &= ~_suppressed(corners, k, rest, iou)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 3)
+
+
 KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_nd": scatter_nd,
-                                "topk": topk}
+                                "topk": topk, "non_max_suppression": non_max_suppression}
 
 
 def register(name: str, fn: Callable) -> None:
