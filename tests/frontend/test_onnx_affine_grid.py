@@ -19,6 +19,9 @@ RNG = np.random.default_rng(5)
 @pytest.mark.parametrize("size", [(2, 3, 4, 5), (1, 1, 1, 3), (2, 1, 3, 2, 4)])
 @pytest.mark.parametrize("align_corners", [0, 1])
 def test_against_onnxruntime(size, align_corners):
+    if align_corners and 1 in size[2:]:
+        pytest.skip("a length-1 axis with align_corners=1: ONNX Runtime puts it at 1, PyTorch (which the "
+                    "specification cites) at 0, as tensorforge does; test_compiled_shift_and_scale checks it")
     r = len(size) - 2
     theta = RNG.standard_normal((size[0], r, r + 1)).astype(np.float32)
     check_ort(*one_node("AffineGrid", {"theta": theta}, {"size": i64(*size)}, {"align_corners": align_corners},
@@ -40,7 +43,7 @@ def test_compiled_shift_and_scale():
     theta = np.array([[[2, 0, 0.5], [0, 1, -1]]], np.float32)          # x' = 2x + 0.5, y' = y - 1
     model, _ = one_node("AffineGrid", {"theta": theta}, {"size": i64(1, 1, 1, 2)}, {"align_corners": 1}, opset=20)
     got = tensorforge.compile(from_onnx(model), target="c")(theta)[0]
-    np.testing.assert_allclose(got, [[[[-1.5, -2.0], [2.5, -2.0]]]], atol=1e-6)
+    np.testing.assert_allclose(got, [[[[-1.5, -1.0], [2.5, -1.0]]]], atol=1e-6)   # H = 1: y = 0
 
 
 def test_theta_shape_is_checked():
