@@ -83,6 +83,13 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
     return np.take_along_axis(x, order, axis=a), order.astype(np.int64)
 
 
+def det(x: np.ndarray) -> np.ndarray:
+    """Determinants of the square matrices in the last two axes (LU factorization with partial
+    pivoting, LAPACK through NumPy); float16 and bfloat16 are computed in float32."""
+    work = x if x.dtype in (np.float32, np.float64) else x.astype(np.float32)
+    return np.asarray(np.linalg.det(work)).astype(x.dtype)
+
+
 # -- non_max_suppression ---------------------------------------------------------------------------
 # ONNX NonMaxSuppression.  Per batch and class, the boxes whose score passes the threshold are
 # visited by descending score (equal scores by ascending box index); a box is selected unless
@@ -172,7 +179,7 @@ def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, max_output_boxes_
 
 
 KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_nd": scatter_nd,
-                                "topk": topk, "non_max_suppression": non_max_suppression}
+                                "topk": topk, "det": det, "non_max_suppression": non_max_suppression}
 
 
 def register(name: str, fn: Callable) -> None:
