@@ -90,6 +90,76 @@ def det(x: np.ndarray) -> np.ndarray:
     return np.asarray(np.linalg.det(work)).astype(x.dtype)
 
 
+# -- roi_align -------------------------------------------------------------------------------------
+# ONNX RoiAlign.  Each region of interest (x1, y1, x2, y2, scaled by spatial_scale, less 0.5 with
+# half_pixel) is cut into output_height x output_width bins; each bin averages (or maxes) a grid
+# of sampling points, sampling_ratio per side or ceil(bin size) when it is 0.  The grid depends
+# on the region's size, a value known only at run time, which is why this is a host kernel.  A
+# sample is bilinear in x[batch_index]; one more than a pixel outside the image reads 0; one
+# within a pixel of it is clamped to the edge.  Max mode takes, as ONNX Runtime does, the largest
+# weighted corner term of each sample, then the largest over the samples.
+
+
+def _roi_axis(start, bin_size, bins: int, grid: int, length: int) -> tuple:
+    """Sample positions along one axis, shape (bins, grid), in the type of `start`: (low index,
+    high index, weight of high, inside)."""
+    ft = type(start)
+    pos = start + np.arange(bins, dtype=ft)[:, None] * bin_size \
+        + (np.arange(grid, dtype=ft)[None, :] + ft(0.5)) * bin_size / ft(grid)
+    inside = (pos >= -1.0) & (pos <= length)
+    pos = np.maximum(pos, ft(0.0))
+    low = np.floor(pos).astype(np.int64)
+    edge = low >= length - 1
+    low = np.where(edge, length - 1, low)
+    high = np.where(edge, length - 1, low + 1)
+    frac = np.where(edge, ft(0.0), pos - low.astype(ft))
+    return low, high, frac, inside
+
+
+def roi_align(x: np.ndarray, rois: np.ndarray, batch_indices: np.ndarray, mode: str = "avg",
+              output_height: int = 1, output_width: int = 1, sampling_ratio: int = 0,
+              spatial_scale: float = 1.0, coordinate_transformation_mode: str = "half_pixel") -> np.ndarray:
+    """(num_rois, C, output_height, output_width) pooled features of x (N, C, H, W) over the
+    regions rois (num_rois, 4) of images batch_indices (num_rois,).  Region geometry is computed
+    in x's float type (float32 for float16), as ONNX Runtime does: the sample count per bin is a
+    ceiling, so a rounding difference could change it."""
+    n, c, h, w = x.shape
+    ft = x.dtype.type if x.dtype in (np.float32, np.float64) else np.float32
+    batch = np.asarray(batch_indices).astype(np.int64).reshape(-1)
+    if batch.size and (batch.min() < 0 or batch.max() >= n):
+        raise IndexError(f"roi_align: a batch index is out of range for {n} images")
+    half = coordinate_transformation_mode == "half_pixel"
+    boxes = np.asarray(rois).astype(ft) * ft(spatial_scale) - ft(0.5 if half else 0.0)
+    out = np.zeros((boxes.shape[0], c, output_height, output_width), np.float64)
+    for r in range(boxes.shape[0]):
+        x1, y1, x2, y2 = boxes[r]
+        roi_w, roi_h = x2 - x1, y2 - y1
+        if not half:
+            roi_w, roi_h = max(roi_w, ft(1.0)), max(roi_h, ft(1.0))
+        bin_h, bin_w = roi_h / ft(output_height), roi_w / ft(output_width)
+        gh = int(sampling_ratio) if sampling_ratio > 0 else int(np.ceil(roi_h / ft(output_height)))
+        gw = int(sampling_ratio) if sampling_ratio > 0 else int(np.ceil(roi_w / ft(output_width)))
+        if gh <= 0 or gw <= 0:
+            continue                               # no samples: the bins stay 0
+        yl, yh, ly, y_in = _roi_axis(y1, bin_h, output_height, gh, h)     # (OH, GH)
+        xl, xh, lx, x_in = _roi_axis(x1, bin_w, output_width, gw, w)      # (OW, GW)
+        img = x[batch[r]].astype(np.float64)                              # (C, H, W)
+        ys = [(yl, 1.0 - ly), (yh, ly)]
+        xs = [(xl, 1.0 - lx), (xh, lx)]
+        inside = (y_in[:, :, None, None] & x_in[None, None, :, :])[None]
+        terms = []
+        for yi, wy in ys:
+            for xi, wx in xs:
+                weight = np.where(inside, wy[:, :, None, None] * wx[None, None, :, :], 0.0)
+                value = img[:, yi[:, :, None, None], xi[None, None, :, :]]          # (C, OH, GH, OW, GW)
+                terms.append(weight * np.where(inside, value, 0.0))
+        if mode == "avg":
+            out[r] = sum(terms).sum(axis=(2, 4)) / max(gh * gw, 1)
+        else:
+            out[r] = np.maximum.reduce(terms).max(axis=(2, 4))
+    return out.astype(x.dtype)
+
+
 # -- non_max_suppression ---------------------------------------------------------------------------
 # ONNX NonMaxSuppression.  Per batch and class, the boxes whose score passes the threshold are
 # visited by descending score (equal scores by ascending box index); a box is selected unless
@@ -179,7 +249,8 @@ def non_max_suppression(boxes: np.ndarray, scores: np.ndarray, max_output_boxes_
 
 
 KERNELS: dict[str, Callable] = {"scatter_elements": scatter_elements, "scatter_nd": scatter_nd,
-                                "topk": topk, "det": det, "non_max_suppression": non_max_suppression}
+                                "topk": topk, "det": det, "roi_align": roi_align,
+                                "non_max_suppression": non_max_suppression}
 
 
 def register(name: str, fn: Callable) -> None:
