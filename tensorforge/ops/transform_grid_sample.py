@@ -12,7 +12,10 @@ position x, moved inside by the padding mode, and read by the interpolation mode
     interval is clamped to [0, L-1], and so are the taps; reflection: the coordinate and the taps
     are reflected at the border interval until inside.
 
-The border interval is [0, L-1] with align_corners, else [-0.5, L-0.5].  The arithmetic is
+The border interval is [0, L-1] with align_corners, else [-0.5, L-0.5].  The compute keeps,
+per spatial axis, the padded coordinates and the taps' indices and weights as small stages of
+their own (one entry per sampling point, shared by all channels), and the output stage sums
+the products of the taps' weights and reads.  The arithmetic is
 written once for two kinds of numbers, TE expressions (the compute) and NumPy arrays (the
 reference), in the grid's float type (float32 unless an input is float64), as the ONNX reference
 computes it, so nearest-rounding ties come out the same.
@@ -123,7 +126,11 @@ def _tap_index(M, p, length: int, padding_mode: str, align_corners: bool):
 
 def _axis_taps(M, g, length: int, a: dict) -> list:
     """Per tap along one axis: (index, in-range condition or None, weight or None)."""
-    x = _coordinate(M, g, length, a["mode"], a["padding_mode"], bool(a["align_corners"]))
+    return _taps_at(M, _coordinate(M, g, length, a["mode"], a["padding_mode"], bool(a["align_corners"])), length, a)
+
+
+def _taps_at(M, x, length: int, a: dict) -> list:
+    """_axis_taps from the padded coordinate x."""
     out = []
     for p, w in _taps(M, x, a["mode"]):
         index, inside = _tap_index(M, p, length, a["padding_mode"], bool(a["align_corners"]))
@@ -149,6 +156,50 @@ def _check(x: TensorType, grid: TensorType, mode: str, padding_mode: str, align_
     return (x.shape[0], x.shape[1]) + tuple(grid.shape[1:-1])
 
 
+def _tap_tables(grid: te.Tensor, i: int, length: int, points: tuple, work: str, a: dict) -> tuple:
+    """(index table, weight table or None) of spatial axis i, each (N, D1..Dr, taps): the source
+    index of every tap of every sampling point (-1 for a tap outside the input with zeros
+    padding) and its weight.  They are computed once per point, not once per channel and tap
+    combination, and kept, with the padded coordinate before them, as stages of their own (a reduction over one element: lowering
+    inlines plain injective stages into their readers), so the sampling kernel reads a few
+    table entries instead of repeating the coordinate arithmetic in every term."""
+    M = _te_namespace(work)
+    r = len(points) - 1
+
+    def coordinate(*o):
+        one = te.reduce_axis((0, 1), name="one")
+        g = grid[(o[0],) + tuple(o[1:-1]) + (o[-1] + one.var,)].astype(work)
+        return te.sum(_coordinate(M, g, length, a["mode"], a["padding_mode"], bool(a["align_corners"])), axis=one)
+
+    coords: Any = te.compute(points + (1,), lambda *o: coordinate(*o[:-1], r - 1 - i + o[-1]),
+                             name=f"grid_sample_coord{i}")
+
+    def taps(o):
+        return _taps_at(M, coords[tuple(o) + (0,)], length, a)
+
+    def select(t, values):
+        out = values[-1]
+        for k in range(len(values) - 2, -1, -1):
+            out = te.if_then_else(t == k, values[k], out)
+        return out
+
+    def index(*o):
+        one = te.reduce_axis((0, 1), name="one")
+        entries = [ix if inside is None else te.if_then_else(inside, ix, te.const(-1, "int64"))
+                   for ix, inside, _ in taps(o[:-1])]
+        return te.sum(select(o[-1] + one.var, entries), axis=one)
+
+    def weight(*o):
+        one = te.reduce_axis((0, 1), name="one")
+        return te.sum(select(o[-1] + one.var, [w for _, _, w in taps(o[:-1])]), axis=one)
+
+    n = {"nearest": 1, "linear": 2, "cubic": 4}[a["mode"]]
+    index_table: Any = te.compute(points + (n,), index, name=f"grid_sample_index{i}")
+    if a["mode"] == "nearest":
+        return index_table, None
+    return index_table, te.compute(points + (n,), weight, name=f"grid_sample_weight{i}")
+
+
 @op("grid_sample", pattern=INJECTIVE,
     attr_defaults={"mode": "linear", "padding_mode": "zeros", "align_corners": 0})
 class grid_sample:
@@ -159,26 +210,27 @@ class grid_sample:
         shape = const_shape(x)
         spatial = shape[2:]
         r = len(spatial)
-        out_shape = (shape[0], shape[1]) + tuple(const_shape(grid)[1:-1])
+        points = (shape[0],) + tuple(const_shape(grid)[1:-1])              # (N, D1..Dr)
         work = work_dtype(x.dtype, grid.dtype)
-        M = _te_namespace(work)
+        tables = [_tap_tables(grid, i, spatial[i], points, work, a) for i in range(r)]
+        zeros = a["padding_mode"] == "zeros"
+        ntaps = {"nearest": 1, "linear": 2, "cubic": 4}[a["mode"]]
 
         def f(*index):
             n, c, o = index[0], index[1], tuple(index[2:])
-            axes = [_axis_taps(M, grid[(n,) + o + (r - 1 - i,)].astype(work), spatial[i], a) for i in range(r)]
             total: Any = None
-            for combo in itertools.product(*axes):
-                value = x[(n, c) + tuple(t[0] for t in combo)].astype(work)
-                conds = [t[1] for t in combo if t[1] is not None]
-                if conds:
-                    value = te.if_then_else(te.all(*conds), value, te.const(0.0, work))
-                for t in combo:
-                    if t[2] is not None:
-                        value = value * t[2]
+            for combo in itertools.product(range(ntaps), repeat=r):
+                taps = [tables[i][0][(n,) + o + (combo[i],)] for i in range(r)]
+                value = x[(n, c) + tuple(te.max(t, 0) for t in taps)].astype(work)
+                if zeros:
+                    value = te.if_then_else(te.all(*[t >= 0 for t in taps]), value, te.const(0.0, work))
+                for i in range(r):
+                    if tables[i][1] is not None:
+                        value = value * tables[i][1][(n,) + o + (combo[i],)]
                 total = value if total is None else total + value
             return total.astype(x.dtype) if work != x.dtype else total
 
-        return te.compute(out_shape, f, name="grid_sample", tag="grid_sample")
+        return te.compute((shape[0], shape[1]) + points[1:], f, name="grid_sample", tag="grid_sample")
 
     def reference(x: np.ndarray, grid: np.ndarray, **a: Any) -> np.ndarray:
         out_shape = _check(TensorType(x.shape, x.dtype.name), TensorType(grid.shape, grid.dtype.name),
