@@ -32,7 +32,7 @@ _CONVERTERS: dict[str, tuple[Callable, int]] = {}
 
 # The newest ONNX opset whose operators the converters follow.  A model that declares a newer
 # one converts with a warning: an operator whose meaning changed after it may convert wrongly.
-NEWEST_OPSET = 25
+NEWEST_OPSET = 28
 
 
 class UnsupportedOpsError(UserError, NotImplementedError):

@@ -110,3 +110,58 @@ def test_errors():
     model, _ = node_model("InstanceNormalization", {"x": rand((1, 2, 3)), "s": rand(3), "b": rand(2)}, {})
     with pytest.raises(GraphError, match="scale must have shape"):
         from_onnx(model)
+
+
+def _group_norm_numpy(x, scale_c, bias_c, groups, eps):
+    n, c = x.shape[:2]
+    g = x.astype(np.float64).reshape(n, groups, -1)
+    y = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + eps)).reshape(x.shape)
+    shape = (c,) + (1,) * (x.ndim - 2)
+    return y * scale_c.reshape(shape) + bias_c.reshape(shape)
+
+
+@pytest.mark.parametrize("shape, groups", [((2, 6, 5), 3), ((1, 4, 3, 3), 2), ((2, 4, 2, 2), 4), ((1, 3, 4), 1)])
+@pytest.mark.parametrize("const", [False, True])
+def test_group_norm_opset21_per_channel(shape, groups, const):
+    c = shape[1]
+    inputs = {"x": rand(shape), "s": rand(c, seed=1), "b": rand(c, seed=2)}
+    model, feeds = node_model("GroupNormalization", inputs, {"num_groups": groups, "epsilon": 1e-3},
+                              consts=("s", "b") if const else (), opset=21)
+    got = check_against_ort(model, feeds, rtol=1e-4, atol=1e-5)[0]
+    np.testing.assert_allclose(got, _group_norm_numpy(inputs["x"], inputs["s"], inputs["b"], groups, 1e-3),
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("const", [False, True])
+def test_group_norm_opset18_per_group(const):
+    """Opset 18 scales and shifts per group: each group's value covers its C / G channels."""
+    x, s, b = rand((2, 6, 4)), rand(3, seed=1), rand(3, seed=2)
+    model, feeds = node_model("GroupNormalization", {"x": x, "s": s, "b": b}, {"num_groups": 3},
+                              consts=("s", "b") if const else (), opset=18)
+    from tensorforge.graph.reference import run_reference
+    graph = from_onnx(model)
+    got = run_reference(graph, *[feeds[v.name] for v in graph.inputs])[0]
+    np.testing.assert_allclose(got, _group_norm_numpy(x, np.repeat(s, 2), np.repeat(b, 2), 3, 1e-5),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_group_norm_float16_normalizes_in_float32():
+    import tensorforge
+    x, s, b = rand((1, 4, 8), "float16", scale=30.0), rand(4, "float16", seed=1), rand(4, "float16", seed=2)
+    model, feeds = node_model("GroupNormalization", {"x": x, "s": s, "b": b}, {"num_groups": 2}, opset=21)
+    graph = from_onnx(model)
+    assert any(node.op == "cast" for node in graph.nodes)
+    got = tensorforge.compile(graph, target="c")(x, s, b)[0]
+    want = _group_norm_numpy(x.astype(np.float32), s.astype(np.float32), b.astype(np.float32), 2, 1e-5)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("opset, scale_len, message", [(21, 4, "must divide"), (18, 6, "one value per group"),
+                                                       (21, 3, "one value per channel")])
+def test_group_norm_errors(opset, scale_len, message):
+    groups = 4 if message == "must divide" else 3
+    model, _ = node_model("GroupNormalization", {"x": rand((1, 6, 2)), "s": rand(scale_len), "b": rand(scale_len)},
+                          {"num_groups": groups}, opset=opset)
+    with pytest.raises(GraphError, match=message):
+        from_onnx(model)

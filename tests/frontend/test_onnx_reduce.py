@@ -1,5 +1,5 @@
 """ONNX reduction converters (Reduce* with axes as attribute or input, keepdims,
-noop_with_empty_axes; ArgMax / ArgMin; CumSum; TopK; Einsum) against ONNX Runtime; errors."""
+noop_with_empty_axes; ArgMax / ArgMin; CumSum; CumProd; TopK; Einsum) against ONNX Runtime; errors."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +12,7 @@ from onnx_transform_helpers import check_ort, i64, one_node, rand  # noqa: E402
 
 from tensorforge.frontend import from_onnx  # noqa: E402
 from tensorforge.graph.ir import GraphError  # noqa: E402
+from tensorforge.graph.reference import run_reference  # noqa: E402
 
 X = rand((2, 3, 4))
 REDUCE = ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -54,6 +55,17 @@ def test_cumsum():
     for attrs in ({}, {"exclusive": 1}, {"reverse": 1}, {"exclusive": 1, "reverse": 1}):
         check_ort(*one_node("CumSum", {"x": X}, {"axis": np.array(-2, np.int32)}, attrs))
         check_ort(*one_node("CumSum", {"x": rand((3, 4), "int64")}, {"axis": i64(1)}, attrs))
+
+
+def test_cumprod():
+    x = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32)
+    want = {(0, 0): [[1, 2, 6], [4, 20, 120]], (1, 0): [[1, 1, 2], [1, 4, 20]],
+            (0, 1): [[6, 6, 3], [120, 30, 6]], (1, 1): [[6, 3, 1], [30, 6, 1]]}
+    for (exclusive, reverse), expected in want.items():
+        model, feeds = one_node("CumProd", {"x": x}, {"axis": np.array(-1, np.int32)},
+                                {"exclusive": exclusive, "reverse": reverse}, opset=26)
+        got = run_reference(from_onnx(model), x)[0]
+        np.testing.assert_array_equal(got, np.asarray(expected, np.float32))
 
 
 def test_topk():

@@ -63,6 +63,17 @@ def test_cumsum():
     check_op("cumsum", [X.astype("float16")], {"axis": -1}, rtol=1e-2, atol=1e-2)
 
 
+def test_cumprod():
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            got = check_op("cumprod", [np.array([2, 3, 4], "int64")], {"axis": 0, "exclusive": exclusive,
+                                                                        "reverse": reverse})[0]
+            want = {(0, 0): [2, 6, 24], (1, 0): [1, 2, 6], (0, 1): [24, 12, 4], (1, 1): [12, 4, 1]}
+            np.testing.assert_array_equal(got, want[exclusive, reverse])
+            check_op("cumprod", [X], {"axis": 1, "exclusive": exclusive, "reverse": reverse})
+    check_op("cumprod", [X.astype("float16")], {"axis": -1}, rtol=1e-2, atol=1e-2)
+
+
 def test_topk():
     assert get("topk").pattern == OPAQUE
     x = np.array([[3, 1, 3, 2, 1]], "int64")
@@ -99,6 +110,7 @@ def test_einsum_integer():
     ("argmax", [TensorType((2, 0), "float32")], {"axis": 1}, "empty"),
     ("topk", [TensorType((2, 3), "float32")], {"k": 4}, "k = 4"),
     ("cumsum", [TensorType((2, 3), "float32")], {"axis": 2}, "out of range"),
+    ("cumprod", [TensorType((2, 3), "bool")], {"axis": 0}, "bool"),
     ("einsum", [TensorType((2, 3), "float32")], {"equation": "ijk->i"}, "rank"),
     ("einsum", [TensorType((2, 3), "float32"), TensorType((4, 3), "float32")], {"equation": "ij,ij->i"}, "size"),
 ])

@@ -1,7 +1,7 @@
 """ONNX normalizations -> batch_norm, instance_norm, layer_norm, lp_normalization,
 mean_variance_normalization, lrn; RMSNormalization as plain graph ops (its ONNX function body:
 cast to the stash type, mean of squares over [axis, rank), divide by its root, cast back, scale),
-which the fuser makes one kernel.
+which the fuser makes one kernel; GroupNormalization -> reshape / reduce_mean / elementwise ops.
 
 BatchNormalization in inference normalizes with the given mean and variance.  In training
 (training_mode=1 from opset 14; from opset 7 to 13 a node that uses the running-mean / variance
@@ -137,3 +137,55 @@ def rms_normalization(ctx, inputs: list, attrs: dict):
     if normalized.dtype != x.dtype:
         normalized = ctx.add1("cast", [normalized], {"dtype": x.dtype})
     return ctx.add1("mul", [normalized, _same_dtype(ctx, scale, x.dtype, "scale")])
+
+
+_STASH_TYPES = {1: "float32", 11: "float64", 10: "float16", 16: "bfloat16"}
+
+
+def _per_channel(ctx, v, groups: int, channels: int, rank: int):
+    """A GroupNormalization-18 per-group parameter repeated over each group's channels, shaped
+    (C, 1, .., 1) to broadcast over (N, C, spatial..)."""
+    if tuple(v.shape) != (groups,):
+        raise ValueError(f"scale and bias have shape {tuple(v.shape)}; GroupNormalization-18 takes one "
+                         f"value per group, ({groups},)")
+    v = ctx.add1("expand", [ctx.add1("reshape", [v], {"shape": (groups, 1)})], {"shape": (groups, channels // groups)})
+    return ctx.add1("reshape", [v], {"shape": (channels,) + (1,) * rank})
+
+
+@converter("GroupNormalization", since=18)
+def group_normalization(ctx, inputs: list, attrs: dict):
+    """y = scale * (x - mean) / sqrt(var + epsilon) + bias with mean and variance over each
+    instance's group of C / num_groups channels (and all spatial positions).  Opset 18 gives
+    scale and bias per group, opset 21 per channel; from 21 the normalization runs in
+    stash_type (float32 by default) and is cast back to X's type before the scale and bias."""
+    x, scale, bias = inputs[0], inputs[1], inputs[2]
+    if len(x.shape) < 2:
+        raise ValueError(f"X has shape {tuple(x.shape)}; it must be (N, C, ..) with rank >= 2")
+    n, c, rank = x.shape[0], x.shape[1], len(x.shape) - 2
+    groups = int(attrs["num_groups"])
+    if groups <= 0 or c % groups:
+        raise ValueError(f"num_groups={groups} must divide the {c} channels")
+    eps = float(attrs.get("epsilon", 1e-5))
+    stash = x.dtype
+    if ctx.opset >= 21:
+        kind = int(attrs.get("stash_type", 1))
+        if kind not in _STASH_TYPES:
+            raise ValueError(f"stash_type={kind} is not a floating point type")
+        stash = _STASH_TYPES[kind]
+    xs = x if stash == x.dtype else ctx.add1("cast", [x], {"dtype": stash})
+    grouped = ctx.add1("reshape", [xs], {"shape": (n, groups, -1)})
+    mean = ctx.add1("reduce_mean", [grouped], {"axes": (2,), "keepdims": 1})
+    centred = ctx.add1("sub", [grouped, mean])
+    var = ctx.add1("reduce_mean", [ctx.add1("mul", [centred, centred])], {"axes": (2,), "keepdims": 1})
+    std = ctx.add1("sqrt", [ctx.add1("add", [var, ctx.const(np.asarray(eps, stash))])])
+    y = ctx.add1("reshape", [ctx.add1("div", [centred, std])], {"shape": tuple(x.shape)})
+    y = y if stash == x.dtype else ctx.add1("cast", [y], {"dtype": x.dtype})
+    if ctx.opset >= 21:
+        for v, what in ((scale, "scale"), (bias, "bias")):
+            if tuple(v.shape) != (c,):
+                raise ValueError(f"{what} has shape {tuple(v.shape)}; it must be ({c},), one value per channel")
+        scale = ctx.add1("reshape", [scale], {"shape": (c,) + (1,) * rank})
+        bias = ctx.add1("reshape", [bias], {"shape": (c,) + (1,) * rank})
+    else:
+        scale, bias = _per_channel(ctx, scale, groups, c, rank), _per_channel(ctx, bias, groups, c, rank)
+    return ctx.add1("add", [ctx.add1("mul", [y, scale]), bias])

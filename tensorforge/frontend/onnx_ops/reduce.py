@@ -1,10 +1,10 @@
 """ONNX ReduceSum/Mean/Max/Min/Prod/L1/L2/LogSum/LogSumExp/SumSquare, ArgMax, ArgMin, CumSum,
-TopK and Einsum -> tensorforge ops (frontend -> Graph).
+CumProd, TopK and Einsum -> tensorforge ops (frontend -> Graph).
 
 * Reduce*: `axes` is an attribute until opset 13 (ReduceSum) or 18 (the others), then an optional
   constant input.  No axes (or an empty list) means every axis, unless noop_with_empty_axes=1,
   which reduces over no axis (the op still applies its elementwise part: |x|, x^2, log, ...).
-* CumSum's axis and TopK's K (opset 10+) are read from constant inputs.
+* CumSum's / CumProd's axis and TopK's K (opset 10+) are read from constant inputs.
 """
 from __future__ import annotations
 
@@ -39,10 +39,11 @@ def convert_arg(ctx, inputs, attrs):
                                         "select_last_index": int(attrs.get("select_last_index", 0))})
 
 
-@converter("CumSum", since=11)
+@converter("CumSum", "CumProd", since=11)
 def convert_cumsum(ctx, inputs, attrs):
-    axis = int(const_scalar(ctx, inputs[1], "CumSum axis"))
-    return ctx.add1("cumsum", [inputs[0]], {"axis": axis, "exclusive": int(attrs.get("exclusive", 0)),
+    axis = int(const_scalar(ctx, inputs[1], f"{ctx.op_type} axis"))
+    name = "cumsum" if ctx.op_type == "CumSum" else "cumprod"
+    return ctx.add1(name, [inputs[0]], {"axis": axis, "exclusive": int(attrs.get("exclusive", 0)),
                                             "reverse": int(attrs.get("reverse", 0))})
 
 
