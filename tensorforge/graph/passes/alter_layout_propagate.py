@@ -239,7 +239,7 @@ class _Propagation:
         if not twins or not _is_elementwise(n):
             return False
         block = twins[0].shape[4]
-        inputs = []
+        inputs: list[Value | None] = []
         for v in n.inputs:
             if v is None:                               # an absent optional input stays absent
                 inputs.append(None)
