@@ -19,6 +19,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 CASES_FILE = Path(__file__).with_name("user_conformance_cases.txt")
+# random outputs: only their shape and dtype are defined (as the suite's runner checks them)
+RANDOM = ("test_bernoulli", "test_training_dropout")
 CASES = [line.split()[0] for line in CASES_FILE.read_text().splitlines() if line.strip() and not line.startswith("#")]
 
 
@@ -41,14 +43,14 @@ def _value(v):
     return np.asarray(v) if isinstance(v, np.generic) else v
 
 
-def _compare(got, want, rtol: float, atol: float, where: str) -> None:
+def _compare(got, want, rtol: float, atol: float, where: str, shape_only: bool = False) -> None:
     if want is None:
         assert got is None, f"{where}: expected an empty optional, got {type(got).__name__}"
         return
     if isinstance(want, (list, tuple)):
         assert isinstance(got, (list, tuple)) and len(got) == len(want), f"{where}: expected a sequence of {len(want)}"
         for k, (g, w) in enumerate(zip(got, want)):
-            _compare(g, w, rtol, atol, f"{where}[{k}]")
+            _compare(g, w, rtol, atol, f"{where}[{k}]", shape_only)
         return
     want, got = np.asarray(want), np.asarray(got)
     assert got.shape == want.shape, f"{where}: shape {got.shape}, expected {want.shape}"
@@ -56,6 +58,8 @@ def _compare(got, want, rtol: float, atol: float, where: str) -> None:
         np.testing.assert_array_equal(got, want, err_msg=where)
         return
     assert got.dtype == want.dtype, f"{where}: dtype {got.dtype}, expected {want.dtype}"
+    if shape_only:
+        return
     if want.dtype.kind in "biu":
         np.testing.assert_array_equal(got, want, err_msg=where)
         return
@@ -83,4 +87,4 @@ def test_case(name, tmp_path):
         got = model(*[_value(v) for v in inputs])
         assert len(got) == len(outputs), f"{name}: {len(got)} outputs, expected {len(outputs)}"
         for j, (g, w) in enumerate(zip(got, outputs)):
-            _compare(g, _value(w), case.rtol, case.atol, f"{name} data set {k} output {j}")
+            _compare(g, _value(w), case.rtol, case.atol, f"{name} data set {k} output {j}", name.startswith(RANDOM))
