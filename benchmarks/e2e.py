@@ -5,6 +5,7 @@ share of the machine's FMA peak per model, then their geometric means and a summ
 
     python benchmarks/e2e.py [--models resnet18,mobilenet_v1] [--repeat 20] [--threads 1,2]
     python benchmarks/e2e.py --onnx DIR            # every DIR/NAME.onnx with DIR/NAME.npz
+                                                   # (benchmarks/real_cases.py makes one of real models)
     python benchmarks/e2e.py --tuned [DIR]         # also: each model compiled with DIR/MODEL.jsonl
     python benchmarks/e2e.py --omp-wait-policy PASSIVE   # as under OMP_WAIT_POLICY=PASSIVE
 
