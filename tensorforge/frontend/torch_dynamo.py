@@ -76,7 +76,13 @@ class CompiledGraph:
                                       f"({', '.join(sorted(set(bad)))})")
         self._variants: OrderedDict = OrderedDict()
         concrete = [_hint(x) for x in example_inputs]
-        self._variants[_key(concrete)] = _Variant(gm, concrete, self.target, self.threads)
+        # the weights' positions follow from the graph (its placeholders' sources), not the call:
+        # a variant's key is the shapes of the other inputs (a replaced weight is `stale`)
+        self._varying = [k for k in range(len(concrete)) if k not in _weight_positions(gm, concrete)]
+        self._variants[self._key(concrete)] = _Variant(gm, concrete, self.target, self.threads)
+
+    def _key(self, args) -> tuple:
+        return _key([args[k] for k in self._varying])
 
     @property
     def model(self):
@@ -84,7 +90,7 @@ class CompiledGraph:
         return next(reversed(self._variants.values())).model
 
     def __call__(self, *args: Any) -> Any:
-        key = _key(args)
+        key = self._key(args)
         variant = self._variants.get(key)
         if variant is None or variant.stale(args):
             variant = _Variant(self.gm, list(args), self.target, self.threads)
