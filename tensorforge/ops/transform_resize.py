@@ -16,6 +16,7 @@ lives in transform_resize_math.py.
 """
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -132,6 +133,21 @@ def _saturate(v: np.ndarray, dtype: str) -> np.ndarray:
 
 
 # -- TE -----------------------------------------------------------------------------------------
+def _integer_upsampling(ax: AxisPlan, ctm: str, mode: str) -> int:
+    """s when nearest resizing of this axis is out[j] = in[j // s] exactly (an integer scale s
+    with a coordinate transform and rounding that give that index: asymmetric with floor;
+    half_pixel with either round mode, whose source coordinate j / s + 0.5 / s - 0.5 lies
+    strictly within half a pixel of j // s), else 0.  The kernel then does integer arithmetic."""
+    s = round(ax.scale)
+    if s < 2 or not math.isclose(ax.scale, s) or ax.out_len != ax.in_len * s:
+        return 0
+    if ctm == "asymmetric" and mode == "floor":
+        return s
+    if ctm in ("half_pixel", "pytorch_half_pixel") and mode in ("round_prefer_floor", "round_prefer_ceil"):
+        return s
+    return 0
+
+
 def _nearest_te(x: te.Tensor, plans: list, a: dict) -> te.Tensor:
     ctm = a["coordinate_transformation_mode"]
     fill = te.const(_saturate(np.float64(a["extrapolation_value"]), x.dtype).item(), x.dtype)
@@ -141,6 +157,10 @@ def _nearest_te(x: te.Tensor, plans: list, a: dict) -> te.Tensor:
         for j, ax in zip(o, plans):
             if ax.is_identity(ctm):
                 index.append(j)
+                continue
+            factor = _integer_upsampling(ax, ctm, _nearest_mode(a["nearest_mode"], ax))
+            if factor:
+                index.append(j // factor)
                 continue
             coord, extrapolated = source_coord(TE, j, ax, ctm)
             index.append(TE.clip(nearest_index(TE, coord, _nearest_mode(a["nearest_mode"], ax)), 0, ax.in_len - 1))

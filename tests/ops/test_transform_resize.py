@@ -36,6 +36,23 @@ def test_nearest_modes(nearest_mode):
     check_op("resize", [X], attrs_for((1, 1, 1.5, 0.7), mode="nearest", nearest_mode=nearest_mode))
 
 
+@pytest.mark.parametrize("ctm", ["asymmetric", "half_pixel", "pytorch_half_pixel", "align_corners"])
+@pytest.mark.parametrize("nearest_mode", ["floor", "round_prefer_floor", "round_prefer_ceil", "ceil"])
+def test_integer_upsampling_in_integer_arithmetic(ctm, nearest_mode):
+    """Integer scales take the j // s index where that is exact (asymmetric + floor, half_pixel +
+    rounding); every combination still equals the reference."""
+    from tensorforge.ops.transform_resize import _integer_upsampling
+    from tensorforge.ops.transform_resize_math import AxisPlan
+    for scales in ((1, 1, 2.0, 3.0), (1, 1, 4.0, 2.0)):
+        check_op("resize", [X], attrs_for(scales, mode="nearest", coordinate_transformation_mode=ctm,
+                                          nearest_mode=nearest_mode))
+    fast = _integer_upsampling(AxisPlan(4, 8, 2.0), ctm, nearest_mode)
+    assert fast == (2 if (ctm, nearest_mode) in {("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+                                                 ("half_pixel", "round_prefer_ceil"),
+                                                 ("pytorch_half_pixel", "round_prefer_floor"),
+                                                 ("pytorch_half_pixel", "round_prefer_ceil")} else 0)
+
+
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 def test_antialias_and_exclude_outside(mode):
     for scales in ((1, 1, 0.6, 0.35), (1, 1, 2.0, 0.5)):
