@@ -15,19 +15,13 @@ from __future__ import annotations
 
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .rewrite import rewrite_nodes
 
 
 def alter_layout_column_conv(graph: Graph, target: Target) -> Graph:
     if not target.prefers("NCHWc"):
         return graph
-    params = dict(graph.params)
-    nodes: list[Node] = []
-    changed = False
-    for n in graph.nodes:
-        rewrite = _rewrite(n, params)
-        nodes.extend(rewrite or [n])
-        changed = changed or rewrite is not None
-    return graph.with_nodes(nodes, params=params) if changed else graph
+    return rewrite_nodes(graph, _rewrite)
 
 
 def _rewrite(n: Node, params: dict) -> list[Node] | None:

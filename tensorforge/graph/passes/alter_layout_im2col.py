@@ -19,6 +19,7 @@ import numpy as np
 
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .rewrite import rewrite_nodes
 
 MAX_COLS_BYTES = 64 << 20
 
@@ -26,20 +27,11 @@ MAX_COLS_BYTES = 64 << 20
 def alter_layout_im2col(graph: Graph, target: Target) -> Graph:
     if not target.prefers("packed_weights"):
         return graph
-    params = dict(graph.params)
-    nodes: list[Node] = []
-    changed = False
-    for n in graph.nodes:
-        rewrite = _rewrite(n, params)
-        if rewrite is None:
-            nodes.append(n)
-            continue
-        nodes.extend(rewrite)
-        changed = True
-    if not changed:
+    rewritten = rewrite_nodes(graph, _rewrite)
+    if rewritten is graph:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
-    return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+    return eliminate_dead_code(rewritten)
 
 
 def _rewrite(n: Node, params: dict) -> list[Node] | None:

@@ -1,5 +1,7 @@
-"""Shared helper for passes: replace values throughout a graph."""
+"""Shared helpers for passes: replace values throughout a graph; rewrite nodes one by one."""
 from __future__ import annotations
+
+from typing import Callable
 
 from ..ir import Graph, Node
 
@@ -17,3 +19,17 @@ def replace_values(graph: Graph, mapping: dict, nodes=None, params=None) -> Grap
             n = Node(n.op, tuple(sub(v) if v is not None else None for v in n.inputs), n.outputs, n.attrs, n.name)
         new_nodes.append(n)
     return graph.with_nodes(new_nodes, params=params, outputs=[sub(v) for v in graph.outputs])
+
+
+def rewrite_nodes(graph: Graph, rewrite: Callable[[Node, dict], list | None]) -> Graph:
+    """`graph` with each node for which `rewrite(node, params)` returns a list of nodes replaced
+    by that list (None keeps the node).  `rewrite` may add constants to `params`, a copy of the
+    graph's; the graph is returned unchanged when no node was rewritten."""
+    params = dict(graph.params)
+    nodes: list[Node] = []
+    changed = False
+    for n in graph.nodes:
+        replacement = rewrite(n, params)
+        nodes.extend(replacement if replacement is not None else [n])
+        changed = changed or replacement is not None
+    return graph.with_nodes(nodes, params=params) if changed else graph
