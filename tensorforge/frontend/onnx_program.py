@@ -207,8 +207,7 @@ class OnnxProgram:
         k = start
         while k < end:
             node = self.nodes[k]
-            if self.is_host(k, env) or any(n and n not in values and n in env and _tensor_kind(env[n]) != "tensor"
-                                           for n in node.input):
+            if self.is_host(k, env):
                 if k == start:
                     raise GraphError(f"node {k} runs on the host")   # the caller checks is_host first
                 break
