@@ -21,7 +21,43 @@ import numpy as np
 from .errors import InputError
 from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
-from .frontend.onnx_program import OnnxProgram, Segment
+from .frontend.onnx_program import OnnxProgram
+
+
+class _Specializations:
+    """A model's compiled specializations by key, the least recently used dropped beyond `limit`.
+    `info` counts what was compiled (and how long it took) and what was evicted."""
+
+    def __init__(self, name: str, options: dict, limit: int):
+        if limit < 1:
+            raise ValueError(f"max_specializations must be at least 1, got {limit}")
+        self.name, self.options, self.limit = name, dict(options), limit
+        self.entries: OrderedDict = OrderedDict()
+        self.info: dict[str, Any] = {"specializations": 0, "compile_seconds": 0.0, "evicted": 0}
+
+    def get(self, key) -> Any:
+        value = self.entries.get(key)
+        if value is not None:
+            self.entries.move_to_end(key)
+        return value
+
+    def put(self, key, value) -> None:
+        self.entries[key] = value
+        if len(self.entries) > self.limit:
+            self.entries.popitem(last=False)
+            self.info["evicted"] += 1
+
+    def compile(self, graph):
+        """`graph` compiled with the model's options, counted."""
+        from .driver import compile as compile_graph
+        began = time.perf_counter()
+        model = compile_graph(graph, **self.options)
+        self.info["compile_seconds"] += time.perf_counter() - began
+        self.info["specializations"] += 1
+        if self.info["specializations"] == 2 * self.limit:
+            print(f"tensorforge: model {self.name} has compiled {self.info['specializations']} "
+                  "specializations; its inputs change shape often (see max_specializations)", file=sys.stderr)
+        return model
 
 
 class StagedModel:
@@ -29,15 +65,11 @@ class StagedModel:
     are NumPy arrays (lists of arrays for sequence inputs, None for an absent optional)."""
 
     def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64):
-        if max_specializations < 1:
-            raise ValueError(f"max_specializations must be at least 1, got {max_specializations}")
         self.program = program
-        self.options = dict(options)
-        self.max_specializations = max_specializations
-        self._cache: OrderedDict = OrderedDict()
+        self._compiled = _Specializations(program.name, options, max_specializations)
         self._signatures: dict[tuple, list] = {}
-        self.info: dict[str, Any] = {"staged": program.reason, "specializations": 0, "compile_seconds": 0.0,
-                                     "evicted": 0, "target": options.get("target", "c")}
+        self.info = self._compiled.info
+        self.info.update(staged=program.reason, target=options.get("target", "c"))
 
     @property
     def input_names(self) -> list[str]:
@@ -95,34 +127,19 @@ class StagedModel:
         signatures = self._signatures.setdefault((id(program), start), [])
         for sig in signatures:
             key = _key(program, start, sig, env)
-            if key is not None and key in self._cache:
-                self._cache.move_to_end(key)
-                return self._cache[key]
+            found = self._compiled.get(key) if key is not None else None
+            if found is not None:
+                return found
         bound = set(signatures[-1][1]) if signatures else set()
         segment = program.plan(start, env, bound)
         if segment is None:
             return None
-        model = self._compile(segment) if segment.graph is not None else None
+        model = self._compiled.compile(segment.graph) if segment.graph is not None else None
         sig = (segment.inputs, segment.bound)
         if sig not in signatures:
             signatures.append(sig)
-        key = _key(program, start, sig, env)
-        self._cache[key] = (segment, model)
-        if len(self._cache) > self.max_specializations:
-            self._cache.popitem(last=False)
-            self.info["evicted"] += 1
+        self._compiled.put(_key(program, start, sig, env), (segment, model))
         return segment, model
-
-    def _compile(self, segment: Segment):
-        from .driver import compile as compile_graph
-        began = time.perf_counter()
-        model = compile_graph(segment.graph, **self.options)
-        self.info["compile_seconds"] += time.perf_counter() - began
-        self.info["specializations"] += 1
-        if self.info["specializations"] == 2 * self.max_specializations:
-            print(f"tensorforge: model {self.program.name} has compiled {self.info['specializations']} "
-                  "specializations; its inputs change shape often (see max_specializations)", file=sys.stderr)
-        return model
 
     def _run_segment(self, compiled: tuple, env: ChainMap) -> None:
         segment, model = compiled
@@ -193,13 +210,9 @@ class ShapeSpecializedModel:
     first call with those shapes and kept in an LRU cache of `max_specializations` models."""
 
     def __init__(self, program: Any, options: dict, max_specializations: int = 64):
-        if max_specializations < 1:
-            raise ValueError(f"max_specializations must be at least 1, got {max_specializations}")
         self.program = program
-        self.options = dict(options)
-        self.max_specializations = max_specializations
-        self._models: OrderedDict = OrderedDict()
-        self.info: dict[str, Any] = {"specializations": 0, "compile_seconds": 0.0, "evicted": 0}
+        self._compiled = _Specializations(program.name, options, max_specializations)
+        self.info = self._compiled.info
 
     @property
     def input_names(self) -> list[str]:
@@ -215,20 +228,10 @@ class ShapeSpecializedModel:
                             f"got {len(arrays)}")
         arrays = tuple(a.detach().numpy() if hasattr(a, "detach") else a for a in arrays)
         key = tuple(np.shape(a) for a in arrays)
-        model = self._models.get(key)
+        model = self._compiled.get(key)
         if model is None:
-            from .driver import compile as compile_graph
-            graph = self.program.graph_for(list(key))
-            began = time.perf_counter()
-            model = compile_graph(graph, **self.options)
-            self.info["compile_seconds"] += time.perf_counter() - began
-            self.info["specializations"] += 1
-            self._models[key] = model
-            if len(self._models) > self.max_specializations:
-                self._models.popitem(last=False)
-                self.info["evicted"] += 1
-        else:
-            self._models.move_to_end(key)
+            model = self._compiled.compile(self.program.graph_for(list(key)))
+            self._compiled.put(key, model)
         return model(*arrays)
 
     def run(self, **named) -> list:

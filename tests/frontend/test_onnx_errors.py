@@ -165,3 +165,17 @@ def test_opset_newer_than_the_frontend_knows_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         from_onnx(relu_model())                      # opset 17: no warning
+
+
+def test_staged_model_keeps_the_most_recent_specializations():
+    from tensorforge.staged import StagedModel
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n"])
+    program = from_onnx(_model([helper.make_node("Relu", ["x"], ["y"])], [x], [y]))
+    model = StagedModel(program, {"target": "c -O1"}, max_specializations=2)
+    for n in (2, 3, 4, 3, 2):
+        a = np.linspace(-1, 1, n).astype("float32")
+        np.testing.assert_array_equal(model(a)[0], np.maximum(a, 0))
+    assert model.info["specializations"] == 4 and model.info["evicted"] == 2    # 2 was dropped for 4
+    with pytest.raises(ValueError, match="max_specializations must be at least 1"):
+        StagedModel(program, {}, max_specializations=0)
