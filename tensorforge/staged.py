@@ -163,7 +163,7 @@ class StagedModel:
                                       f"({', '.join(kinds) or 'strings'}); only the sequence, optional and "
                                       "string ops take such values")
         inputs = [_lookup(program, env, name) if name else None for name in node.input]
-        attrs = {a.name: fe._attr_value(a) for a in node.attribute}
+        attrs = program.node_attrs(k)
         domain = "" if node.domain in fe.DEFAULT_DOMAINS else node.domain
 
         def run_graph(graph, values: list) -> list:

@@ -102,6 +102,7 @@ class OnnxProgram:
         self.is_subgraph = outer
         self.last_use = self._last_uses()
         self._subprograms: dict[int, OnnxProgram] = {}
+        self._attrs: dict[int, dict] = {}
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -124,6 +125,13 @@ class OnnxProgram:
             self._subprograms[key] = OnnxProgram(graph, self.opsets, f"{self.name}_{graph.name or 'body'}",
                                                  inits, specs, outer=True)
         return self._subprograms[key]
+
+    def node_attrs(self, index: int) -> dict:
+        """Node `index`'s attributes as Python values, decoded once (a Loop body's host ops
+        would otherwise decode them again on every iteration)."""
+        if index not in self._attrs:
+            self._attrs[index] = {a.name: fe._attr_value(a) for a in self.nodes[index].attribute}
+        return self._attrs[index]
 
     def _last_uses(self) -> dict[str, int]:
         """For each name: the last node position that reads it (len(nodes) for graph outputs).
