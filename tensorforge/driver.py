@@ -48,16 +48,14 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     `records`: tuning records (a path or Record objects) to apply; only those measured with
     `threads` threads apply (default: the thread count this process runs kernels with).
     """
-    if isinstance(graph, OnnxProgram):      # not one static graph: compiled stretch by stretch when called
+    if isinstance(graph, (OnnxProgram, TorchProgram)):
+        # not one static graph: compiled per specialization when called (stretch by stretch for
+        # an ONNX program, per concrete input shape for an exported PyTorch program)
         _check_options(opt_level, threads)
         Target.parse(target)
-        return StagedModel(graph, {"target": target, "opt_level": opt_level, "records": records,
-                                   "threads": threads, "precision": precision})
-    if isinstance(graph, TorchProgram):     # symbolic input dimensions: compiled per concrete shape
-        _check_options(opt_level, threads)
-        Target.parse(target)
-        return ShapeSpecializedModel(graph, {"target": target, "opt_level": opt_level, "records": records,
-                                             "threads": threads, "precision": precision})
+        staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
+        return staged(graph, {"target": target, "opt_level": opt_level, "records": records,
+                              "threads": threads, "precision": precision})
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
