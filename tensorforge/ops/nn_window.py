@@ -18,6 +18,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
+from ..runtime import host_pool
 from .registry import OpError
 
 
@@ -47,19 +48,10 @@ def effective_kernel(kernel: int, dilation: int) -> int:
     return (kernel - 1) * dilation + 1
 
 
-def window_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
-                    ceil_mode: bool = False) -> int:
-    """Number of window positions along one axis.  With ceil_mode a last, partial window is kept
-    unless it would start in the end padding (the rule ONNX and PyTorch share)."""
-    span = size + pad_begin + pad_end - effective_kernel(kernel, dilation)
-    if span < 0:
-        return 0
-    if not ceil_mode:
-        return span // stride + 1
-    out = -(-span // stride) + 1
-    if (out - 1) * stride >= size + pad_begin:
-        out -= 1
-    return out
+# Number of window positions along one axis (ceil_mode keeps a last, partial window unless it
+# would start in the end padding, the rule ONNX and PyTorch share).  Defined in the runtime,
+# whose host pooling kernel needs it too.
+window_out_size = host_pool.window_out_size
 
 
 def out_spatial(op: str, in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],

@@ -12,16 +12,18 @@ import itertools
 import numpy as np
 
 
-def _out_size(size: int, kernel: int, stride: int, dilation: int, lo: int, hi: int, ceil_mode: bool) -> int:
-    """Window positions along one axis (ONNX's rule: a ceil_mode window may not start in the end
-    padding); the same count as ops/nn_window.window_out_size."""
-    span = size + lo + hi - ((kernel - 1) * dilation + 1)
+def window_out_size(size: int, kernel: int, stride: int, dilation: int, pad_begin: int, pad_end: int,
+                    ceil_mode: bool = False) -> int:
+    """Number of window positions along one axis.  With ceil_mode a last, partial window is kept
+    unless it would start in the end padding (the rule ONNX and PyTorch share).  The pooling and
+    convolution ops (ops/nn_window.py) count their outputs with it too."""
+    span = size + pad_begin + pad_end - ((kernel - 1) * dilation + 1)
     if span < 0:
         return 0
     if not ceil_mode:
         return span // stride + 1
     out = -(-span // stride) + 1
-    return out - 1 if (out - 1) * stride >= size + lo else out
+    return out - 1 if (out - 1) * stride >= size + pad_begin else out
 
 
 def max_pool_with_indices(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, ceil_mode=False,
@@ -32,7 +34,7 @@ def max_pool_with_indices(x: np.ndarray, kernel, strides=None, padding=None, dil
     dilations = tuple(dilations or (1,) * rank)
     padding = tuple(padding or (0,) * (2 * rank))
     n, c, *spatial = x.shape
-    out_spatial = tuple(_out_size(spatial[i], kernel[i], strides[i], dilations[i], padding[i], padding[rank + i],
+    out_spatial = tuple(window_out_size(spatial[i], kernel[i], strides[i], dilations[i], padding[i], padding[rank + i],
                                   bool(ceil_mode)) for i in range(rank))
     pad_lo, pad_hi = padding[:rank], padding[rank:]
     # enough high padding for every window the output asks for (ceil_mode's partial windows)
