@@ -118,19 +118,9 @@ def bf16_block(mr: int, nv: int, kb: int) -> TensorIntrin:
     """An (mr x nv*16) float32 block accumulated over kb (a multiple of 2) with `vdpbf16ps`."""
     if kb % 2 or not 1 <= nv <= 4 or not 1 <= mr <= 8:
         raise ValueError(f"bf16_block: kb must be even, nv 1 to 4 and mr 1 to 8, got kb={kb}, nv={nv}, mr={mr}")
-    a, b, c = block_pattern(mr, nv * LANES, kb)
     name = f"tf_bf16_block_{mr}x{nv}_k{kb}"
-
-    def lower(ins, outs):
-        (ab, bb), (cb,) = ins, outs
-        args = (cb.access_ptr(), ab.access_ptr(), bb.access_ptr(), cb.strides[0], ab.strides[0], bb.strides[0])
-        return (_call(name, *args, const(0)), _call(name, *args, const(2)), _call(name, *args, const(1)))
-
-    binds = {a: decl_buffer(a.shape, "bfloat16", "a", strides=(Var("a_row"), 1)),
-             b: decl_buffer(b.shape, "bfloat16", "b", strides=(Var("b_panel"), 2 * LANES, 2, 1)),
-             c: decl_buffer(c.shape, "float32", "c", strides=(Var("c_row"), 1))}
-    return decl_tensor_intrin(c.op, lower, binds, name=f"bf16_block_{mr}x{nv}_k{kb}",
-                              helpers=((name, _helper(name, mr, nv, kb)),), requires=REQUIRES)
+    return _block_intrin(mr, nv, kb, name, f"bf16_block_{mr}x{nv}_k{kb}",
+                         ((name, _helper(name, mr, nv, kb)),), REQUIRES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -138,21 +128,26 @@ def amx_bf16_block(nv: int, kb: int) -> TensorIntrin:
     """A (16 x 16*nv) float32 block over kb (a multiple of 32) with AMX `tdpbf16ps`."""
     if kb % 32 or not 1 <= nv <= 4:
         raise ValueError(f"amx_bf16_block: kb must be a multiple of 32 and nv 1 to 4, got kb={kb}, nv={nv}")
-    a, b, c = block_pattern(16, nv * LANES, kb)
     name = f"tf_amx_bf16_block_{nv}_k{kb}"
+    return _block_intrin(16, nv, kb, name, f"amx_bf16_block_{nv}_k{kb}",
+                         (("tf_amx_request", _AMX_PERMISSION), (name, amx_block_helper(name, nv, kb, "bf16"))),
+                         AMX_REQUIRES)
+
+
+def _block_intrin(mr: int, nv: int, kb: int, helper: str, intrin: str, helpers: tuple, requires) -> TensorIntrin:
+    """The (mr x nv*16) float32 += bfloat16 block pattern, lowered to calls of C function
+    `helper` (reset, update, body) over bfloat16 A rows and a B panel of column pairs."""
+    a, b, c = block_pattern(mr, nv * LANES, kb)
 
     def lower(ins, outs):
         (ab, bb), (cb,) = ins, outs
         args = (cb.access_ptr(), ab.access_ptr(), bb.access_ptr(), cb.strides[0], ab.strides[0], bb.strides[0])
-        return (_call(name, *args, const(0)), _call(name, *args, const(2)), _call(name, *args, const(1)))
+        return (_call(helper, *args, const(0)), _call(helper, *args, const(2)), _call(helper, *args, const(1)))
 
     binds = {a: decl_buffer(a.shape, "bfloat16", "a", strides=(Var("a_row"), 1)),
              b: decl_buffer(b.shape, "bfloat16", "b", strides=(Var("b_panel"), 2 * LANES, 2, 1)),
              c: decl_buffer(c.shape, "float32", "c", strides=(Var("c_row"), 1))}
-    return decl_tensor_intrin(c.op, lower, binds, name=f"amx_bf16_block_{nv}_k{kb}",
-                              helpers=(("tf_amx_request", _AMX_PERMISSION),
-                                       (name, amx_block_helper(name, nv, kb, "bf16"))),
-                              requires=AMX_REQUIRES)
+    return decl_tensor_intrin(c.op, lower, binds, name=intrin, helpers=helpers, requires=requires)
 
 
 def block_intrin(unit: str, mr: int, nv: int, kb: int) -> TensorIntrin:
