@@ -193,6 +193,15 @@ def main() -> None:
     summarize(rows, peak)
 
 
+def _check_against(got: list, ref: list, who: str) -> float:
+    """The largest absolute difference from ONNX Runtime's outputs; AssertionError beyond
+    rtol/atol 1e-3."""
+    err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
+    assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(got, ref)), \
+        f"{who} differs from ONNX Runtime (max|diff| {err:.1e})"
+    return err
+
+
 def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) -> list[dict]:
     """Compile one model, then per thread count time it interleaved with its peers; one row each."""
     import _flops
@@ -234,20 +243,14 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
         sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
         ref = sess.run(None, feeds)
         set_num_threads(threads)
-        got = model(*inputs)
-        err = max(float(np.max(np.abs(a - b))) for a, b in zip(got, ref))
-        assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(got, ref)), \
-            f"{name}: tensorforge differs from ONNX Runtime (max|diff| {err:.1e})"
+        err = _check_against(model(*inputs), ref, f"{name}: tensorforge")
         tuned = None
         if records is not None:
             # compiled with this thread count set: compile applies the records measured with it
             tuned = tensorforge.compile(graph, target="c -mcpu=native", records=records)
             print(f"{name}: records {records} applied to {tuned.info['tuned_groups']} kernel(s) "
                   f"at {threads} thread(s)", flush=True)
-            tuned_out = tuned(*inputs)
-            tuned_err = max(float(np.max(np.abs(a - b))) for a, b in zip(tuned_out, ref))
-            assert all(np.allclose(a, b, rtol=1e-3, atol=1e-3) for a, b in zip(tuned_out, ref)), \
-                f"{name}: the tuned model differs from ONNX Runtime (max|diff| {tuned_err:.1e})"
+            _check_against(tuned(*inputs), ref, f"{name}: the tuned model")
         peer = None
         if found is not None:
             torch.set_num_threads(threads)
