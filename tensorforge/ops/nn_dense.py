@@ -92,22 +92,10 @@ class matmul:
 
     @staticmethod
     def compute(a: te.Tensor, b: te.Tensor, transpose_a: bool = False, transpose_b: bool = False) -> te.Tensor:
-        ashape, bshape = const_shape(a), const_shape(b)
-        out_shape = matmul_shape(ashape, bshape, transpose_a, transpose_b)
-        k = ashape[-2] if (transpose_a and len(ashape) >= 2) else ashape[-1]
-        rk = te.reduce_axis((0, k), name="k")
-        nbatch = len(out_shape) - (len(ashape) >= 2) - (len(bshape) >= 2)
-        batch_shape = out_shape[:nbatch]
-
-        def body(*idx):
-            batch, rest = idx[:nbatch], list(idx[nbatch:])
-            i = rest.pop(0) if len(ashape) >= 2 else None
-            j = rest.pop(0) if len(bshape) >= 2 else None
-            return te.sum(_load(a, batch, batch_shape, i, rk, transpose_a).astype(acc)
-                          * _load(b, batch, batch_shape, rk, j, transpose_b).astype(acc), axis=rk)
-
         acc = _te_accumulate(a.dtype)
-        return _cast_back(te.compute(out_shape, body, name="matmul", tag="matmul"), a.dtype)
+        out = matmul_reduction(a, b, "matmul", lambda x, y, i, j: x.astype(acc) * y.astype(acc),
+                               transpose_a, transpose_b)
+        return _cast_back(out, a.dtype)
 
     @staticmethod
     def reference(a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b: bool = False) -> np.ndarray:
@@ -115,6 +103,28 @@ class matmul:
         a2 = np.swapaxes(a, -1, -2) if transpose_a and a.ndim >= 2 else a
         b2 = np.swapaxes(b, -1, -2) if transpose_b and b.ndim >= 2 else b
         return np.matmul(a2.astype(acc), b2.astype(acc)).astype(a.dtype)
+
+
+def matmul_reduction(a: te.Tensor, b: te.Tensor, name: str, product, transpose_a: bool = False,
+                     transpose_b: bool = False) -> te.Tensor:
+    """The stage out[batch.., i, j] = sum_k product(a[batch.., i, k], b[batch.., k, j], i, j)
+    with NumPy matmul's broadcasting of batch axes and its 1-D operands (whose i or j is None),
+    named and tagged `name`, reducing over the axis "k"."""
+    ashape, bshape = const_shape(a), const_shape(b)
+    out_shape = matmul_shape(ashape, bshape, transpose_a, transpose_b)
+    k = ashape[-2] if (transpose_a and len(ashape) >= 2) else ashape[-1]
+    rk = te.reduce_axis((0, k), name="k")
+    nbatch = len(out_shape) - (len(ashape) >= 2) - (len(bshape) >= 2)
+    batch_shape = out_shape[:nbatch]
+
+    def body(*idx):
+        batch, rest = idx[:nbatch], list(idx[nbatch:])
+        i = rest.pop(0) if len(ashape) >= 2 else None
+        j = rest.pop(0) if len(bshape) >= 2 else None
+        return te.sum(product(_load(a, batch, batch_shape, i, rk, transpose_a),
+                              _load(b, batch, batch_shape, rk, j, transpose_b), i, j), axis=rk)
+
+    return te.compute(out_shape, body, name=name, tag=name)
 
 
 def _load(t: te.Tensor, batch: tuple, batch_shape: tuple, row, col, transpose: bool):

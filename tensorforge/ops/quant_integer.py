@@ -18,7 +18,7 @@ import numpy as np
 from .. import te
 from .common import const_shape
 from .nn_conv import conv_attrs, conv_out_shape, conv_reference
-from .nn_dense import _load, matmul_shape
+from .nn_dense import matmul_reduction, matmul_shape
 from .nn_window import pad_stage, padded_extent
 from .registry import COMPLEX, OpError, TensorType, op
 
@@ -73,22 +73,12 @@ class matmul_integer:
     @staticmethod
     def compute(a: te.Tensor, b: te.Tensor, a_zero_point: te.Tensor | None = None,
                 b_zero_point: te.Tensor | None = None) -> te.Tensor:
-        ashape, bshape = const_shape(a), const_shape(b)
-        out_shape = matmul_shape(ashape, bshape)
-        rk = te.reduce_axis((0, ashape[-1]), name="k")
-        nbatch = len(out_shape) - (len(ashape) >= 2) - (len(bshape) >= 2)
-        batch_shape = out_shape[:nbatch]
-
-        def body(*idx):
-            batch, rest = idx[:nbatch], list(idx[nbatch:])
-            i = rest.pop(0) if len(ashape) >= 2 else None
-            j = rest.pop(0) if len(bshape) >= 2 else None
-            x = _load(a, batch, batch_shape, i, rk, False).astype("int32")
-            y = _load(b, batch, batch_shape, rk, j, False).astype("int32")
+        def product(x, y, i, j):
+            x, y = x.astype("int32"), y.astype("int32")
             za, zb = _zp_load(a_zero_point, i), _zp_load(b_zero_point, j)
-            return te.sum((x if za is None else x - za) * (y if zb is None else y - zb), axis=rk)
+            return (x if za is None else x - za) * (y if zb is None else y - zb)
 
-        return te.compute(out_shape, body, name="matmul_integer", tag="matmul_integer")
+        return matmul_reduction(a, b, "matmul_integer", product)
 
     @staticmethod
     def reference(a: np.ndarray, b: np.ndarray, a_zero_point: np.ndarray | None = None,
