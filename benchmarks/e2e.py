@@ -220,7 +220,8 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
         graph = from_onnx(proto, shapes={n: np.shape(a) for n, a in feeds.items()})
     model = tensorforge.compile(graph, target="c -mcpu=native")
     compile_s = time.perf_counter() - t0
-    flops = _flops.graph_flops(graph)
+    # a model that stays a program (control flow) runs staged; its flops are not counted (0)
+    flops = _flops.graph_flops(graph) if isinstance(graph, Graph) else 0.0
     inputs = [feeds[n] for n in model.input_names]
     records = None
     if opts.tuned:
@@ -280,7 +281,8 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
         tuned_text = f"  tuned {tunedm:8.2f} ms  tuned/ort {tunedm / ortm:5.2f}" if tunedm else ""
         print(f"{name:15s} {threads}T compile {compile_s:6.1f} s  tensorforge {tf:9.2f} ms  "
               f"onnxruntime {ortm:8.2f} ms  ratio {tf / ortm:6.2f}  max|diff| {err:.1e}  "
-              f"peak {100 * share:5.1f}% ({flops / 1e9:.3f} GFLOP)  {torch_text}{tuned_text}", flush=True)
+              f"peak {f'{100 * share:5.1f}% ({flops / 1e9:.3f} GFLOP)' if flops else 'n/a (staged)'}  "
+              f"{torch_text}{tuned_text}", flush=True)
     return rows
 
 

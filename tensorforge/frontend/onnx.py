@@ -86,6 +86,7 @@ class ConvertContext:
     op_type: str
     outputs: tuple = ()          # the node's output names ("" for an omitted optional output)
     default_opset: int = 0       # the default domain's opset (0: `opset`), for a node of another domain
+    scope: Any = None            # the enclosing graph's values by name (what a body graph may read)
 
     def add(self, op: str, inputs: list, attrs: dict | None = None, name: str | None = None,
             fold: bool = True) -> list[Value]:
@@ -317,7 +318,8 @@ def convert_node(b: GraphBuilder, env: dict, node, label: str, opsets: dict) -> 
         inputs.append(env[i])
     attrs = {a.name: _attr_value(a) for a in node.attribute}
     domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
-    ctx = ConvertContext(b, opsets.get(domain, 1), label, node.op_type, tuple(node.output), opsets.get("", 1))
+    ctx = ConvertContext(b, opsets.get(domain, 1), label, node.op_type, tuple(node.output), opsets.get("", 1),
+                         scope=env)
     try:
         outs = fn(ctx, inputs, attrs)
     except (NotImplementedError, GraphError):

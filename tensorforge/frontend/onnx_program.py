@@ -79,6 +79,8 @@ def _tensor_kind(value: Any) -> str:
     """"tensor" for a numeric NumPy array, else what the value is ("sequence", "none",
     "string", ...): only numeric tensors enter compiled stretches."""
     if isinstance(value, np.ndarray):
+        if value.dtype.kind in "biuf" and value.dtype.itemsize <= 8:   # the common case, no name lookup
+            return "tensor"
         return "tensor" if value.dtype.name in SCALAR_TYPES else "string" if value.dtype.kind in "OUS" \
             else value.dtype.name
     if isinstance(value, list):
@@ -103,6 +105,8 @@ class OnnxProgram:
         self.last_use = self._last_uses()
         self._subprograms: dict[int, OnnxProgram] = {}
         self._attrs: dict[int, dict] = {}
+        self._free: dict[int, tuple[str, ...]] = {}
+        self._reads: dict[int, tuple[bool, tuple[str, ...]]] = {}    # is_host's per-node facts
 
     # -- construction --------------------------------------------------------------------------
     @classmethod
@@ -163,12 +167,20 @@ class OnnxProgram:
     def is_host(self, index: int, env) -> bool:
         """Whether node `index` runs on the host: it has no converter, or it reads a value that
         is not a numeric tensor (a sequence, an absent optional, strings, a string initializer)."""
-        node = self.nodes[index]
-        key = fe.op_key(node.op_type, node.domain)
-        if key not in fe._CONVERTERS:
-            return True
-        return any(n and _tensor_kind(self.initializers[n]) == "string" if n in self.initializers
-                   else n and n in env and _tensor_kind(env[n]) != "tensor" for n in node.input)
+        if index not in self._reads:
+            node = self.nodes[index]
+            names = [n for n in (*node.input, *self.free_names(index)) if n]
+            static = fe.op_key(node.op_type, node.domain) not in fe._CONVERTERS or any(
+                n in self.initializers and _tensor_kind(self.initializers[n]) == "string" for n in names)
+            self._reads[index] = (static, tuple(n for n in names if n not in self.initializers))
+        static, reads = self._reads[index]
+        return static or any(n in env and _tensor_kind(env[n]) != "tensor" for n in reads)
+
+    def free_names(self, index: int) -> tuple[str, ...]:
+        """The enclosing-scope names node `index`'s body graphs read (none for most nodes)."""
+        if index not in self._free:
+            self._free[index] = tuple(sorted(_free_names(self.nodes[index])))
+        return self._free[index]
 
     def plan(self, start: int, env, bound: set[str]) -> Segment | None:
         """The longest static stretch from node `start` given the values in `env`, or None when
@@ -220,7 +232,7 @@ class OnnxProgram:
                     raise GraphError(f"node {k} runs on the host")   # the caller checks is_host first
                 break
             label = node.name or f"{node.op_type}_{k}"
-            for n in node.input:
+            for n in (*node.input, *self.free_names(k)):     # an If branch reads the enclosing scope
                 lookup(n)
             try:
                 outs = fe.convert_node(b, values, node, label, self.opsets)
@@ -229,6 +241,8 @@ class OnnxProgram:
                 if name is not None and name in inputs:
                     raise _Rebind(name) from None
                 if k == start:
+                    if fe.op_key(node.op_type, node.domain) in HOST_OPS:
+                        return None          # an If whose condition is data: the host runs it
                     raise
                 raise _Cut(k) from None
             except fe.RunOnHost:
