@@ -6,7 +6,9 @@ schedule of testing/gemm.py, against numpy.matmul (OpenBLAS), in one process, in
     python benchmarks/gemm.py [--size 1024] [--repeat 15]
 
 Each round times every kernel `repeat // 3` times back to back and keeps its fastest run (noise
-from other processes only slows a run down); the figure is the median over 3 rounds.  The last
+from other processes only slows a run down); the figure is the median over 3 rounds.  After
+numpy's block the benchmark pauses until OpenBLAS's spinning threads have gone to sleep, so
+they do not take the cores of the kernel timed next.  The last
 line reads `gemm 1024 fp32: tensorforge X GFLOP/s, numpy Y GFLOP/s, ratio X/Y` (1 thread, the
 default schedule).
 """
@@ -34,6 +36,10 @@ from tensorforge.target import Target  # noqa: E402
 from tensorforge.testing.gemm import gemm_schedule  # noqa: E402
 
 TARGET = "c -mcpu=native"
+# OpenBLAS's worker threads spin for about 2^28 cycles after a call before they sleep; a kernel
+# timed right after numpy would share its cores with them (tensorforge's second thread gets no
+# core and the caller runs both shares), so each numpy block is followed by this pause.
+OPENBLAS_PARK_S = 0.2
 
 
 def _build(n: int):
@@ -96,6 +102,8 @@ def main() -> None:
                         fn(a, b, c)
                         best = min(best, time.perf_counter() - t0)
                     times[name].append(best)
+                    if name == "numpy":
+                        time.sleep(OPENBLAS_PARK_S)
         peak = peak.merged(_peak.measure([threads]))
         top = peak.gflops[threads]
         gf = {name: flops / statistics.median(ts) / 1e9 for name, ts in times.items()}
