@@ -151,8 +151,9 @@ class Simplifier(Mutator):
         return LinearForm.atom(term, self.key(term), coeff)
 
     def _merge_divmod(self, form: LinearForm) -> LinearForm:
-        # x//c*c*k + x%c*k -> x*k, and the same with a symbolic divisor: (x//n)*n*k + x%n*k.
-        # Terms are only ever removed, so this terminates.
+        # x//c*c*k + x%c*k -> x*k, and the same with a symbolic divisor: (x//n)*n*k + x%n*k;
+        # x//c1%c2*c1*k + x%c1*k -> x%(c1*c2)*k (the index of a reshape, digit by digit).
+        # Each step replaces two terms by at most one, so this terminates.
         changed = True
         while changed:
             changed = False
@@ -164,7 +165,27 @@ class Simplifier(Mutator):
                     form = form.without([k, partner]).add(self.parse(t.a), c)
                     changed = True
                     break
+                digit = self._digit_partner(t, c, form)
+                if digit is not None:
+                    key, modulus = digit
+                    wider = self.visit(E.FloorMod(t.a, E.const(modulus, t.dtype), t.dtype))
+                    form = form.without([k, key]).add(self.parse(wider), c)
+                    changed = True
+                    break
         return form
+
+    def _digit_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> tuple[int, int] | None:
+        """(key, c1 * c2) for a term (x // c1) % c2 with coefficient c * c1 beside `mod` = x % c1
+        (both divisors positive constants), or None."""
+        if not isinstance(mod.b, E.IntImm) or mod.b.value <= 0:
+            return None
+        c1, kx = mod.b.value, self.key(mod.a)
+        for key, (t, coeff) in form.terms.items():
+            if (coeff == c * c1 and isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value > 0
+                    and isinstance(t.a, E.FloorDiv) and isinstance(t.a.b, E.IntImm) and t.a.b.value == c1
+                    and t.dtype == mod.dtype and self.key(t.a.a) == kx):
+                return key, c1 * t.b.value
+        return None
 
     def _div_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> int | None:
         intern = self.interner

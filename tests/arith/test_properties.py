@@ -127,3 +127,30 @@ def test_vector_simplify_keeps_lanes(e, points):
     assert s.dtype == e.dtype
     for env in points:
         assert evaluate(s, env) == evaluate(e, env), (e, s, env)
+
+
+@SETTINGS
+@given(st.integers(1, 12), st.integers(1, 12), st.integers(1, 5), st.integers(-3, 3),
+       st.lists(envs(WIDE), min_size=1, max_size=8), st.booleans())
+def test_reshape_digits_merge(c1, c2, c3, k, points, with_top):
+    """x//c1%c2*c1*k + x%c1*k (+ x//(c1*c2)*(c1*c2)*k) -- the flat index of a reshape rebuilt
+    digit by digit -- keeps its value for every x, and for a plain variable merges into
+    x%(c1*c2)*k (into x*k)."""
+    def digits(x):
+        e = x // c1 % c2 * (c1 * k) + x % c1 * k
+        return e + x // (c1 * c2) * (c1 * c2 * k) if with_top else e
+
+    e = digits(I * c3 + J)
+    s = Analyzer().simplify(e)
+    for env in points:
+        assert evaluate(s, env) == evaluate(e, env), (e, s, env)
+    merged = Analyzer().simplify(digits(I))
+    divmods = [t for t in _nodes(merged) if isinstance(t, (E.FloorMod, E.FloorDiv))]
+    assert len(divmods) <= (0 if with_top or k == 0 else 1), merged
+
+
+def _nodes(e: E.Expr) -> list:
+    from tensorforge.ir.functor import post_order_visit
+    found: list = []
+    post_order_visit(e, found.append)
+    return found
