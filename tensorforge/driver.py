@@ -182,17 +182,18 @@ VIEW_OPS = frozenset({"reshape", "flatten", "squeeze", "unsqueeze", "identity"})
 
 def split_views(graph, groups) -> tuple[list, dict]:
     """(the groups that compute, {output Value: the Value whose bytes it reuses}): a group that
-    is one view op on an intermediate tensor becomes an alias of that tensor in the arena.
-    Graph inputs, params and outputs keep their own buffers."""
-    external = set(graph.inputs) | set(graph.params) | set(graph.outputs)
+    is one view op on an intermediate tensor becomes an alias of that tensor in the arena, and
+    one on a graph input an alias of the caller's array.  Params and outputs keep their own
+    buffers."""
+    external = set(graph.params) | set(graph.outputs)
     views: dict = {}
     kept = []
     for g in groups:
         node = g.nodes[0]
         if len(g.nodes) == 1 and node.op in VIEW_OPS and len(node.outputs) == 1 and node.inputs[0] is not None:
             source, out = views.get(node.inputs[0], node.inputs[0]), node.outputs[0]
-            if source not in external and out not in external and source.dtype == out.dtype \
-                    and source.size == out.size:
+            if source not in external and out not in external and out not in graph.inputs \
+                    and source.dtype == out.dtype and source.size == out.size:
                 views[out] = source
                 continue
         kept.append(g)
@@ -208,7 +209,8 @@ def plan_values(graph, groups, views: dict | None = None):
     steps = [(tuple(views.get(v, v) for v in g.inputs), g.outputs) for g in groups]
     plan = plan_memory(steps, external)
     for out, source in views.items():
-        plan.offsets[out] = plan.offsets[source]
+        if source not in external:              # a view of an input is the caller's array
+            plan.offsets[out] = plan.offsets[source]
     plan.graph_bytes = sum(v.nbytes for n in graph.nodes for v in n.outputs if v not in external)
     return plan
 
@@ -228,8 +230,11 @@ def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name:
             where = "output" if v in graph.outputs else "arena"
             values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": where,
                               "offset": plan.offsets.get(v, 0)}
-    for v in views or {}:
-        values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v]}
+    inputs = set(graph.inputs)
+    for v, source in (views or {}).items():
+        values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "input_view", "offset": 0,
+                          "source": source.name} if source in inputs else \
+            {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v]}
     return ModelSpec(name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
                      values, steps, plan.total_bytes, labels, runs)
 

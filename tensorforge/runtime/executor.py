@@ -5,7 +5,8 @@ kernels of runtime/host_kernels.py; an exported model (`tensorforge.load`) runs 
 compiler.
 
 A model description is plain data (`ModelSpec`), so it serializes to JSON:
-  values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset) or "output"
+  values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset), "output"
+           or "input_view" (an input's bytes under another shape: "source" names the input)
   steps:   ("kernel", symbol, [value names]) or ("opaque", op, attrs, [inputs], [outputs])
   runs:    stretches of consecutive kernel steps compiled into one C function each
            ({"symbol", "steps": [first, end), "slots": [value names]}): the function takes the
@@ -78,6 +79,9 @@ class GraphExecutor:
                 self._steps.append(("opaque", kernel, step))
         self._input_info = [(n, tuple(spec.values[n]["shape"]), dt.to_numpy(spec.values[n]["dtype"]))
                             for n in spec.inputs]
+        # values that reinterpret an input's bytes (a reshape of an input): the caller's array
+        self._input_views = [(n, info["source"], tuple(info["shape"])) for n, info in spec.values.items()
+                             if info["where"] == "input_view"]
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps
         self._plan = []
         by_first = {r["steps"][0]: r for r in spec.runs} if self.lib is not None else {}
@@ -145,6 +149,8 @@ class GraphExecutor:
         env = {}
         for name, shape, dtype in self._input_info:
             env[name] = self.memory.from_host(checked_input(name, named[name], shape, dtype))
+        for name, source, shape in self._input_views:
+            env[name] = env[source].reshape(shape)      # contiguous (from_host): a view, no copy
         return env
 
     def _run(self, named: dict, timings: list | None = None) -> list[np.ndarray]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import dtype as dt
 
-PLACES = ("input", "param", "arena", "output")
+PLACES = ("input", "param", "arena", "output", "input_view")
 
 
 class SpecError(ValueError):
@@ -82,6 +82,14 @@ def validate_spec(spec, params: dict) -> None:
             if tuple(array.shape) != shape or array.dtype != dtype:
                 raise SpecError(f"param {name!r}: params.npz holds {array.dtype.name}{list(array.shape)}, "
                                 f"the model expects {dtype.name}{list(shape)}")
+        if where == "input_view":
+            source = values.get(info.get("source"))
+            if not isinstance(source, dict) or source.get("where") != "input":
+                raise SpecError(f"value {name!r} is a view of {info.get('source')!r}, which is not an input")
+            if int(np.prod(_shape(info["source"], source), dtype=object)) * _dtype(info["source"], source).itemsize \
+                    != nbytes:
+                raise SpecError(f"value {name!r} ({nbytes} bytes) is a view of input {info['source']!r} "
+                                "of another size")
         layout[name] = (shape, dtype, where)
     extra = sorted(set(params) - {n for n, v in layout.items() if v[2] == "param"})
     if extra:
@@ -91,7 +99,7 @@ def validate_spec(spec, params: dict) -> None:
     for n in inputs:
         if layout[n][2] != "input":
             raise SpecError(f"input {n!r} is placed in {layout[n][2]!r}, not given as an input")
-    written = {n for n, v in layout.items() if v[2] in ("input", "param")}
+    written = {n for n, v in layout.items() if v[2] in ("input", "param", "input_view")}
     if not isinstance(spec.steps, list):
         raise SpecError("the model's steps are not a list")
     for k, step in enumerate(spec.steps):
