@@ -2,7 +2,9 @@
 layout transforms between NCHW and NCHW[x]c.
 
 `conv2d_nchwc(data, packed_weight)` reads data laid out as `data_layout` says, NCHW (N, C, H, W)
-or NCHW[b]c (N, C / b, H, W, b), and weights laid out as (F / B, C, KH, KW, B); it writes
+or NCHW[b]c (N, C / b, H, W, b), and weights laid out as (F / B, C / G, KH, KW, B) for `groups`
+G (each output block lies in one group, so B divides F / G, and a blocked input's b divides
+C / G: output block fo reads the input channels of its group only); it writes
 (N, F / B, OH, OW, B): the B output channels of a block are contiguous, so the CPU template
 accumulates a (OW-tile x B) register block with one vector per output column (the GEMM
 micro-kernel shape).  With blocked data the reduction over input channels is split into the
@@ -91,11 +93,16 @@ def _data_nchw_shape(shape: tuple, layout: str) -> tuple:
 class conv2d_nchwc:
     @staticmethod
     def infer(data: TensorType, wp: TensorType, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
-              data_layout="NCHW"):
+              data_layout="NCHW", groups=1):
         n, c, h, w = _data_nchw_shape(tuple(data.shape), data_layout)
-        if len(wp.shape) != 5 or c != wp.shape[1]:
+        groups = int(groups)
+        if len(wp.shape) != 5 or groups < 1 or c != wp.shape[1] * groups:
             raise OpError(f"conv2d_nchwc: data {tuple(data.shape)} ({data_layout}) and packed weight "
-                          f"{tuple(wp.shape)} disagree")
+                          f"{tuple(wp.shape)} disagree (groups {groups})")
+        bi = layout_block(data_layout)
+        if wp.shape[0] % groups or (bi and wp.shape[1] % bi):
+            raise OpError(f"conv2d_nchwc: {groups} groups split neither the {wp.shape[0]} output blocks nor "
+                          f"the {wp.shape[1]} input channels per group into whole blocks of {bi or 1}")
         oh, ow = _out_hw((h, w), wp.shape[2:4], strides, padding, dilations)
         if oh <= 0 or ow <= 0:
             raise OpError("conv2d_nchwc: the window is larger than the padded input")
@@ -103,10 +110,11 @@ class conv2d_nchwc:
 
     @staticmethod
     def compute(data: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
-                data_layout="NCHW"):
+                data_layout="NCHW", groups=1):
         shape = tuple(int(d.value) for d in data.shape)
-        n, c, h, w = _data_nchw_shape(shape, data_layout)
-        fb, _, kh, kw, b = (int(d.value) for d in wp.shape)
+        n, _, h, w = _data_nchw_shape(shape, data_layout)
+        fb, c, kh, kw, b = (int(d.value) for d in wp.shape)       # c: input channels per group
+        per_group = fb // int(groups)                              # output blocks per group
         oh, ow = _out_hw((h, w), (kh, kw), strides, padding, dilations)
         ext = padded_extent((h, w), (oh, ow), (kh, kw), strides, dilations)
         ry = te.reduce_axis((0, kh), name="ry")
@@ -117,26 +125,33 @@ class conv2d_nchwc:
         if not bi:
             padded = pad_stage(data, (padding[0], padding[1]), ext)
             rc = te.reduce_axis((0, c), name="rc")
+
+            def channel(fo, rc):
+                return rc if per_group == fb else fo // per_group * c + rc
             return te.compute(
                 (n, fb, oh, ow, b),
-                lambda i, fo, y, x, fi: te.sum(padded[i, rc, y * sy + ry * dy, x * sx + rx * dx]
+                lambda i, fo, y, x, fi: te.sum(padded[i, channel(fo, rc), y * sy + ry * dy, x * sx + rx * dx]
                                                * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
                 name="conv2d_nchwc", tag="conv2d_nchwc")
         # the channel block rides along as a third "spatial" axis that needs no padding
         padded = pad_stage(data, (padding[0], padding[1], 0), (*ext, bi))
         rco = te.reduce_axis((0, c // bi), name="rco")
         rci = te.reduce_axis((0, bi), name="rci")
+
+        def block(fo, rco):
+            return rco if per_group == fb else fo // per_group * (c // bi) + rco
         return te.compute(
             (n, fb, oh, ow, b),
-            lambda i, fo, y, x, fi: te.sum(padded[i, rco, y * sy + ry * dy, x * sx + rx * dx, rci]
+            lambda i, fo, y, x, fi: te.sum(padded[i, block(fo, rco), y * sy + ry * dy, x * sx + rx * dx, rci]
                                            * wp[fo, rco * bi + rci, ry, rx, fi], axis=[rco, ry, rx, rci]),
             name="conv2d_nchwc", tag="conv2d_nchwc")
 
     @staticmethod
-    def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1), data_layout="NCHW"):
+    def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1), data_layout="NCHW",
+                  groups=1):
         _data_nchw_shape(data.shape, data_layout)
         x = to_nchw(data) if layout_block(data_layout) else data
-        out = conv_reference(x, unpack_weight(wp), strides, padding, dilations, 1)
+        out = conv_reference(x, unpack_weight(wp), strides, padding, dilations, int(groups))
         return to_nchwc(out, wp.shape[4])
 
 

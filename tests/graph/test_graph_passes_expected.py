@@ -270,13 +270,27 @@ def test_alter_layout_transposes_dense_weights_and_packs_convs():
     assert_graph_equal(alter_layout(before, AVX512), e.finish([y, z]))
 
 
-def test_alter_layout_leaves_grouped_and_narrow_convs_alone():
+def test_alter_layout_leaves_narrow_convs_alone():
     b = builder()
     img = b.input("img", (1, 4, 8, 8), "float32")
     y = b.add1("conv2d", [img, b.const(rand(6, 4, 3, 3))], CONV)              # 6 channels: no block
-    z = b.add1("conv2d", [img, b.const(rand(16, 2, 3, 3))], dict(CONV, groups=2))
-    g = b.finish([y, z])
+    z = b.add1("conv2d", [img, b.const(rand(12, 2, 3, 3))], dict(CONV, groups=2))   # 6 per group
+    d = b.add1("conv2d", [img, b.const(rand(16, 1, 3, 3))], dict(CONV, groups=4))   # depthwise
+    g = b.finish([y, z, d])
     assert alter_layout(g, AVX512) is g
+
+
+def test_alter_layout_blocks_a_grouped_conv_per_group():
+    """16 output channels in 2 groups: blocks of 8 (half a vector), each inside one group."""
+    wc = rand(16, 2, 3, 3)
+    b = builder()
+    img = b.input("img", (1, 4, 8, 8), "float32")
+    g = b.finish([b.add1("conv2d", [img, b.const(wc)], dict(CONV, groups=2))])
+    e = builder()
+    img = e.input("img", (1, 4, 8, 8), "float32")
+    attrs = {k: CONV[k] for k in ("strides", "padding", "dilations")}
+    blocked = e.add1("conv2d_nchwc", [img, e.const(pack_oihw(wc, 8))], dict(attrs, groups=2))
+    assert_graph_equal(alter_layout(g, AVX512), e.finish([e.add1("nchwc_to_nchw", [blocked])]))
 
 
 # -- alter_layout_column_conv ---------------------------------------------------------------------

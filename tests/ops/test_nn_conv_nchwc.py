@@ -133,3 +133,60 @@ def test_compiled_blocked_conv_chain(c, hw, k, stride, residual):
     assert any(n.attrs.get("data_layout", "NCHW") != "NCHW" for n in model.info["graph"].nodes)
     xs = rng.standard_normal(x.shape).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,f,groups,bi,bo,k,stride,dil", [
+    (32, 64, 2, 0, 16, 3, (1, 1), (1, 1)),       # NCHW input, 2 groups of 16 -> 32
+    (64, 64, 4, 16, 16, 3, (1, 1), (2, 2)),      # blocked input, 4 groups, dilated
+    (48, 96, 3, 8, 16, 1, (2, 2), (1, 1)),       # 3 groups of 16 -> 32, input blocks of 8
+])
+def test_grouped_against_reference(c, f, groups, bi, bo, k, stride, dil):
+    """Each output block reads only its group's input channels, NCHW or blocked."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, c, 9, 11)).astype("float32")
+    w = rng.standard_normal((f, c // groups, k, k)).astype("float32")
+    attrs = {"strides": stride, "padding": (k // 2 * dil[0],) * 4, "dilations": dil, "groups": groups}
+    data = to_nchwc(x, bi) if bi else x
+    if bi:
+        attrs["data_layout"] = f"NCHW{bi}c"
+    (y,) = check_op("conv2d_nchwc", [data, pack_weight(w, bo)], attrs, rtol=1e-4, atol=1e-4)
+    from tensorforge.ops.nn_conv import conv_reference
+    want = conv_reference(x, w, stride, attrs["padding"], dil, groups)
+    np.testing.assert_allclose(to_nchw(y), want, rtol=1e-4, atol=1e-4)
+
+
+def test_grouped_errors_name_the_groups():
+    from tensorforge.ops.registry import OpError, TensorType, get
+    conv = get("conv2d_nchwc")
+    with pytest.raises(OpError, match="groups 3"):
+        conv.infer_types([TensorType((1, 32, 5, 5), "float32"), TensorType((2, 16, 3, 3, 16), "float32")],
+                         {"groups": 3})
+    with pytest.raises(OpError, match="whole blocks"):        # input blocks of 16 straddle groups of 8
+        conv.infer_types([TensorType((1, 2, 5, 5, 16), "float32"), TensorType((2, 8, 3, 3, 16), "float32")],
+                         {"groups": 4, "data_layout": "NCHW16c"})
+
+
+@pytest.mark.parametrize("c,f,groups,k,dil", [
+    (64, 128, 2, 3, 1),       # two groups of 32 -> 64, after a conv with blocks of 32
+    (64, 48, 2, 3, 2),        # 24 output channels per group: half-vector blocks, dilated
+])
+def test_compiled_grouped_conv_is_blocked(c, f, groups, k, dil):
+    """A grouped conv takes the blocked template (not the generic NCHW conv) and, after a
+    blocked conv, reads its blocked output."""
+    rng = np.random.default_rng(7)
+    b = GraphBuilder("grouped")
+    x = b.input("x", (1, c, 12, 10), "float32")
+    w1 = b.const(rng.standard_normal((c, c, 1, 1)).astype("float32") * 0.1, "w1")
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], {"strides": (1, 1), "padding": (0,) * 4, "dilations": (1, 1),
+                                                   "groups": 1})])
+    w2 = b.const(rng.standard_normal((f, c // groups, k, k)).astype("float32") * 0.1, "w2")
+    y = b.add1("conv2d", [h, w2], {"strides": (1, 1), "padding": (k // 2 * dil,) * 4, "dilations": (dil, dil),
+                                   "groups": groups})
+    g = b.finish([b.add1("relu", [y])])
+    model = tensorforge.compile(g, opt_level=3)
+    nodes = model.info["graph"].nodes
+    grouped = [n for n in nodes if n.op == "conv2d_nchwc" and n.attrs.get("groups") == groups]
+    assert len(grouped) == 1 and not any(n.op == "conv2d" for n in nodes), [n.op for n in nodes]
+    assert grouped[0].attrs.get("data_layout", "NCHW") != "NCHW"
+    xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

@@ -2,9 +2,10 @@
 
 - dense(x, W) with a constant W (units, in) becomes matmul(x, W^T): the kernel then walks the
   output units contiguously, so they vectorize, instead of a scalar dot product per unit.
-- conv2d(x, W) with a constant W, one group and a channel count that splits into SIMD blocks
-  (whole vectors, or half vectors: MobileNetV2's 24 channels)
-  becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B
+- conv2d(x, W) with a constant W and output channels per group that split into SIMD blocks
+  (whole vectors, or half vectors: MobileNetV2's 24 channels; depthwise convs are
+  alter_layout_propagate's) becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw:
+  the kernel accumulates B
   output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
   output channels and the target's vector width (`block_for`); the pass after this one,
   alter_layout_propagate, keeps the blocked result where its readers can take it.
@@ -40,13 +41,16 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
             changed = True
         elif blocks and _packable_conv(n, params, target):
             w = params[n.inputs[1]]
-            block = block_for(w.shape[0], w.dtype, target)
+            groups = int(n.attrs.get("groups", 1))
+            block = block_for(w.shape[0] // groups, w.dtype, target)     # blocks do not straddle groups
             wp = pack_weight(w, block)
             wv = Value(n.inputs[1].name + f"_oihw{block}o", wp.shape, wp.dtype.name)
             params[wv] = wp
             y = n.outputs[0]
             mid = Value(y.name + "_nchwc", (y.shape[0], y.shape[1] // block, y.shape[2], y.shape[3], block), y.dtype)
             attrs = {k: n.attrs[k] for k in ("strides", "padding", "dilations") if k in n.attrs}
+            if groups > 1:
+                attrs["groups"] = groups
             nodes.append(Node("conv2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
             nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
             changed = True
@@ -70,6 +74,7 @@ def block_for(channels: int, dtype, target: Target) -> int:
 def _packable_conv(n: Node, params: dict, target: Target) -> bool:
     if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
         return False
-    if n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32":
-        return False
-    return n.outputs[0].shape[1] % max(target.simd_lanes(n.outputs[0].dtype) // 2, 1) == 0
+    groups = int(n.attrs.get("groups", 1))
+    if n.outputs[0].dtype != "float32" or (groups > 1 and groups == n.inputs[0].shape[1]):
+        return False            # depthwise: alter_layout_propagate's depthwise_conv2d_nchwc
+    return (n.outputs[0].shape[1] // groups) % max(target.simd_lanes(n.outputs[0].dtype) // 2, 1) == 0

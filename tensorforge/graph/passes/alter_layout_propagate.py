@@ -173,6 +173,8 @@ class _Propagation:
         t = self._twin(x)
         if t is None or layout_block(n.attrs.get("data_layout", "NCHW")):
             return False
+        if (x.shape[1] // int(n.attrs.get("groups", 1))) % t.shape[4]:
+            return False        # an input block would straddle two groups
         attrs = dict(n.attrs, data_layout=blocked_layout(t.shape[4]))
         self._emit(Node(n.op, (t, *n.inputs[1:]), n.outputs, attrs, n.name))
         return True

@@ -80,6 +80,8 @@ def _tile_for(n: Node, params: dict) -> int:
         return 0
     if tuple(n.attrs.get("strides", (1, 1))) != (1, 1) or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
         return 0
+    if int(n.attrs.get("groups", 1)) != 1:
+        return 0
     w = params[n.inputs[1]]
     if w.ndim != 5 or tuple(w.shape[2:4]) != (3, 3) or w.dtype != np.float32:
         return 0
