@@ -75,6 +75,6 @@ def _packable_conv(n: Node, params: dict, target: Target) -> bool:
     if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
         return False
     groups = int(n.attrs.get("groups", 1))
-    if n.outputs[0].dtype != "float32" or (groups > 1 and groups == n.inputs[0].shape[1]):
+    if n.outputs[0].dtype != "float32" or (groups > 1 and groups == n.inputs[0].shape[1] == n.outputs[0].shape[1]):
         return False            # depthwise: alter_layout_propagate's depthwise_conv2d_nchwc
     return (n.outputs[0].shape[1] // groups) % max(target.simd_lanes(n.outputs[0].dtype) // 2, 1) == 0
