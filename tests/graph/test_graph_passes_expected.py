@@ -273,7 +273,8 @@ def test_alter_layout_transposes_dense_weights_and_packs_convs():
 def test_alter_layout_leaves_narrow_convs_alone():
     b = builder()
     img = b.input("img", (1, 4, 8, 8), "float32")
-    y = b.add1("conv2d", [img, b.const(rand(6, 4, 3, 3))], CONV)              # 6 channels: no block
+    pointwise = dict(CONV, padding=(0, 0, 0, 0))
+    y = b.add1("conv2d", [img, b.const(rand(6, 4, 1, 1))], pointwise)       # 6 channels, no overlap: im2col's
     z = b.add1("conv2d", [img, b.const(rand(12, 2, 3, 3))], dict(CONV, groups=2))   # 6 per group
     d = b.add1("conv2d", [img, b.const(rand(4, 1, 3, 3))], dict(CONV, groups=4))    # depthwise
     g = b.finish([y, z, d])
@@ -641,3 +642,19 @@ def test_each_pass_returns_a_valid_graph_on_its_own_output(name):
     y = b.add1("softmax", [y], {"axes": (-1,)})
     once = fn(b.finish([y]), AVX512)
     assert_graph_equal(fn(once, AVX512), once)
+
+
+def test_alter_layout_pads_few_filters_of_overlapping_windows():
+    """6 filters of a 3x3 stride-1 conv: padded with zero filters to a block of 8, sliced back."""
+    wc = rand(6, 4, 3, 3)
+    b = builder()
+    img = b.input("img", (1, 4, 8, 8), "float32")
+    g = b.finish([b.add1("conv2d", [img, b.const(wc)], CONV)])
+    e = builder()
+    img = e.input("img", (1, 4, 8, 8), "float32")
+    padded = np.concatenate([wc, np.zeros((2, 4, 3, 3), np.float32)])
+    blocked = e.add1("conv2d_nchwc", [img, e.const(pack_oihw(padded, 8))],
+                     {k: CONV[k] for k in ("strides", "padding", "dilations")})
+    full = e.add1("nchwc_to_nchw", [blocked])
+    y = e.add1("slice", [full], {"starts": (0,), "ends": (6,), "axes": (1,)})
+    assert_graph_equal(alter_layout(g, AVX512), e.finish([y]))

@@ -190,3 +190,43 @@ def test_compiled_grouped_conv_is_blocked(c, f, groups, k, dil):
     assert grouped[0].attrs.get("data_layout", "NCHW") != "NCHW"
     xs = rng.standard_normal(x.shape).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c,f,k,stride,dil", [
+    (32, 4, (64, 1), (4, 1), (1, 1)),     # a tall kernel with few filters (a pitch estimator's kind)
+    (12, 7, (3, 3), (1, 1), (2, 2)),      # 7 filters: padded to a half-vector block
+    (5, 33, (5, 5), (1, 1), (1, 1)),      # 33 filters: padded to 48, three blocks of 16
+    (8, 1, (7, 1), (1, 1), (1, 1)),       # one filter
+])
+def test_few_filters_are_padded_to_a_block(c, f, k, stride, dil):
+    """A conv whose filters do not fill half a vector runs blocked on zero-padded filters, the
+    padding sliced off (no im2col copy of overlapping windows), and equals the reference."""
+    rng = np.random.default_rng(8)
+    b = GraphBuilder("few")
+    x = b.input("x", (1, c, 40, 9), "float32")
+    w = b.const(rng.standard_normal((f, c, *k)).astype("float32") * 0.1, "w")
+    pad = (k[0] // 2 * dil[0], k[1] // 2 * dil[1]) * 2
+    y = b.add1("conv2d", [x, w], {"strides": stride, "padding": pad, "dilations": dil, "groups": 1})
+    y = b.add1("add", [y, b.const(rng.standard_normal((f, 1, 1)).astype("float32"), "bias")])
+    g = b.finish([b.add1("relu", [y])])
+    model = tensorforge.compile(g, opt_level=2)
+    ops = [n.op for n in model.info["graph"].nodes]
+    assert "conv2d_nchwc" in ops and "im2col" not in ops and "conv2d" not in ops, ops
+    xs = rng.standard_normal(x.shape).astype("float32")
+    got = model(xs)[0]
+    assert got.shape == run_reference(g, xs)[0].shape
+    np.testing.assert_allclose(got, run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_few_filters_stay_a_gemm():
+    """A 1x1 conv with 7 filters copies nothing in im2col: it stays one GEMM."""
+    rng = np.random.default_rng(9)
+    b = GraphBuilder("pointwise")
+    x = b.input("x", (1, 16, 10, 10), "float32")
+    w = b.const(rng.standard_normal((7, 16, 1, 1)).astype("float32"), "w")
+    g = b.finish([b.add1("conv2d", [x, w], {"strides": (1, 1), "padding": (0,) * 4, "dilations": (1, 1),
+                                            "groups": 1})])
+    model = tensorforge.compile(g, opt_level=2)
+    assert "conv2d_nchwc" not in [n.op for n in model.info["graph"].nodes]
+    xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

@@ -9,6 +9,11 @@
   output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
   output channels and the target's vector width (`block_for`); the pass after this one,
   alter_layout_propagate, keeps the blocked result where its readers can take it.
+- A one-group conv whose output channels do not fill half a vector (1, 4, 7, 33 channels)
+  takes the same path with its channels padded by zero filters to the next block, the padding
+  cut off by a slice, when its windows overlap a lot (at least PAD_MIN_OVERLAP taps per output
+  position and stride): a tall kernel such as 64x1 over 512 rows.  Otherwise alter_layout_im2col
+  makes it one GEMM on its windows, which copies each input value taps / strides times.
 """
 from __future__ import annotations
 
@@ -39,20 +44,29 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
             changed = True
-        elif blocks and _packable_conv(n, params, target):
+        elif blocks and (_packable_conv(n, params, target) or _paddable_conv(n, params, target)):
             w = params[n.inputs[1]]
             groups = int(n.attrs.get("groups", 1))
+            y = n.outputs[0]
+            padded = _padded_channels(w.shape[0], target) if groups == 1 else w.shape[0]
+            if padded != w.shape[0]:
+                w = np.concatenate([w, np.zeros((padded - w.shape[0], *w.shape[1:]), w.dtype)])
             block = block_for(w.shape[0] // groups, w.dtype, target)     # blocks do not straddle groups
             wp = pack_weight(w, block)
             wv = Value(n.inputs[1].name + f"_oihw{block}o", wp.shape, wp.dtype.name)
             params[wv] = wp
-            y = n.outputs[0]
-            mid = Value(y.name + "_nchwc", (y.shape[0], y.shape[1] // block, y.shape[2], y.shape[3], block), y.dtype)
+            mid = Value(y.name + "_nchwc", (y.shape[0], padded // block, y.shape[2], y.shape[3], block), y.dtype)
             attrs = {k: n.attrs[k] for k in ("strides", "padding", "dilations") if k in n.attrs}
             if groups > 1:
                 attrs["groups"] = groups
             nodes.append(Node("conv2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
-            nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
+            if padded == y.shape[1]:
+                nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
+            else:
+                full = Value(y.name + "_padded", (y.shape[0], padded, *y.shape[2:]), y.dtype)
+                nodes.append(Node("nchwc_to_nchw", (mid,), (full,), {}, n.name + "_nchw"))
+                nodes.append(Node("slice", (full,), (y,), {"starts": (0,), "ends": (y.shape[1],), "axes": (1,)},
+                                  n.name + "_channels"))
             changed = True
         else:
             nodes.append(n)
@@ -69,6 +83,29 @@ def block_for(channels: int, dtype, target: Target) -> int:
     if channels % (2 * lanes) == 0:
         return 2 * lanes
     return lanes if channels % lanes == 0 else lanes // 2
+
+
+# taps per output position and stride from which padding output channels beats im2col's copies
+PAD_MIN_OVERLAP = 4
+
+
+def _padded_channels(channels: int, target: Target) -> int:
+    """`channels` rounded up to half a vector (up to half a vector) or to a whole one."""
+    half = max(target.simd_lanes("float32") // 2, 1)
+    step = half if channels <= half else 2 * half
+    return -(-channels // step) * step
+
+
+def _paddable_conv(n: Node, params: dict, target: Target) -> bool:
+    """A one-group float32 conv with constant weights whose windows overlap enough that padding
+    its output channels to a block is cheaper than im2col (module docstring)."""
+    if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params or n.outputs[0].dtype != "float32":
+        return False
+    if int(n.attrs.get("groups", 1)) != 1 or any(p < 0 for p in n.attrs.get("padding") or (0,)):
+        return False
+    kh, kw = n.inputs[1].shape[2:4]
+    sh, sw = n.attrs.get("strides") or (1, 1)
+    return kh * kw >= PAD_MIN_OVERLAP * sh * sw
 
 
 def _packable_conv(n: Node, params: dict, target: Target) -> bool:
