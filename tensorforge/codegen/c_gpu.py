@@ -36,6 +36,7 @@ class GPUDialect(Dialect):
     prelude: str = ""                   # text after the includes
     half_prelude: str = ""              # text needed when float16 is used
     double_prelude: str = ""            # text needed when float64 is used
+    extensions: tuple = ()              # (word, line): `line` heads a source that uses `word`
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class GPUPrinter(CLikePrinter):
         if self.uses_type("float64", text):
             head.append(self.dialect.double_prelude)
         head.append(self.dialect.prelude)
+        head += [line for word, line in self.dialect.extensions if word in text]
         helpers = [self.dialect.helper_prefix + h[len("static inline"):] if h.startswith("static inline") else h
                    for h in self.helpers.values()]
         return GPUSource("\n".join([x for x in head if x] + [""] + helpers + [""] + bodies) + "\n", functions)

@@ -49,6 +49,7 @@ OPENCL_DIALECT = GPUDialect(
               "image3d_t", "sampler_t", "event_t", "vec_type_hint", "barrier", "true", "false",
               "char", "short", "long", "float", "double", "int", "bool", "void"),
     double_prelude="#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
+    extensions=(("sub_group_", "#pragma OPENCL EXTENSION cl_khr_subgroups : enable"),),
 )
 
 
