@@ -24,21 +24,9 @@ from ...te import thread_axis
 from ...te.space import as_config
 from . import template
 from .common import const_shape
-from .gpu import THREADS, complex_out, schedule_roots
+from .gpu import THREADS, complex_out, schedule_roots, stages_by_name
 
 THREAD_CHOICES = (32, 64, 128, 256)
-
-
-def _stages(out) -> dict:
-    """The op's compute stages by name, producers of `out` included."""
-    found, todo = {}, [out]
-    while todo:
-        t = todo.pop()
-        if t.op.name in found or not hasattr(t.op, "axis"):
-            continue
-        found[t.op.name] = t
-        todo.extend(t.op.input_tensors())
-    return found
 
 
 def _divisors(n: int) -> list[int]:
@@ -49,7 +37,7 @@ def _divisors(n: int) -> list[int]:
 def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
     out = master_outs[0]
-    stages = _stages(out)
+    stages = stages_by_name(out)
     gates = [t for name, t in stages.items() if name.endswith("_cell_gates")]
     if len(gates) != 1 or len(master_outs) != 1 or any(d == 0 for d in const_shape(out)):
         return complex_out(s, master_outs, outs, target, None)

@@ -20,19 +20,8 @@ from ...te import thread_axis
 from ...te.space import as_config
 from . import template
 from .common import num_elements
-from .gpu import bind_flat, complex_out, inline_data_stages, schedule_roots
+from .gpu import bind_flat, complex_out, inline_data_stages, schedule_roots, stages_by_name
 from .gpu_tiled import schedule_tiled
-
-
-def _stages(out) -> dict:
-    found, todo = {}, [out]
-    while todo:
-        t = todo.pop()
-        if t.op.name in found or not hasattr(t.op, "axis"):
-            continue
-        found[t.op.name] = t
-        todo.extend(t.op.input_tensors())
-    return found
 
 
 def _bind(s, t, fused):
@@ -50,7 +39,7 @@ def _bind(s, t, fused):
 def conv2d_winograd_nchw(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
     out = master_outs[0]
-    stages = _stages(out)
+    stages = stages_by_name(out)
     if len(master_outs) != 1 or not {"wino_t", "wino_v", "wino_m", "wino_s", "wino_y"} <= set(stages):
         return complex_out(s, master_outs, outs, target, None)
     inline_data_stages(s, master_outs, keep={stages[n].op for n in ("wino_t", "wino_s", "wino_y", "wino_v")})
