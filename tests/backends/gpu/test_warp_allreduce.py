@@ -143,3 +143,64 @@ def test_opencl_without_sub_groups_keeps_the_tree(monkeypatch):
     s, args = _rows(4, 1000, 128, "sum")
     text = codegen_opencl([tensorforge.lower(s, args, target="opencl")]).text
     assert "sub_group" not in text and "__local float B_red[128];" in text
+
+
+# -- select_allreduce, before and expected --------------------------------------------------------
+
+def _hand_written(width: int, combiner_name: str = "sum"):
+    """A PrimFunc whose one annotated reduction has a tree (`tree`) and one warp form for `width`:
+    every lane reduces acc, the first lane of each warp writes its warp's slot.  Returns the
+    function and the pieces the expected programs are built from."""
+    from tensorforge.ir.expr import Var, const
+    from tensorforge.te.tensor import prod
+    from tensorforge.te.tensor import sum as te_sum
+    from tensorforge.tir.allreduce import WARP_INDEX, WARP_LANE, WARP_REDUCE, WarpForms
+
+    reducer = {"sum": te_sum, "prod": prod}[combiner_name]
+    x = te.placeholder((1,), name="x")
+    k = te.reduce_axis((0, 1), name="k")
+    combiner = reducer(x[k], axis=k).combiner
+    out = N.Buffer("out", (2,), "float32")
+    acc = N.Buffer("acc", (1,), "float32", N.LOCAL)
+    slots = N.Buffer("slots", (2,), "float32", N.SHARED)
+    t, v = Var("t"), Var("v", "float32")
+    tree = N.BufferStore(out, const(0.0), (const(0),))
+    form = N.LetStmt(v, N.CallExtern("float32", WARP_REDUCE, (N.BufferLoad(acc, (const(0),)),)),
+                     N.IfThenElse(N.CallExtern("int32", WARP_LANE, (t,)) == 0,
+                                  N.BufferStore(slots, v, (N.CallExtern("int32", WARP_INDEX, (t,)),))))
+    body = N.AttrStmt(WARP_ATTR, WarpForms(combiner, "float32", ((width, form),)), tree)
+    return N.PrimFunc("f", (out,), body), (combiner, acc, slots, t, v, tree)
+
+
+def test_select_allreduce_writes_cuda_shuffles_for_the_32_wide_form():
+    from tensorforge.arith import structural_equal
+    from tensorforge.backends.gpu_warp import CUDA_WARP_LOWERING
+    from tensorforge.ir.expr import Var, const
+
+    func, (combiner, acc, slots, t, v, _) = _hand_written(32)
+    got = select_allreduce(func, CUDA_WARP_LOWERING)
+    names = [Var(f"v_{n}", "float32") for n in range(5)]
+    chain = [names[0]] + names[1:] + [v]
+    body: N.Stmt = N.IfThenElse(t % 32 == 0, N.BufferStore(slots, v, (t // 32,)))
+    for n in range(5, 0, -1):                    # lanes 16, 8, 4, 2, 1 apart
+        shfl = N.CallExtern("float32", "__shfl_xor_sync",
+                            (const(0xFFFFFFFF, "uint32"), chain[n - 1], const(32 >> n), const(32)))
+        body = N.LetStmt(chain[n], combiner.combine([chain[n - 1]], [shfl])[0], body)
+    want = N.LetStmt(names[0], N.BufferLoad(acc, (const(0),)), body)
+    assert structural_equal(got, func.with_body(want), map_vars=True), f"got:\n{got}\nexpected:\n{want}"
+
+
+def test_select_allreduce_uses_sub_group_built_ins_and_keeps_the_tree_for_what_they_lack():
+    from tensorforge.arith import structural_equal
+    from tensorforge.backends.gpu_warp import CUDA_WARP_LOWERING, sub_group_lowering
+    from tensorforge.ir.expr import const
+
+    func, (_, acc, slots, _, v, tree) = _hand_written(16)
+    got = select_allreduce(func, sub_group_lowering(16))
+    want = N.LetStmt(v, N.CallExtern("float32", "sub_group_reduce_add", (N.BufferLoad(acc, (const(0),)),)),
+                     N.IfThenElse(N.CallExtern("int32", "get_sub_group_local_id", ()) == 0,
+                                  N.BufferStore(slots, v, (N.CallExtern("int32", "get_sub_group_id", ()),))))
+    assert structural_equal(got, func.with_body(want)), f"got:\n{got}\nexpected:\n{want}"
+    assert select_allreduce(func, CUDA_WARP_LOWERING).body is tree          # no 32-wide form
+    product, (*_, tree) = _hand_written(16, "prod")
+    assert select_allreduce(product, sub_group_lowering(16)).body is tree    # no sub_group_reduce_mul
