@@ -11,7 +11,9 @@ Sections:
   (opt_level 0: one kernel per op, batch norm not folded), the paper's Figure 4;
 - fig7: a matmul with and without cooperative shared-memory fetching (the matmul.gpu template's
   `shared` knob, everything else at its default), the paper's Figure 7;
-- convs: ResNet-18's conv layers C1-C12 (the paper's Table 2) against cuDNN (torch conv2d).
+- convs: ResNet-18's conv layers C1-C12 (the paper's Table 2) against cuDNN (torch conv2d); the
+  layers compiled as Winograd convs are also timed direct (`-winograd=0`), so `direct/tensorforge`
+  above 1 says Winograd pays on that layer.
 
 Every row times a call from NumPy arrays to NumPy arrays on both sides (inputs copied to the
 device, outputs back), median of `--repeat` calls after a warm-up, calls of the two sides
@@ -262,6 +264,10 @@ def bench_convs(target: str, repeat: int, quick: bool, torch) -> list[dict]:
         model = tensorforge.compile(from_onnx(work.model), target=target)
         x = work.feeds["x"]
         fns: dict[str, Callable] = {"tensorforge": lambda m=model, x=x: m(x)}
+        if "wino_m" in model.source:
+            direct = tensorforge.compile(from_onnx(work.model), target=f"{target} -winograd=0")
+            fns["direct"] = lambda m=direct, x=x: m(x)
+            _close(fns["direct"](), fns["tensorforge"](), f"convs {name} direct")
         if torch is not None:
             w = torch.from_numpy(work.weight).cuda()
             fns["cudnn"] = _torch_call(torch, lambda t, layer=layer, w=w: torch.nn.functional.conv2d(

@@ -28,8 +28,9 @@ def backend_passes(target) -> dict:
     (none without a target)."""
     if target is None:
         return {}
-    backend = backend_for(Target.parse(target))
-    return {phase: backend.passes_at(phase) for phase in PHASES}
+    tgt = Target.parse(target)
+    backend = backend_for(tgt)
+    return {phase: backend.passes_at(phase, tgt) for phase in PHASES}
 
 
 def build(inputs, args: Sequence[Tensor] | None = None, target="c", name: str = "main"):

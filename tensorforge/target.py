@@ -150,7 +150,7 @@ class Target:
 
     def prefers(self, layout: str) -> bool:
         """Whether the graph passes may apply layout rewrite `layout` for this target
-        ("NCHWc", "packed_weights", "rows", "winograd"; see backends/registry.py)."""
+        ("NCHWc", "packed_weights", "packed_rnn", "rows", "winograd", "winograd_nchw"; see backends/registry.py)."""
         return layout in self.spec.layouts
 
 

@@ -43,6 +43,9 @@ class Backend:
     timer(module, name, number, repeat, min_repeat_ms) -> evaluate(*args) -> [seconds, ...].
     make_model(spec, module, params, info) -> Model: the graph executor for this device.
     passes: {phase: ((name, pass), ...)}, phases from PHASES.
+    passes_for: target -> such a mapping, for passes that depend on the device a target names
+        (the warp width of tir/passes/select_allreduce.py); used instead of `passes` when given
+        a target.
     host_target, place: for a device that runs only some of a graph's kernels (the accelerator):
         the target of the rest, and place(groups, target) -> {group index: step}, the groups it
         takes, each as a callable executor step with a `.step` dict (driver.compile).
@@ -57,6 +60,7 @@ class Backend:
     timer: Callable[..., Callable[..., list]]
     make_model: Callable[..., Any]
     passes: Mapping[str, tuple[tuple[str, Pass], ...]] = field(default_factory=dict)
+    passes_for: Callable[[Target], Mapping[str, tuple[tuple[str, Pass], ...]]] | None = None
     supports_sequences: bool = False
     host_target: str | None = None
     place: Callable[..., dict] | None = None
@@ -66,9 +70,11 @@ class Backend:
         if unknown:
             raise ValueError(f"backend {self.name}: unknown pass phase(s) {unknown}; phases are {', '.join(PHASES)}")
 
-    def passes_at(self, phase: str) -> tuple[tuple[str, Pass], ...]:
-        """The loop-IR passes this backend runs at `phase` of the pass list, in order."""
-        return tuple(self.passes.get(phase, ()))
+    def passes_at(self, phase: str, target: Target | None = None) -> tuple[tuple[str, Pass], ...]:
+        """The loop-IR passes this backend runs at `phase` of the pass list, in order (for
+        `target` when given)."""
+        passes = self.passes_for(target) if self.passes_for is not None and target is not None else self.passes
+        return tuple(passes.get(phase, ()))
 
     def build(self, funcs: Sequence[N.PrimFunc], target: Target | str, sequences: Sequence = (),
               text_cache: dict | None = None):

@@ -22,7 +22,8 @@ from ..runtime.memory import HOST
 from ..target import Target
 from ..tir import nodes as N
 from .base import Backend
-from .gpu import PASSES_BY_PHASE, check_func, graph_model, timer
+from .gpu import PASSES_BY_PHASE, check_func, graph_model, passes_for, timer
+from .gpu_warp import CUDA_WARP_LOWERING
 
 
 def codegen(funcs: Sequence[N.PrimFunc], target: Target) -> GPUSource:
@@ -117,7 +118,8 @@ def load_module(artifact: tuple[bytes, str], funcs: Sequence[N.PrimFunc], source
 
 
 BACKEND = Backend(name="cuda", dialect="cuda", render=render, compile=compile, load=load_module,
-                  memory=HOST, timer=timer, make_model=graph_model("cuda", arch_of), passes=PASSES_BY_PHASE)
+                  memory=HOST, timer=timer, make_model=graph_model("cuda", arch_of), passes=PASSES_BY_PHASE,
+                  passes_for=passes_for(lambda target: CUDA_WARP_LOWERING))
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "cuda", sequences=(), text_cache=None) -> DeviceModule:

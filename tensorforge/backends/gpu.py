@@ -3,8 +3,9 @@ checks a PrimFunc must pass before GPU code generation, and the graph model they
 (runtime/device_model.py: each kernel step's launches written down as plain data)."""
 from __future__ import annotations
 
+import functools
 import math
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..ir import dtype as dt
 from ..ir.expr import IntImm
@@ -15,20 +16,35 @@ from ..tir import nodes as N
 from ..tir.passes.inject_virtual_threads import inject_virtual_threads
 from ..tir.passes.insert_barriers import insert_barriers
 from ..tir.passes.lower_thread_binding import lower_thread_binding
+from ..tir.passes.select_allreduce import WarpLowering, select_allreduce
 from ..tir.passes.simplify import simplify
 from ..tir.passes.storage_rewrite import storage_rewrite
 from ..tir.passes.unroll_vector_loops import unroll_vector_loops
 
-# Phases of tir/pipeline.py.  Virtual threads are injected on flattened buffers (one index per
+# Phases of tir/pipeline.py.  Each cross-thread reduction's form is chosen first (without a
+# target: the shared-memory tree; see passes_for for the warp forms).  Virtual threads are injected on flattened buffers (one index per
 # access, so a per-vthread copy is an offset); thread binding runs last, after the loop passes
 # that still need the bound loops as loops, then shared-memory reuse inside each kernel, and
 # barriers after it (they see which buffers now share memory).
 PASSES_BY_PHASE = {
-    "after_lowering": (("unroll_vector_loops", unroll_vector_loops),),
+    "after_lowering": (("select_allreduce", select_allreduce), ("unroll_vector_loops", unroll_vector_loops)),
     "after_flatten": (("inject_virtual_threads", inject_virtual_threads), ("simplify", simplify)),
     "before_codegen": (("lower_thread_binding", lower_thread_binding), ("storage_rewrite", storage_rewrite),
                        ("insert_barriers", insert_barriers), ("simplify", simplify)),
 }
+
+
+def passes_for(warp_of: Callable[[Target], WarpLowering | None]) -> Callable[[Target], Mapping]:
+    """The backend's `passes_for`: PASSES_BY_PHASE with select_allreduce given the warp
+    lowering of the target's device (None: keep the shared-memory trees)."""
+    def passes(target: Target) -> Mapping:
+        warp = warp_of(target)
+        if warp is None:
+            return PASSES_BY_PHASE
+        select = functools.partial(select_allreduce, warp=warp)
+        first = PASSES_BY_PHASE["after_lowering"]
+        return {**PASSES_BY_PHASE, "after_lowering": (("select_allreduce", select),) + first[1:]}
+    return passes
 
 
 def timer(module, name: str, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):

@@ -17,7 +17,8 @@ from ..runtime.opencl import OpenCLDevice, import_pyopencl
 from ..target import Target
 from ..tir import nodes as N
 from .base import Backend
-from .gpu import PASSES_BY_PHASE, check_func, graph_model, timer
+from .gpu import PASSES_BY_PHASE, check_func, graph_model, passes_for, timer
+from .gpu_warp import opencl_sub_group_width, sub_group_lowering
 
 
 def codegen(funcs: Sequence[N.PrimFunc], target: Target) -> GPUSource:
@@ -29,6 +30,12 @@ def codegen(funcs: Sequence[N.PrimFunc], target: Target) -> GPUSource:
 def load(source: GPUSource, target: Target) -> OpenCLDevice:
     """Open the target's device and build the program on it."""
     return OpenCLDevice(source.text, target.device)
+
+
+def warp_lowering(target: Target):
+    """Sub-group reductions when the target's device has cl_khr_subgroups, else None."""
+    width = opencl_sub_group_width(target.device)
+    return sub_group_lowering(width) if width > 1 else None
 
 
 def render(funcs: Sequence[N.PrimFunc], target: Target, sequences=(), text_cache=None) -> GPUSource:
@@ -47,7 +54,8 @@ def load_module(source: GPUSource, funcs: Sequence[N.PrimFunc], _source, target:
 
 
 BACKEND = Backend(name="opencl", dialect="opencl", render=render, compile=compile, load=load_module,
-                  memory=HOST, timer=timer, make_model=graph_model("opencl", lambda t: t.device), passes=PASSES_BY_PHASE)
+                  memory=HOST, timer=timer, make_model=graph_model("opencl", lambda t: t.device), passes=PASSES_BY_PHASE,
+                  passes_for=passes_for(warp_lowering))
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "opencl", sequences=(), text_cache=None) -> DeviceModule:

@@ -32,8 +32,11 @@ class KindSpec:
     template_suffix:  schedule templates are named "<name>.<suffix>" ("cpu", "gpu")
     layouts:          the layout rewrites the graph passes may apply for this kind:
                       "NCHWc" (blocked convolution data), "packed_weights" (weights re-laid out
-                      into panels or transposed for unit-stride reads), "rows" (row-vectorized
-                      softmax / layer norm / pooling forms), "winograd" (3x3 Winograd convs)
+                      into panels or transposed for unit-stride reads), "packed_rnn" (an LSTM / GRU
+                      step's recurrent weight packed by blocks of hidden units, the gates of a
+                      block side by side), "rows" (row-vectorized softmax / layer norm / pooling
+                      forms), "winograd" (3x3 Winograd convs on blocked data), "winograd_nchw" (3x3
+                      Winograd convs on NCHW data; turned off by the target option -winograd=0)
     """
 
     kind: str
@@ -114,17 +117,19 @@ def backend_for(target: Any):
 
 
 # The kinds this package ships. ------------------------------------------------------------------
-_CPU_LAYOUTS = frozenset({"NCHWc", "packed_weights", "rows", "winograd"})
+_CPU_LAYOUTS = frozenset({"NCHWc", "packed_weights", "packed_rnn", "rows", "winograd"})
+_GPU_LAYOUTS = frozenset({"packed_rnn", "winograd_nchw"})
 _GPU_THREAD_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y", "threadIdx.z",
                     "vthread")
 
 register(KindSpec("c", "tensorforge.backends.cpu", options=(("mcpu", "native"),), vector_bytes=0,
                   template_suffix="cpu", layouts=_CPU_LAYOUTS, aliases=("llvm", "cpu")))
-register(KindSpec("cuda", "tensorforge.backends.cuda", options=(("arch", ""),), thread_axes=_GPU_THREAD_AXES,
-                  memory_scopes=("global", "shared", "local"), vector_bytes=16, template_suffix="gpu"))
-register(KindSpec("opencl", "tensorforge.backends.opencl", options=(("device", ""),),
+register(KindSpec("cuda", "tensorforge.backends.cuda", options=(("arch", ""), ("winograd", "1")), thread_axes=_GPU_THREAD_AXES,
+                  memory_scopes=("global", "shared", "local"), vector_bytes=16, template_suffix="gpu",
+                  layouts=_GPU_LAYOUTS))
+register(KindSpec("opencl", "tensorforge.backends.opencl", options=(("device", ""), ("winograd", "1")),
                   thread_axes=_GPU_THREAD_AXES, memory_scopes=("global", "shared", "local"), vector_bytes=16,
-                  template_suffix="gpu"))
+                  template_suffix="gpu", layouts=_GPU_LAYOUTS))
 register(KindSpec("accel", "tensorforge.backends.accel.backend", options=(("config", "default"),),
                   thread_axes=("vthread",), memory_scopes=("global", "local.inp_buffer", "local.wgt_buffer",
                                                            "local.acc_buffer"), template_suffix="accel"))

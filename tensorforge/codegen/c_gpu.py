@@ -22,7 +22,7 @@ from ..ir.functor import post_order_visit
 from ..tir import nodes as N
 from ..tir.kernel import device_program
 from .c_like import CLikePrinter, CodegenError, Dialect
-from .c_text import ATOM, UNARY, comment, kernel_symbol
+from .c_text import ATOM, COND, UNARY, comment, kernel_symbol
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,9 @@ class GPUDialect(Dialect):
     prelude: str = ""                   # text after the includes
     half_prelude: str = ""              # text needed when float16 is used
     double_prelude: str = ""            # text needed when float64 is used
+    extensions: tuple = ()              # (word, line): `line` heads a source that uses `word`
+    bits_of_float: str = ""             # reinterpret a float's bits as a 32-bit unsigned int
+    float_of_bits: str = ""             # ... and back
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,7 @@ class GPUPrinter(CLikePrinter):
         if self.uses_type("float64", text):
             head.append(self.dialect.double_prelude)
         head.append(self.dialect.prelude)
+        head += [line for word, line in self.dialect.extensions if word in text]
         helpers = [self.dialect.helper_prefix + h[len("static inline"):] if h.startswith("static inline") else h
                    for h in self.helpers.values()]
         return GPUSource("\n".join([x for x in head if x] + [""] + helpers + [""] + bodies) + "\n", functions)
@@ -176,6 +180,28 @@ class GPUPrinter(CLikePrinter):
                                "targets; on a GPU bind it to blockIdx/threadIdx instead")
         raise CodegenError(f"{self.func_name}: loop {s.loop_var.name} of kind {s.kind} "
                            f"{s.thread_tag} is left after thread binding")
+
+    # bfloat16: 16-bit storage, float32 in registers -----------------------------------------------
+    def print_Cast(self, e: E.Cast):
+        """bfloat16 <-> float32 (legalize.py leaves no other bfloat16 casts): the top half of the
+        float's bits; to bfloat16 rounds to nearest even and keeps NaN a quiet NaN, as the C
+        backend does (codegen/c_bfloat16.py)."""
+        src, dst = dt.element_of(e.value.dtype), dt.element_of(e.dtype)
+        if "bfloat16" not in (src, dst) or src == dst:
+            return super().print_Cast(e)
+        d = self.dialect
+        if dst == "bfloat16":
+            name, text = "tf_f32_to_bf16", (
+                f"static inline {d.scalar_types['bfloat16']} tf_f32_to_bf16(float f) {{\n"
+                f"  unsigned int u = {d.bits_of_float}(f);\n"
+                f"  if ((u & 0x7fffffffu) > 0x7f800000u) return ({d.scalar_types['bfloat16']})((u >> 16) | 0x40u);\n"
+                f"  return ({d.scalar_types['bfloat16']})((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n}}")
+        else:
+            name, text = "tf_bf16_to_f32", (
+                f"static inline float tf_bf16_to_f32({d.scalar_types['bfloat16']} h) {{ "
+                f"return {d.float_of_bits}((unsigned int)h << 16); }}")
+        self.helpers.setdefault(name, text)
+        return f"{name}({self.expr(e.value, COND)})", ATOM
 
     # Literals ----------------------------------------------------------------------------------
     def int_literal(self, value: int, dtype: str) -> tuple[str, int]:

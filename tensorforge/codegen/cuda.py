@@ -5,7 +5,7 @@ them), blocks and threads are `blockIdx.x` / `threadIdx.x`, shared memory is `__
 barrier is `__syncthreads()`.  Math uses the single-precision functions (`expf`) of the CUDA math
 library, which NVRTC provides without includes; float16 is a 16-bit struct converted with PTX
 instructions, used only for loads, stores and conversions (legalize.py does half arithmetic in
-float32).
+float32); bfloat16 is an unsigned short converted with bit shifts (c_gpu.py).
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ CUDA_DIALECT = GPUDialect(
     scalar_types={"bool": "bool", "int8": "signed char", "int16": "short", "int32": "int",
                   "int64": "long long", "uint8": "unsigned char", "uint16": "unsigned short",
                   "uint32": "unsigned int", "uint64": "unsigned long long", "float16": "tf_half",
+                  "bfloat16": "unsigned short",
                   "float32": "float", "float64": "double",
                   **NARROW_STORAGE},
     restrict="__restrict__",
@@ -46,6 +47,8 @@ CUDA_DIALECT = GPUDialect(
     prelude=("#ifndef INFINITY\n#define INFINITY __int_as_float(0x7f800000)\n#endif\n"
              "#ifndef NAN\n#define NAN __int_as_float(0x7fffffff)\n#endif"),
     half_prelude=_HALF,
+    bits_of_float="__float_as_uint",
+    float_of_bits="__uint_as_float",
 )
 
 

@@ -7,7 +7,7 @@ there are no precision suffixes (`exp`, not `expf`); round-half-to-even is `rint
 live in global memory, so booleans are stored as `uchar`.  float16 and float64 enable their
 extension (cl_khr_fp64) where used; float16 needs no extension: it is stored with the core
 `vstore_half_rte` / `vload_half` and is a `float` in registers, rounded to half precision by every
-IR cast to float16.
+IR cast to float16.  bfloat16 is stored as ushort and converted with bit shifts (c_gpu.py).
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ OPENCL_DIALECT = GPUDialect(
     name="OpenCL",
     scalar_types={"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long",
                   "uint8": "uchar", "uint16": "ushort", "uint32": "uint", "uint64": "ulong",
-                  "float16": "half", "float32": "float", "float64": "double",
+                  "float16": "half", "bfloat16": "ushort", "float32": "float", "float64": "double",
                   **NARROW_STORAGE},
     restrict="restrict",
     kernel_prefix="__kernel void",
@@ -49,6 +49,9 @@ OPENCL_DIALECT = GPUDialect(
               "image3d_t", "sampler_t", "event_t", "vec_type_hint", "barrier", "true", "false",
               "char", "short", "long", "float", "double", "int", "bool", "void"),
     double_prelude="#pragma OPENCL EXTENSION cl_khr_fp64 : enable",
+    extensions=(("sub_group_", "#pragma OPENCL EXTENSION cl_khr_subgroups : enable"),),
+    bits_of_float="as_uint",
+    float_of_bits="as_float",
 )
 
 

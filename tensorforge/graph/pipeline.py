@@ -19,6 +19,7 @@ from .passes.alter_layout_ops import alter_layout_ops
 from .passes.alter_layout_propagate import alter_layout_propagate
 from .passes.alter_layout_rnn import alter_layout_rnn
 from .passes.alter_layout_winograd import alter_layout_winograd
+from .passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -46,6 +47,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_im2col", alter_layout_im2col, 2),  # convs no blocked template serves: one GEMM
     ("alter_layout_propagate", alter_layout_propagate, 2),
     ("alter_layout_winograd", alter_layout_winograd, 3),
+    ("alter_layout_winograd_nchw", alter_layout_winograd_nchw, 3),   # GPUs: NCHW Winograd convs
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_rnn", alter_layout_rnn, 2),

@@ -91,7 +91,7 @@ class gru_cell:
         return _reference(xw, h, r, rbh, int(step))
 
 
-@op("gru_cell_packed", COMPLEX, schedule={"cpu": "rnn_cell_packed.cpu"})
+@op("gru_cell_packed", COMPLEX, schedule={"cpu": "rnn_cell_packed.cpu", "gpu": "rnn_cell_packed.gpu"})
 class gru_cell_packed:
     @staticmethod
     def infer(xw: TensorType, h: TensorType, rp: TensorType, rbh: TensorType, step: int) -> TensorType:

@@ -116,7 +116,7 @@ class lstm_cell:
         return _reference(xw, state, r, int(step))
 
 
-@op("lstm_cell_packed", COMPLEX, schedule={"cpu": "rnn_cell_packed.cpu"})
+@op("lstm_cell_packed", COMPLEX, schedule={"cpu": "rnn_cell_packed.cpu", "gpu": "rnn_cell_packed.gpu"})
 class lstm_cell_packed:
     @staticmethod
     def infer(xw: TensorType, state: TensorType, rp: TensorType, step: int) -> TensorType:

@@ -21,6 +21,7 @@ from tensorforge.graph.passes.alter_layout_ops import alter_layout_ops
 from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propagate
 from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
+from tensorforge.graph.passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
@@ -39,7 +40,8 @@ AVX512 = Target.parse("c -mcpu=x86-64-v4")
 TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
-          "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops"}
+          "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
+          "alter_layout_winograd_nchw"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -430,6 +432,45 @@ def test_alter_layout_winograd_keeps_strided_and_narrow_convs_direct():
                {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
     g = b.finish([y, z])
     assert alter_layout_winograd(g, AVX512) is g
+
+
+# -- alter_layout_winograd_nchw (GPUs) ------------------------------------------------------------
+
+def test_alter_layout_winograd_nchw_transforms_3x3_weights_once_for_gpus():
+    from tensorforge.ops.nn_conv_winograd import winograd_matrices
+
+    w = rand(24, 16, 3, 3)
+    b = builder()
+    x = b.input("x", (1, 16, 6, 6), "float32")
+    wv = b.const(w)
+    y1 = b.add1("conv2d", [x, wv], CONV)
+    before = b.finish([b.add1("conv2d", [x, wv], CONV), y1])       # one weight, two convs
+
+    _, g, _ = winograd_matrices(2)                                # 6x6 output: 2x2 tiles
+    u = np.einsum("ea,kcab,fb->efck", g, w.astype(np.float64), g).astype("float32")
+    e = builder()
+    x = e.input("x", (1, 16, 6, 6), "float32")
+    uv = e.const(u)
+    attrs = {"tile": 2, "padding": (1, 1, 1, 1)}
+    y1 = e.add1("conv2d_winograd_nchw", [x, uv], attrs)
+    want = e.finish([e.add1("conv2d_winograd_nchw", [x, uv], attrs), y1])
+    got = alter_layout_winograd_nchw(before, Target.parse("opencl"))
+    assert_graph_equal(got, want, rtol=1e-5, atol=1e-5)
+    assert len(got.params) == 1
+    xin = rand(1, 16, 6, 6)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-3, atol=1e-3)
+
+
+def test_alter_layout_winograd_nchw_leaves_cpus_grouped_convs_and_turned_off_targets_alone():
+    b = builder()
+    x = b.input("x", (1, 16, 8, 8), "float32")
+    y = b.add1("conv2d", [x, b.const(rand(16, 16, 3, 3))], CONV)
+    z = b.add1("conv2d", [x, b.const(rand(16, 8, 3, 3))], {**CONV, "groups": 2})
+    g = b.finish([y, z])
+    assert alter_layout_winograd_nchw(g, AVX512) is g
+    assert alter_layout_winograd_nchw(g, Target.parse("cuda -arch=sm_90 -winograd=0")) is g
+    got = alter_layout_winograd_nchw(g, Target.parse("cuda -arch=sm_90"))
+    assert [n.op for n in got.nodes] == ["conv2d_winograd_nchw", "conv2d"]
 
 
 # -- alter_layout_conv_transpose ------------------------------------------------------------------

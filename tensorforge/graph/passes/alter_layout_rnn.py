@@ -17,7 +17,7 @@ PACKED = {"lstm_cell": "lstm_cell_packed", "gru_cell": "gru_cell_packed"}
 
 def alter_layout_rnn(graph: Graph, target: Target) -> Graph:
     """Where the target's backend prefers packed weights."""
-    if not target.prefers("packed_weights"):
+    if not target.prefers("packed_rnn"):
         return graph
     params = dict(graph.params)
     packed: dict = {}

@@ -1,5 +1,5 @@
 """Default GPU schedules (CUDA, OpenCL): correct for every op, and the base the tuned GPU
-templates (gpu_conv2d.py, gpu_matmul.py) fall back to.
+templates (gpu_tiled.py, gpu_rnn.py, gpu_winograd.py) fall back to.
 
 One idea throughout: a stage that is computed at the root becomes one kernel launch over its
 output elements, flattened and split into blocks of `THREADS` threads (blockIdx.x, threadIdx.x);
@@ -64,6 +64,19 @@ def inline_data_stages(s, master_outs, keep=()) -> None:
             continue
         if isinstance(op, ComputeOp) and not _is_output(s, op):
             st.compute_inline()
+
+
+def stages_by_name(out) -> dict:
+    """The compute stages of `out` and of its producers, by name (a template finds the named
+    stages of its op: `lstm_cell_gates`, `wino_m`, ...)."""
+    found, todo = {}, [out]
+    while todo:
+        t = todo.pop()
+        if t.op.name in found or not hasattr(t.op, "axis"):
+            continue
+        found[t.op.name] = t
+        todo.extend(t.op.input_tensors())
+    return found
 
 
 def _is_output(s, op) -> bool:

@@ -16,7 +16,8 @@ def test_tune_conv_template_on_opencl(opencl, tmp_path):
     proto, inputs = models.get("dqn")
     graph = tensorforge.frontend.from_onnx(proto)
     tasks = autotune.extract_tasks(graph, target="opencl")
-    assert {t.template for t in tasks} == {"conv2d.gpu", "matmul.gpu"}
+    # DQN's strided convs are direct, its 3x3 stride-1 conv of 64 channels Winograd
+    assert {t.template for t in tasks} == {"conv2d.gpu", "conv2d_winograd_nchw.gpu", "matmul.gpu"}
     task = next(t for t in tasks if t.template == "conv2d.gpu")
     records = tmp_path / "tune.jsonl"
     result = autotune.tune([task], trials=3, records=str(records), seed=1, log=False)[task]
