@@ -232,9 +232,12 @@ def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name:
                               "offset": plan.offsets.get(v, 0)}
     inputs = set(graph.inputs)
     for v, source in (views or {}).items():
+        # "source": the value whose bytes a view reuses (an executor without an arena, such as
+        # the device executor, shares that value's buffer)
         values[v.name] = {"shape": list(v.shape), "dtype": v.dtype, "where": "input_view", "offset": 0,
                           "source": source.name} if source in inputs else \
-            {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v]}
+            {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v],
+             "source": source.name}
     return ModelSpec(name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
                      values, steps, plan.total_bytes, labels, runs)
 

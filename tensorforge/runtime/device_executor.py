@@ -8,7 +8,8 @@ What runs is plain data, so an exported model runs without the compiler:
   workspaces, in that order).
 Params are uploaded once, when the device is opened (on the first call: a model compiles on a
 machine without the device and fails only when run, with the device's own message).  Every
-value passed between steps has a device buffer of its own, allocated once; the model's inputs
+value passed between steps has a device buffer of its own, allocated once (a view, a value with
+a "source", shares its source's buffer); the model's inputs
 are uploaded per call and its outputs downloaded.  Opaque steps (runtime/host_kernels.py) run
 on the host: their inputs are downloaded, their outputs uploaded.
 """
@@ -57,7 +58,11 @@ class DeviceGraphExecutor:
         if self._dev is None:
             dev = self._open()
             for name, (shape, dtype) in self._info.items():
-                self._buffers[name] = dev.alloc(max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize))
+                if "source" not in self.spec.values[name]:
+                    self._buffers[name] = dev.alloc(max(1, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize))
+            for name, info in self.spec.values.items():
+                if "source" in info:               # a view (a reshape): the bytes of its source
+                    self._buffers[name] = self._buffers[info["source"]]
             for name, array in self.params.items():
                 if array.nbytes:
                     dev.upload(self._buffers[name], np.ascontiguousarray(array, dtype=self._info[name][1]))

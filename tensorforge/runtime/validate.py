@@ -82,6 +82,10 @@ def validate_spec(spec, params: dict) -> None:
             if tuple(array.shape) != shape or array.dtype != dtype:
                 raise SpecError(f"param {name!r}: params.npz holds {array.dtype.name}{list(array.shape)}, "
                                 f"the model expects {dtype.name}{list(shape)}")
+        if "source" in info and where == "arena":
+            source = values.get(info["source"])
+            if not isinstance(source, dict) or source.get("where") != "arena" or source.get("offset") != info.get("offset"):
+                raise SpecError(f"value {name!r} is a view of {info['source']!r}, which is not at its offset in the arena")
         if where == "input_view":
             source = values.get(info.get("source"))
             if not isinstance(source, dict) or source.get("where") != "input":

@@ -230,3 +230,27 @@ def test_pointwise_few_filters_stay_a_gemm():
     assert "conv2d_nchwc" not in [n.op for n in model.info["graph"].nodes]
     xs = rng.standard_normal(x.shape).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op,c,f,groups,k,stride,dil", [
+    ("conv2d", 34, 66, 2, (9, 1), (2, 1), (1, 2)),     # 33 filters per group: padded to 48 in each
+    ("conv2d", 12, 28, 4, (3, 7), (1, 2), (1, 2)),     # 7 per group: padded to 8 in each of 4 groups
+    ("conv1d", 24, 32, 4, (16,), (2,), (1,)),          # a grouped conv1d: blocked as height 1
+    ("conv1d", 12, 7, 1, (64,), (1,), (2,)),           # a tall conv1d with 7 filters
+])
+def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil):
+    """Filters padded per group (the padding sliced off per group) and conv1d as a conv2d of
+    height 1: blocked, equal to the reference."""
+    rng = np.random.default_rng(10)
+    b = GraphBuilder("g")
+    size = (30, 11) if op == "conv2d" else (90,)
+    x = b.input("x", (2, c, *size), "float32")
+    w = b.const(rng.standard_normal((f, c // groups, *k)).astype("float32") * 0.1, "w")
+    pad = tuple(kk // 2 * d for kk, d in zip(k, dil)) * 2
+    y = b.add1(op, [x, w], {"strides": stride, "padding": pad, "dilations": dil, "groups": groups})
+    g = b.finish([b.add1("relu", [y])])
+    model = tensorforge.compile(g, opt_level=2)
+    ops = [n.op for n in model.info["graph"].nodes]
+    assert "conv2d_nchwc" in ops and op not in ops and "im2col" not in ops, ops
+    xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

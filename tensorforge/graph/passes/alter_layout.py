@@ -3,17 +3,20 @@
 - dense(x, W) with a constant W (units, in) becomes matmul(x, W^T): the kernel then walks the
   output units contiguously, so they vectorize, instead of a scalar dot product per unit.
 - conv2d(x, W) with a constant W and output channels per group that split into SIMD blocks
-  (whole vectors, or half vectors: MobileNetV2's 24 channels; depthwise convs are
-  alter_layout_propagate's) becomes conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw:
-  the kernel accumulates B
-  output channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
+  (whole vectors, or half vectors: MobileNetV2's 24 channels) becomes
+  conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B output
+  channels per vector (see ops/nn_conv_nchwc.py).  B is chosen per layer from the
   output channels and the target's vector width (`block_for`); the pass after this one,
   alter_layout_propagate, keeps the blocked result where its readers can take it.
-- A one-group conv whose output channels do not fill half a vector (1, 4, 7, 33 channels)
-  takes the same path with its channels padded by zero filters to the next block, the padding
-  cut off by a slice, when its windows overlap a lot (at least PAD_MIN_OVERLAP taps per output
-  position and stride): a tall kernel such as 64x1 over 512 rows.  Otherwise alter_layout_im2col
-  makes it one GEMM on its windows, which copies each input value taps / strides times.
+  Grouped convs too (each output block lies in one group); depthwise convs with one filter per
+  channel are alter_layout_propagate's.
+- A conv whose filters per group do not fill half a vector (1, 4, 7, 33 filters) takes the
+  same path with zero filters padded into each group up to the next block, the padding cut off
+  by a slice, when its windows overlap a lot (at least PAD_MIN_OVERLAP taps per output position
+  and stride): a tall kernel such as 64x1 over 512 rows.  Otherwise alter_layout_im2col makes
+  it one GEMM on its windows, which copies each input value taps / strides times.
+- A conv1d takes the same path as a conv2d of height 1 (unsqueeze, blocked conv, squeeze), except
+  a pointwise one, which im2col makes a plain GEMM.
 """
 from __future__ import annotations
 
@@ -44,29 +47,8 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
             changed = True
-        elif blocks and (_packable_conv(n, params, target) or _paddable_conv(n, params, target)):
-            w = params[n.inputs[1]]
-            groups = int(n.attrs.get("groups", 1))
-            y = n.outputs[0]
-            padded = _padded_channels(w.shape[0], target) if groups == 1 else w.shape[0]
-            if padded != w.shape[0]:
-                w = np.concatenate([w, np.zeros((padded - w.shape[0], *w.shape[1:]), w.dtype)])
-            block = block_for(w.shape[0] // groups, w.dtype, target)     # blocks do not straddle groups
-            wp = pack_weight(w, block)
-            wv = Value(n.inputs[1].name + f"_oihw{block}o", wp.shape, wp.dtype.name)
-            params[wv] = wp
-            mid = Value(y.name + "_nchwc", (y.shape[0], padded // block, y.shape[2], y.shape[3], block), y.dtype)
-            attrs = {k: n.attrs[k] for k in ("strides", "padding", "dilations") if k in n.attrs}
-            if groups > 1:
-                attrs["groups"] = groups
-            nodes.append(Node("conv2d_nchwc", (n.inputs[0], wv), (mid,), attrs, n.name))
-            if padded == y.shape[1]:
-                nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
-            else:
-                full = Value(y.name + "_padded", (y.shape[0], padded, *y.shape[2:]), y.dtype)
-                nodes.append(Node("nchwc_to_nchw", (mid,), (full,), {}, n.name + "_nchw"))
-                nodes.append(Node("slice", (full,), (y,), {"starts": (0,), "ends": (y.shape[1],), "axes": (1,)},
-                                  n.name + "_channels"))
+        elif blocks and _blockable(n, params, target):
+            nodes += _blocked_conv(n, params, target)
             changed = True
         else:
             nodes.append(n)
@@ -96,22 +78,76 @@ def _padded_channels(channels: int, target: Target) -> int:
     return -(-channels // step) * step
 
 
-def _paddable_conv(n: Node, params: dict, target: Target) -> bool:
-    """A one-group float32 conv with constant weights whose windows overlap enough that padding
-    its output channels to a block is cheaper than im2col (module docstring)."""
-    if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params or n.outputs[0].dtype != "float32":
+def _blockable(n: Node, params: dict, target: Target) -> bool:
+    """A float32 conv1d/conv2d with constant weights (not a depthwise conv with one filter per
+    channel, which alter_layout_propagate blocks) that runs blocked: its filters per group fill
+    half a vector, or its windows overlap enough to pad them (module docstring)."""
+    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
         return False
-    if int(n.attrs.get("groups", 1)) != 1 or any(p < 0 for p in n.attrs.get("padding") or (0,)):
-        return False
-    kh, kw = n.inputs[1].shape[2:4]
-    sh, sw = n.attrs.get("strides") or (1, 1)
-    return kh * kw >= PAD_MIN_OVERLAP * sh * sw
-
-
-def _packable_conv(n: Node, params: dict, target: Target) -> bool:
-    if n.op != "conv2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
-        return False
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
     groups = int(n.attrs.get("groups", 1))
-    if n.outputs[0].dtype != "float32" or (groups > 1 and groups == n.inputs[0].shape[1] == n.outputs[0].shape[1]):
-        return False            # depthwise: alter_layout_propagate's depthwise_conv2d_nchwc
-    return (n.outputs[0].shape[1] // groups) % max(target.simd_lanes(n.outputs[0].dtype) // 2, 1) == 0
+    if y.dtype != "float32" or w.dtype != "float32" or groups < 1:
+        return False
+    if groups > 1 and groups == x.shape[1] == y.shape[1]:
+        return False
+    if any(p < 0 for p in n.attrs.get("padding") or (0,)):
+        return False
+    per_group = y.shape[1] // groups
+    if per_group % max(target.simd_lanes("float32") // 2, 1) == 0:
+        return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1        # conv1d pointwise: a GEMM
+    taps = int(np.prod(w.shape[2:]))
+    strides = n.attrs.get("strides") or (1,) * (w.ndim - 2)
+    return taps >= PAD_MIN_OVERLAP * int(np.prod(strides))
+
+
+def _blocked_conv(n: Node, params: dict, target: Target) -> list[Node]:
+    """conv2d_nchwc -> nchwc_to_nchw for conv node `n` (a conv1d as a conv2d of height 1), its
+    filters padded per group to whole blocks and the padding sliced off."""
+    x, wv0, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    w = params[wv0]
+    groups = int(n.attrs.get("groups", 1))
+    attrs: dict = {k: tuple(n.attrs[k]) for k in ("strides", "padding", "dilations") if n.attrs.get(k) is not None}
+    pre: list[Node] = []
+    post: list[Node] = []
+    if n.op == "conv1d":
+        x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
+        pre.append(Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1"))
+        w = w[:, :, None, :]
+        attrs = {"strides": (1, *attrs.get("strides", (1,))), "dilations": (1, *attrs.get("dilations", (1,))),
+                 "padding": (0, attrs.get("padding", (0, 0))[0], 0, attrs.get("padding", (0, 0))[1])}
+        y4 = Value(f"{y.name}_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
+        post.append(Node("squeeze", (y4,), (y,), {"axes": (2,)}, f"{n.name}_1d"))
+        x, y = x4, y4
+    f = w.shape[0]
+    per_group = f // groups
+    half = max(target.simd_lanes("float32") // 2, 1)
+    padded = per_group if per_group % half == 0 else _padded_channels(per_group, target)
+    if padded != per_group:
+        w = w.reshape(groups, per_group, *w.shape[1:])
+        w = np.concatenate([w, np.zeros((groups, padded - per_group, *w.shape[2:]), w.dtype)], axis=1)
+        w = w.reshape(groups * padded, *w.shape[2:])
+    block = block_for(padded, w.dtype, target)                   # blocks do not straddle groups
+    wp = pack_weight(np.ascontiguousarray(w), block)
+    wv = Value(wv0.name + f"_oihw{block}o", wp.shape, wp.dtype.name)
+    params[wv] = wp
+    total = groups * padded
+    mid = Value(y.name + "_nchwc", (y.shape[0], total // block, y.shape[2], y.shape[3], block), y.dtype)
+    if groups > 1:
+        attrs["groups"] = groups
+    nodes = [*pre, Node("conv2d_nchwc", (x, wv), (mid,), attrs, n.name)]
+    if padded == per_group:
+        nodes.append(Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"))
+        return nodes + post
+    full = Value(y.name + "_padded", (y.shape[0], total, *y.shape[2:]), y.dtype)
+    nodes.append(Node("nchwc_to_nchw", (mid,), (full,), {}, n.name + "_nchw"))
+    if groups == 1:
+        nodes.append(Node("slice", (full,), (y,), {"starts": (0,), "ends": (f,), "axes": (1,)}, n.name + "_channels"))
+        return nodes + post
+    # (N, G * P, H, W) -> (N, G, P, H, W) -> the first F / G of each group's P -> (N, F, H, W)
+    split = Value(y.name + "_groups", (y.shape[0], groups, padded, *y.shape[2:]), y.dtype)
+    kept = Value(y.name + "_kept", (y.shape[0], groups, per_group, *y.shape[2:]), y.dtype)
+    nodes += [Node("reshape", (full,), (split,), {"shape": split.shape}, n.name + "_groups"),
+              Node("slice", (split,), (kept,), {"starts": (0,), "ends": (per_group,), "axes": (2,)},
+                   n.name + "_channels"),
+              Node("reshape", (kept,), (y,), {"shape": y.shape}, n.name + "_merged")]
+    return nodes + post
