@@ -100,10 +100,10 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch):
     built = []
     original = torch_dynamo._Variant.__init__
 
-    def counting(self, gm, inputs, target, threads):
+    def counting(self, gm, inputs, weights, target, threads):
         built.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor) and x.ndim == 2
                            and not isinstance(x, nn.Parameter)))
-        original(self, gm, inputs, target, threads)
+        original(self, gm, inputs, weights, target, threads)
 
     monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
     module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
@@ -115,3 +115,76 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch):
             np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-5, atol=1e-6)
     assert not [w for w in caught if "eager" in str(w.message)]
     assert {(3, 8), (5, 8)} <= {s for shapes in built for s in shapes}
+
+
+def test_updated_buffer_recompiles_and_weights_convert_once(monkeypatch):
+    """Weights are converted to arrays when a graph compiles, never per call; an in-place update
+    of a batch-norm buffer (folded into the convolution) is seen on the next call."""
+    converted = []
+    original = torch_dynamo.to_numpy
+    monkeypatch.setattr(torch_dynamo, "to_numpy", lambda t: converted.append(t) or original(t))
+    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+    fast = torch.compile(module, backend="tensorforge")
+    with torch.no_grad():
+        fast(x)
+        baked = len(converted)
+        for _ in range(3):
+            fast(x)
+        assert len(converted) == baked
+        module[1].running_var.add_(1.0)
+        got = fast(x).numpy()
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+    assert len(converted) == 2 * baked      # the recompile bakes the same weights (buffers too)
+    with torch.no_grad():
+        module[1].running_mean.add_(1.0)    # and so sees a second update
+        got = fast(x).numpy()
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+    assert len(converted) == 3 * baked
+
+
+def test_weights_held_as_graph_attributes():
+    """With dynamo's install_free_tensors the weights reach the backend as attributes of the
+    graph module (get_attr nodes), not as inputs: they compile as constants, and an in-place
+    update is still seen."""
+    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+    with torch._dynamo.config.patch(install_free_tensors=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge")
+        with torch.no_grad():
+            np.testing.assert_allclose(fast(x).numpy(), eager(module, (x,))[0], atol=1e-4, rtol=0)
+            module[0].weight.mul_(-1.0)
+            got = fast(x).numpy()
+    _no_fallback(caught)
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+
+
+def test_inputs_in_grad_mode_inference_mode_and_strided():
+    """Inputs that require grad (grad mode on), inference tensors and non-contiguous views all
+    run compiled; the outputs carry no autograd history."""
+    module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
+    fast = torch.compile(module, backend="tensorforge")
+    x = torch.randn(5, 8, requires_grad=True)
+    got = fast(x)
+    assert not got.requires_grad
+    np.testing.assert_allclose(got.numpy(), eager(module, (x.detach(),))[0], atol=1e-5, rtol=0)
+    with torch.inference_mode():
+        y = torch.randn(5, 8)
+        np.testing.assert_allclose(fast(y).numpy(), eager(module, (y.clone(),))[0], atol=1e-5, rtol=0)
+    z = torch.randn(8, 5).t()               # a transposed view: strides (1, 5)
+    with torch.no_grad():
+        np.testing.assert_allclose(fast(z).numpy(), eager(module, (z.contiguous(),))[0], atol=1e-5, rtol=0)
+
+
+def test_inference_tensor_weights_fall_back_with_one_line():
+    """Weights made under inference_mode keep no version counter, so updates to them could not be
+    seen: the graph runs in eager PyTorch, with a warning that says why."""
+    with torch.inference_mode():
+        module = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+        x = torch.randn(2, 8)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(module, backend="tensorforge")(x)
+        want = module(x)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "inference tensors" in ours[0]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
