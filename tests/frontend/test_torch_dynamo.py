@@ -188,3 +188,21 @@ def test_inference_tensor_weights_fall_back_with_one_line():
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert len(ours) == 1 and "inference tensors" in ours[0]
     np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"batch_first": True, "num_layers": 2}, {"bidirectional": True, "bias": False}])
+def test_lstm_compiles_with_allow_rnn(kwargs):
+    """With dynamo's allow_rnn, nn.LSTM reaches the backend as PyTorch's one-layer oneDNN op per
+    layer and direction, which compiles to lstm_cell steps instead of falling back."""
+    torch.manual_seed(0)
+    module = nn.LSTM(6, 5, **kwargs).eval()
+    x = torch.randn(3, 4, 6)
+    with torch._dynamo.config.patch(allow_rnn=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge")
+        with torch.no_grad():
+            got, (h, c) = fast(x)
+    _no_fallback(caught)
+    want, (want_h, want_c) = module(x)
+    for a, b in ((got, want), (h, want_h), (c, want_c)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5, rtol=0)
