@@ -165,10 +165,12 @@ class _Variant:
 
         from .torch_convert import convert_graph
         from .torch_decomp import decompositions
+        from .torch_linear import fold_flattened_linears
         with torch.no_grad():
             # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms
             traced = make_fx(functionalize(gm, remove="mutations_and_views"),
                              decomposition_table=decompositions())(*inputs)
+        fold_flattened_linears(traced.graph)
         placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
         bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else

@@ -206,3 +206,27 @@ def test_lstm_compiles_with_allow_rnn(kwargs):
     want, (want_h, want_c) = module(x)
     for a, b in ((got, want), (h, want_h), (c, want_c)):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5, rtol=0)
+
+
+def test_flattened_linear_layers_become_one_product():
+    """nn.Linear on a [batch, seq, features] input reaches the backend as view, addmm, view; it
+    is compiled as one product on the 3-D input (no reshapes around it), like the ONNX export."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tensorforge.frontend.torch_convert import convert_graph
+    from tensorforge.frontend.torch_decomp import decompositions
+    from tensorforge.frontend.torch_linear import fold_flattened_linears
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8, bias=False)).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        traced = make_fx(lambda t: module(t), decomposition_table=decompositions())(x)
+    assert fold_flattened_linears(traced.graph) == 2
+    attrs = {n.target: getattr(traced, n.target).detach().numpy() for n in traced.graph.nodes if n.op == "get_attr"}
+    placeholder = next(n for n in traced.graph.nodes if n.op == "placeholder")
+    graph = convert_graph(traced.graph, {placeholder.name: ("input", None)}, "linears", attributes=attrs)
+    assert not [n.op for n in graph.nodes if n.op in ("reshape", "dense")]
+    flat = torch.randn(10, 16)                 # a 2-D input has nothing to fold
+    with torch.no_grad():
+        assert fold_flattened_linears(make_fx(lambda t: module(t), decomposition_table=decompositions())(flat).graph) == 0
+    np.testing.assert_allclose(_compiled(module, (x,))[0], eager(module, (x,))[0], atol=1e-5, rtol=0)
