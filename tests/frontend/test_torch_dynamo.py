@@ -221,6 +221,10 @@ def test_flattened_linear_layers_become_one_product():
     x = torch.randn(2, 5, 16)
     with torch.no_grad():
         traced = make_fx(lambda t: module(t), decomposition_table=decompositions())(x)
+        # as the backend traces it: views become view_copy, W^T a clone of permute_copy
+        functional = make_fx(torch.func.functionalize(lambda t: module(t), remove="mutations_and_views"),
+                             decomposition_table=decompositions())(x)
+    assert fold_flattened_linears(functional.graph) == 2
     assert fold_flattened_linears(traced.graph) == 2
     attrs = {n.target: getattr(traced, n.target).detach().numpy() for n in traced.graph.nodes if n.op == "get_attr"}
     placeholder = next(n for n in traced.graph.nodes if n.op == "placeholder")
@@ -230,3 +234,28 @@ def test_flattened_linear_layers_become_one_product():
     with torch.no_grad():
         assert fold_flattened_linears(make_fx(lambda t: module(t), decomposition_table=decompositions())(flat).graph) == 0
     np.testing.assert_allclose(_compiled(module, (x,))[0], eager(module, (x,))[0], atol=1e-5, rtol=0)
+
+
+def test_batched_matmul_becomes_one_product():
+    """torch.matmul on [batch, heads, seq, dim] operands (attention's q k^T) reaches the backend
+    as view(bmm(view(expand(q)), view(expand(k^T)))); it compiles as one 4-D matmul."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tensorforge.frontend.torch_convert import convert_graph
+    from tensorforge.frontend.torch_decomp import decompositions
+    from tensorforge.frontend.torch_linear import fold_flattened_linears
+
+    class Scores(nn.Module):
+        def forward(self, q, k):
+            return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / 2.0, dim=-1)
+
+    q, k = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    with torch.no_grad():
+        traced = make_fx(torch.func.functionalize(Scores(), remove="mutations_and_views"),
+                         decomposition_table=decompositions())(q, k)
+    assert fold_flattened_linears(traced.graph) == 1
+    inputs = {n.name: ("input", None) for n in traced.graph.nodes if n.op == "placeholder"}
+    graph = convert_graph(traced.graph, inputs, "scores")
+    assert [n.op for n in graph.nodes].count("matmul") == 1
+    assert "reshape" not in [n.op for n in graph.nodes]
+    np.testing.assert_allclose(_compiled(Scores(), (q, k))[0], eager(Scores(), (q, k))[0], atol=1e-5, rtol=0)
