@@ -2,24 +2,28 @@
 (torch.onnx.export, then tensorforge.frontend.from_onnx and compile), at one thread.
 
     python benchmarks/torch_compile.py [--models dqn,resnet18] [--repeat 20] [--target "c -mcpu=native"]
-                                       [--lean-guards]
+                                       [--block 1] [--lean-guards]
 
 The modules are benchmarks/exports/models.py's (the paper's workloads as torch.nn modules) and
 nn_transformer_encoder (nn.TransformerEncoder with BERT-small's sizes).
 Both paths compile for the same target and run with one thread (tensorforge's runtime and
-PyTorch's), under torch.no_grad(); their calls are interleaved (one of each per round) so that a
-busy machine slows both alike.  Each path's output is checked against eager PyTorch before it is
+PyTorch's), under torch.no_grad(); their calls are interleaved so that a busy machine slows both
+alike: one of each per round, or with --block N, N calls of one path, then N of the other (a
+model called over and over, as in serving, finds its own data and dynamo's guards in the caches;
+a call right after the other path's does not).  Each path's output is checked against eager PyTorch before it is
 timed.  Printed: compile seconds of each path, the median ms per call, and the ratio dynamo/ONNX
-(below 1: the torch.compile path is faster).
+(below 1: the torch.compile path is faster), each as wall-clock time and as the CPU time of the
+calling thread (which leaves out waits for a core on a busy machine).
 
-Dynamo's own cost per call (guards, gathering the parameters, its frame around the backend's
-function) is measured the same way afterwards: the module compiled with a backend whose function
-returns a precomputed output, interleaved with the ONNX path (so that its caches are as cold as
-in the real call).  Dynamo runs with allow_rnn (by default it leaves a module with an nn.LSTM
-to eager PyTorch).  "less dynamo" is the torch.compile time minus that cost.  --lean-guards
-compiles with dynamo's install_free_tensors and use_recursive_dict_tags_for_guards settings,
-which shrink that cost.  A graph that torch.compile would leave to eager PyTorch stops the
-benchmark.  Export uses the TorchScript exporter (dynamo=False), which needs no onnxscript.
+Where the torch.compile call's time goes is measured afterwards: the module compiled again with
+the same backend, its function's CPU time taken from inside ("backend": tensorforge's per-call
+work and the compiled model), the rest of the call being dynamo's ("dynamo": its guards,
+gathering the parameters, its frame around the backend's function), the calls interleaved with
+the ONNX path's as before.  --lean-guards compiles with dynamo's install_free_tensors and
+use_recursive_dict_tags_for_guards settings, which shrink dynamo's part.  Dynamo runs with
+allow_rnn (by default it leaves a module with an nn.LSTM to eager PyTorch).  A graph that
+torch.compile would leave to eager PyTorch stops the benchmark.  Export uses the TorchScript
+exporter (dynamo=False), which needs no onnxscript.
 """
 from __future__ import annotations
 
@@ -79,11 +83,37 @@ def _onnx_path(torch, module, feeds: dict, output_names: list, name: str) -> tup
     return path, tensorforge, from_onnx
 
 
-def _constant_backend(gm, example_inputs, options=None):
-    """A dynamo backend whose function returns the graph's outputs computed once: timing it
-    times dynamo alone."""
-    outputs = gm(*example_inputs)
-    return lambda *args: outputs
+def _timed_backend(spent: list):
+    """The tensorforge backend with its function's CPU time per call appended to `spent`."""
+    import tensorforge.frontend.torch_dynamo as tf_dynamo
+
+    def backend(gm, example_inputs, options=None):
+        compiled = tf_dynamo.tensorforge_backend(gm, example_inputs, options)
+
+        def call(*args):
+            start = time.thread_time_ns()
+            out = compiled(*args)
+            spent.append(time.thread_time_ns() - start)
+            return out
+        return call
+    return backend
+
+
+def _split(fast, via_onnx, args, arrays, spent: list, repeat: int, block: int) -> tuple[float, float]:
+    """Median CPU seconds per call inside the backend's functions and outside them (dynamo),
+    interleaved with the ONNX path's calls as in `_interleaved`."""
+    inside, outside = [], []
+    for _ in range(max(1, repeat // block)):
+        for _ in range(block):
+            via_onnx(*arrays)
+        for _ in range(block):
+            spent.clear()
+            start = time.thread_time_ns()
+            fast(*args)
+            total = time.thread_time_ns() - start
+            inside.append(sum(spent))
+            outside.append(total - sum(spent))
+    return 1e-9 * statistics.median(inside), 1e-9 * statistics.median(outside)
 
 
 def _dynamo_settings(lean: bool):
@@ -100,20 +130,24 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
-def _interleaved(first, second, repeat: int) -> tuple[float, float]:
-    """Median seconds per call of two functions called alternately."""
-    t_first, t_second = [], []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        first()
-        t_first.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        second()
-        t_second.append(time.perf_counter() - t0)
-    return statistics.median(t_first), statistics.median(t_second)
+def _interleaved(first, second, repeat: int, block: int = 1) -> dict:
+    """Median seconds per call of two functions called alternately, `block` calls of one, then
+    `block` of the other: wall-clock ("wall") and the CPU time of this thread ("cpu"; both paths
+    run on this one thread, and on a busy machine it leaves out the time the thread waits for a
+    core)."""
+    times: dict = {("wall", 0): [], ("wall", 1): [], ("cpu", 0): [], ("cpu", 1): []}
+    for _ in range(max(1, repeat // block)):
+        for k, fn in enumerate((first, second)):
+            for _ in range(block):
+                w0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                fn()
+                c1, w1 = time.thread_time_ns(), time.perf_counter_ns()
+                times["wall", k].append(w1 - w0)
+                times["cpu", k].append(c1 - c0)
+    return {key: 1e-9 * statistics.median(v) for key, v in times.items()}
 
 
-def bench(name: str, repeat: int, target: str, lean: bool = False) -> dict:
+def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 1) -> dict:
     import torch
 
     import tensorforge.frontend.torch_dynamo as tf_dynamo
@@ -151,18 +185,22 @@ def bench(name: str, repeat: int, target: str, lean: bool = False) -> dict:
     err = max(float(np.abs(got_onnx - want).max()), float(np.abs(got_dynamo - want).max()))
 
     with torch.no_grad():
-        t_onnx, t_dynamo = _interleaved(lambda: via_onnx(*arrays), lambda: fast(*args), repeat)
+        timed = _interleaved(lambda: via_onnx(*arrays), lambda: fast(*args), repeat, block)
+    # where the torch.compile call's time goes: the same backend, its function timed from inside
     torch._dynamo.reset()
+    spent: list = []
     with _dynamo_settings(lean), torch.no_grad():
-        alone = torch.compile(module, backend=_constant_backend)
-        alone(*args)
-    with torch.no_grad():
-        _, t_alone = _interleaved(lambda: via_onnx(*arrays), lambda: alone(*args), repeat)
+        split = torch.compile(module, backend=_timed_backend(spent), options={"target": target})
+        split(*args)
+        inside, outside = _split(split, via_onnx, args, arrays, spent, repeat, block)
     torch._dynamo.reset()
     row = dict(name=name, onnx_compile_s=onnx_s, dynamo_compile_s=dynamo_s, err=err,
-               onnx_ms=1e3 * t_onnx, dynamo_ms=1e3 * t_dynamo, guard_ms=1e3 * t_alone)
+               onnx_ms=1e3 * timed["wall", 0], dynamo_ms=1e3 * timed["wall", 1],
+               onnx_cpu_ms=1e3 * timed["cpu", 0], dynamo_cpu_ms=1e3 * timed["cpu", 1],
+               inside_cpu_ms=1e3 * inside, outside_cpu_ms=1e3 * outside)
     row["ratio"] = row["dynamo_ms"] / row["onnx_ms"]
-    row["ratio_less_dynamo"] = (row["dynamo_ms"] - row["guard_ms"]) / row["onnx_ms"]
+    row["cpu_ratio"] = row["dynamo_cpu_ms"] / row["onnx_cpu_ms"]
+    row["inside_ratio"] = row["inside_cpu_ms"] / row["onnx_cpu_ms"]
     return row
 
 
@@ -171,24 +209,31 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--models", default="dqn,resnet18")
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--target", default="c -mcpu=native")
+    ap.add_argument("--block", type=int, default=1,
+                    help="calls of one path in a row before switching (1: every call follows the other "
+                         "path's, with cold caches; 10: most calls follow a call of the same model)")
     ap.add_argument("--lean-guards", action="store_true",
                     help="compile with dynamo's install_free_tensors and use_recursive_dict_tags_for_guards")
     opts = ap.parse_args(argv)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     rows = []
     for name in opts.models.split(","):
-        row = bench(name, opts.repeat, opts.target, opts.lean_guards)
+        row = bench(name, opts.repeat, opts.target, opts.lean_guards, opts.block)
         rows.append(row)
         print(f"{name:15s} compile onnx {row['onnx_compile_s']:6.1f} s dynamo {row['dynamo_compile_s']:6.1f} s  "
-              f"onnx {row['onnx_ms']:9.3f} ms  torch.compile {row['dynamo_ms']:9.3f} ms  "
-              f"dynamo alone {row['guard_ms']:7.3f} ms  ratio {row['ratio']:.3f}  max err {row['err']:.1e}", flush=True)
+              f"wall: onnx {row['onnx_ms']:8.3f} ms  torch.compile {row['dynamo_ms']:8.3f} ms  "
+              f"ratio {row['ratio']:.3f}  cpu: onnx {row['onnx_cpu_ms']:8.3f} ms  "
+              f"torch.compile {row['dynamo_cpu_ms']:8.3f} ms  ratio {row['cpu_ratio']:.3f}  "
+              f"backend {row['inside_cpu_ms']:8.3f} ms  dynamo {row['outside_cpu_ms']:6.3f} ms  "
+              f"max err {row['err']:.1e}", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print("| model | through ONNX ms (1T) | torch.compile ms (1T) | torch.compile/ONNX | dynamo alone ms "
-          "| torch.compile less dynamo / ONNX |")
-    print("|---|---|---|---|---|---|")
+    print("| model | ONNX ms | torch.compile ms | ratio | CPU ms ONNX | CPU ms torch.compile | CPU ratio "
+          "| CPU ms in the backend | CPU ms in dynamo | backend/ONNX (CPU) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['name']} | {r['onnx_ms']:.3f} | {r['dynamo_ms']:.3f} | {r['ratio']:.3f} | {r['guard_ms']:.3f} "
-              f"| {r['ratio_less_dynamo']:.3f} |")
+        print(f"| {r['name']} | {r['onnx_ms']:.3f} | {r['dynamo_ms']:.3f} | {r['ratio']:.3f} | {r['onnx_cpu_ms']:.3f} "
+              f"| {r['dynamo_cpu_ms']:.3f} | {r['cpu_ratio']:.3f} | {r['inside_cpu_ms']:.3f} "
+              f"| {r['outside_cpu_ms']:.3f} | {r['inside_ratio']:.3f} |")
 
 
 if __name__ == "__main__":
