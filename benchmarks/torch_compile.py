@@ -2,7 +2,7 @@
 (torch.onnx.export, then tensorforge.frontend.from_onnx and compile), at one thread.
 
     python benchmarks/torch_compile.py [--models dqn,resnet18] [--repeat 20] [--target "c -mcpu=native"]
-                                       [--block 1] [--lean-guards]
+                                       [--block 1] [--lean-guards] [--skip-guard-eval-unsafe]
 
 The modules are benchmarks/exports/models.py's (the paper's workloads as torch.nn modules) and
 nn_transformer_encoder (nn.TransformerEncoder with BERT-small's sizes).
@@ -20,7 +20,8 @@ the same backend, its function's CPU time taken from inside ("backend": tensorfo
 work and the compiled model), the rest of the call being dynamo's ("dynamo": its guards,
 gathering the parameters, its frame around the backend's function), the calls interleaved with
 the ONNX path's as before.  --lean-guards compiles with dynamo's install_free_tensors and
-use_recursive_dict_tags_for_guards settings, which shrink dynamo's part.  Dynamo runs with
+use_recursive_dict_tags_for_guards settings, which shrink dynamo's part; --skip-guard-eval-unsafe
+times the calls under torch.compiler.set_stance(skip_guard_eval_unsafe=True).  Dynamo runs with
 allow_rnn (by default it leaves a module with an nn.LSTM to eager PyTorch).  A graph that
 torch.compile would leave to eager PyTorch stops the benchmark.  Export uses the TorchScript
 exporter (dynamo=False), which needs no onnxscript.
@@ -28,6 +29,7 @@ exporter (dynamo=False), which needs no onnxscript.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import io
 import os
@@ -124,6 +126,13 @@ def _dynamo_settings(lean: bool):
     return torch._dynamo.config.patch(allow_rnn=True, **lean_settings)
 
 
+def _stance(skip_guards: bool):
+    """torch.compiler.set_stance(skip_guard_eval_unsafe=True) when `skip_guards`: dynamo then
+    checks only the guards that tell its compiled graphs apart (none for a single graph)."""
+    import torch
+    return torch.compiler.set_stance(skip_guard_eval_unsafe=True) if skip_guards else contextlib.nullcontext()
+
+
 def _compiled_graphs() -> int:
     """How many graphs dynamo handed to a backend since its counters were last cleared."""
     from torch._dynamo.utils import counters
@@ -147,7 +156,8 @@ def _interleaved(first, second, repeat: int, block: int = 1) -> dict:
     return {key: 1e-9 * statistics.median(v) for key, v in times.items()}
 
 
-def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 1) -> dict:
+def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 1,
+          skip_guards: bool = False) -> dict:
     import torch
 
     import tensorforge.frontend.torch_dynamo as tf_dynamo
@@ -184,7 +194,7 @@ def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 
     got_onnx = via_onnx(*arrays)[0]
     err = max(float(np.abs(got_onnx - want).max()), float(np.abs(got_dynamo - want).max()))
 
-    with torch.no_grad():
+    with torch.no_grad(), _stance(skip_guards):
         timed = _interleaved(lambda: via_onnx(*arrays), lambda: fast(*args), repeat, block)
     # where the torch.compile call's time goes: the same backend, its function timed from inside
     torch._dynamo.reset()
@@ -192,7 +202,8 @@ def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 
     with _dynamo_settings(lean), torch.no_grad():
         split = torch.compile(module, backend=_timed_backend(spent), options={"target": target})
         split(*args)
-        inside, outside = _split(split, via_onnx, args, arrays, spent, repeat, block)
+        with _stance(skip_guards):
+            inside, outside = _split(split, via_onnx, args, arrays, spent, repeat, block)
     torch._dynamo.reset()
     row = dict(name=name, onnx_compile_s=onnx_s, dynamo_compile_s=dynamo_s, err=err,
                onnx_ms=1e3 * timed["wall", 0], dynamo_ms=1e3 * timed["wall", 1],
@@ -212,13 +223,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--block", type=int, default=1,
                     help="calls of one path in a row before switching (1: every call follows the other "
                          "path's, with cold caches; 10: most calls follow a call of the same model)")
+    ap.add_argument("--skip-guard-eval-unsafe", action="store_true",
+                    help="time the calls under torch.compiler.set_stance(skip_guard_eval_unsafe=True)")
     ap.add_argument("--lean-guards", action="store_true",
                     help="compile with dynamo's install_free_tensors and use_recursive_dict_tags_for_guards")
     opts = ap.parse_args(argv)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     rows = []
     for name in opts.models.split(","):
-        row = bench(name, opts.repeat, opts.target, opts.lean_guards, opts.block)
+        row = bench(name, opts.repeat, opts.target, opts.lean_guards, opts.block, opts.skip_guard_eval_unsafe)
         rows.append(row)
         print(f"{name:15s} compile onnx {row['onnx_compile_s']:6.1f} s dynamo {row['dynamo_compile_s']:6.1f} s  "
               f"wall: onnx {row['onnx_ms']:8.3f} ms  torch.compile {row['dynamo_ms']:8.3f} ms  "
