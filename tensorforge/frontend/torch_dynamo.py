@@ -74,8 +74,9 @@ class CompiledGraph:
     compiled once per concrete shape it is called with (at most MAX_VARIANTS, least recently used
     dropped), so calls with a new batch size run compiled code too.
 
-    A call first tries the most recently used variant (its input shapes match and its weights are
-    current), which costs a few C-level passes over the arguments and no Python loop per weight."""
+    A call first tries the most recently used variant (its input shapes match, which needs no
+    check for a graph dynamo did not make shape-generic, and its weights are current), which
+    costs a few C-level passes over the arguments and no Python loop per weight."""
 
     MAX_VARIANTS = 16
 
@@ -96,6 +97,9 @@ class CompiledGraph:
         self._weights = sorted(_weight_positions(gm, concrete))
         self._varying = [k for k in range(len(concrete)) if k not in self._weights]
         self._pick_varying = _picker(self._varying)
+        # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
+        # a graph is only ever called with its example's: a call need only check the weights
+        self._generic = any(_symbolic(x) for x in example_inputs)
         self._last = _Variant(gm, concrete, self._weights, self.target, self.threads)
         self._variants[self._key(concrete)] = self._last
 
@@ -109,7 +113,7 @@ class CompiledGraph:
 
     def __call__(self, *args: Any) -> Any:
         last = self._last
-        if last.accepts(args):
+        if (last.accepts(args) if self._generic else not last.stale(args)):
             return last(args)
         key = self._key(args)
         variant = self._variants.get(key)
@@ -129,6 +133,14 @@ def _hint(x: Any) -> Any:
     if isinstance(x, torch.SymInt):
         return int(x.node.hint)
     return x
+
+
+def _symbolic(x: Any) -> bool:
+    """Whether an example input is a symbolic size or a tensor with a symbolic dimension."""
+    import torch
+    if isinstance(x, torch.SymInt):
+        return True
+    return isinstance(x, torch.Tensor) and not all(isinstance(d, int) for d in x.shape)
 
 
 def _key(args) -> tuple:
