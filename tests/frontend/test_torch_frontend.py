@@ -212,3 +212,13 @@ def test_spatial_mean_and_max_are_global_pooling():
     ops = [n.op for n in from_torch(module, args).nodes]
     assert ops.count("global_avg_pool") == 1 and ops.count("global_max_pool") == 1 and ops.count("reduce_mean") == 1
     check_from_torch(module, args, atol=1e-5)
+
+
+def test_linear_on_a_batch_of_sequences_is_one_product():
+    """from_torch folds nn.Linear on a [batch, seq, features] input (view, addmm, view after the
+    decompositions) back into one product on the 3-D input, as the torch.compile backend does."""
+    torch.manual_seed(0)
+    module, args = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).eval(), (torch.randn(2, 5, 16),)
+    ops = [n.op for n in from_torch(module, args).nodes]
+    assert "reshape" not in ops and "dense" not in ops
+    check_from_torch(module, args, atol=1e-5)
