@@ -24,7 +24,9 @@ traced and compiled once per concrete shape.  A graph with unsupported ops or no
 falls back to eager PyTorch with a one-line warning naming the reason.
 
 The backend is for inference: in grad mode or not, with inputs that require grad or not, its
-outputs carry no autograd history (gradients do not flow through a compiled graph).
+outputs carry no autograd history (gradients do not flow through a compiled graph).  A module in
+training mode (random dropout, batch norm on batch statistics) runs in eager PyTorch, with the
+one-line warning, so its running statistics update as they would without torch.compile.
 
 Each call also pays dynamo's own cost before the backend runs: its guards (thousands of checks
 on the module tree and every parameter for a CNN) and the gathering of the parameters as
@@ -179,9 +181,13 @@ class _Variant:
         from .torch_decomp import decompositions
         from .torch_linear import fold_flattened_linears
         with torch.no_grad():
-            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms
+            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
+            # on copies, since tracing runs the graph and must not update the module's buffers
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             traced = make_fx(functionalize(gm, remove="mutations_and_views"),
-                             decomposition_table=decompositions())(*inputs)
+                             decomposition_table=decompositions())(*copies)
+            del copies
+        _reject_input_updates(traced.graph)
         fold_flattened_linears(traced.graph)
         placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
@@ -237,6 +243,18 @@ class _Variant:
             return self.out_spec.type(tensors)
         from torch.utils._pytree import tree_unflatten
         return tree_unflatten(tensors, self.out_spec)
+
+
+def _reject_input_updates(graph: Any) -> None:
+    """NotImplementedError when the functionalized graph writes back into one of its inputs (a
+    buffer a module updates in place, as batch norm in training mode does): the compiled graph
+    returns only the outputs, so the update would be lost."""
+    import torch
+    placeholders = {n for n in graph.nodes if n.op == "placeholder"}
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default and n.args[0] in placeholders:
+            raise NotImplementedError(f"the graph updates its input {n.args[0].name} in place (a buffer of a "
+                                      "module in training mode?), which a compiled graph would not do")
 
 
 def _as_array(t: Any) -> np.ndarray:

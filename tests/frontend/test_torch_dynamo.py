@@ -259,3 +259,44 @@ def test_batched_matmul_becomes_one_product():
     assert [n.op for n in graph.nodes].count("matmul") == 1
     assert "reshape" not in [n.op for n in graph.nodes]
     np.testing.assert_allclose(_compiled(Scores(), (q, k))[0], eager(Scores(), (q, k))[0], atol=1e-5, rtol=0)
+
+
+def test_training_mode_runs_in_eager_pytorch():
+    """A module in training mode (random dropout, batch statistics that update the running
+    ones) is left to eager PyTorch with one warning line: its semantics stay PyTorch's."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5)).train()
+    x = torch.randn(2, 3, 6, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            torch.compile(module, backend="tensorforge")(x)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "runs in eager PyTorch" in ours[0] and "\n" not in ours[0]
+    assert module[1].num_batches_tracked.item() == 1 and module[1].running_mean.abs().sum() > 0
+
+
+def test_buffer_updated_in_place_runs_in_eager_pytorch():
+    """A forward that updates a buffer in place cannot be a compiled graph (which returns only
+    its outputs): it runs in eager PyTorch, with one warning, and compiling it does not run the
+    update an extra time."""
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(1))
+
+        def forward(self, x):
+            self.calls.add_(1.0)
+            return x * 2.0
+
+    module, x = Counter().eval(), torch.randn(3)
+    fast = torch.compile(module, backend="tensorforge")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            for _ in range(3):
+                np.testing.assert_allclose(fast(x).numpy(), (x * 2.0).numpy())
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "in place" in ours[0]
+    assert module.calls.item() == 3.0
