@@ -25,8 +25,9 @@ falls back to eager PyTorch with a one-line warning naming the reason.
 
 The backend is for inference: in grad mode or not, with inputs that require grad or not, its
 outputs carry no autograd history (gradients do not flow through a compiled graph).  A module in
-training mode (random dropout, batch norm on batch statistics) runs in eager PyTorch, with the
-one-line warning, so its running statistics update as they would without torch.compile.
+training mode (random dropout, batch norm on batch statistics), or any graph that updates an
+input or buffer in place, runs in eager PyTorch with the one-line warning, so its buffers update
+as they would without torch.compile (tracing runs on copies and leaves them alone).
 
 Each call also pays dynamo's own cost before the backend runs: its guards (thousands of checks
 on the module tree and every parameter for a CNN) and the gathering of the parameters as
