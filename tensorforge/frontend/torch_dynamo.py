@@ -21,7 +21,9 @@ few C-level passes over the arguments); an updated weight recompiles the graph. 
 under `torch.inference_mode` keep no version, so their graph runs in eager PyTorch.  When dynamo
 makes a graph shape-generic (after a second input shape, or with dynamic=True), the graph is
 traced and compiled once per concrete shape.  A graph with unsupported ops or non-tensor values
-falls back to eager PyTorch with a one-line warning naming the reason.
+falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
+with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
+LSTM compiles (frontend/torch_ops/rnn.py).
 
 The backend is for inference: in grad mode or not, with inputs that require grad or not, its
 outputs carry no autograd history (gradients do not flow through a compiled graph).  A module in
