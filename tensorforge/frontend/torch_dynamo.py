@@ -31,10 +31,10 @@ training mode (random dropout, batch norm on batch statistics), or any graph tha
 input or buffer in place, runs in eager PyTorch with the one-line warning, so its buffers update
 as they would without torch.compile (tracing runs on copies and leaves them alone).
 
-Each call also pays dynamo's own cost before the backend runs: its guards (thousands of checks
-on the module tree and every parameter for a CNN) and the gathering of the parameters as
-arguments.  Dynamo's `use_recursive_dict_tags_for_guards` and `install_free_tensors` settings, and
-`torch.compiler.set_stance(skip_guard_eval_unsafe=True)`, make it smaller
+Each call also pays dynamo's own cost around the backend's function: its guards (thousands of
+checks on the module tree and every parameter for a CNN) and the gathering of the parameters as
+arguments, mostly cache misses after a model has streamed its weights.  Dynamo's
+`install_free_tensors` and `use_recursive_dict_tags_for_guards` settings make it smaller
 (benchmarks/results/torch_compile.txt has the figures).
 """
 from __future__ import annotations
