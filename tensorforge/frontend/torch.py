@@ -67,6 +67,8 @@ def convert_program(program: Any, name: str):
     from torch.export.graph_signature import InputKind
 
     from .torch_convert import convert_graph
+    from .torch_linear import fold_flattened_linears
+    fold_flattened_linears(program.graph)      # the program is from_torch's own, decomposed copy
     state = dict(program.state_dict)
     constants = dict(program.constants)
     bindings: dict[str, tuple] = {}

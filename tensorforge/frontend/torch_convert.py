@@ -187,12 +187,15 @@ def unsupported_ops(graph: Any) -> list[str]:
                    and op_name(n) not in SIZE_QUERIES and n.target not in SIZE_ARITHMETIC})
 
 
-def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = None) -> Graph:
+def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = None,
+                  attributes: dict | None = None) -> Graph:
     """Convert an FX graph of ATen ops.  `bindings` maps each placeholder's name to ("input",
     None) for a run-time input or ("const", array) for a weight; run-time inputs keep graph order.
     `symbols` gives the values of the graph's symbolic sizes (sympy symbol -> int): the graph is
-    specialized on them."""
+    specialized on them.  `attributes` maps the target of each get_attr node (a tensor the
+    graph module holds) to its array: such nodes become constants."""
     symbols = symbols or {}
+    attributes = attributes or {}
     b = GraphBuilder(name)
     nodes = needed_nodes(graph)
     check_supported(nodes)
@@ -212,8 +215,11 @@ def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = 
         if n.op in ("placeholder", "output"):
             continue
         if n.op == "get_attr":
-            raise NotImplementedError(f"node {n.name} reads the attribute {n.target}; the graph should have "
-                                      "its weights lifted to inputs")
+            if n.target not in attributes:
+                raise NotImplementedError(f"node {n.name} reads the attribute {n.target}, which is not a tensor "
+                                          "the graph holds")
+            env[n] = b.const(np.asarray(attributes[n.target]), name=n.name)
+            continue
         env[n] = _convert_node(b, n, env, symbols)
     out = next(n for n in graph.nodes if n.op == "output")
     results = [_lookup(env, o) for o in _flat(out.args[0])]

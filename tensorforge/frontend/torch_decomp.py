@@ -3,11 +3,13 @@
 nn.TransformerEncoderLayer in eval mode under no_grad takes PyTorch's "fast path", one fused
 native op (`aten._transformer_encoder_layer_fwd`) that has no decomposition of its own.  Here it
 is written out as the layer computes it (the slow path of torch/nn/modules/transformer.py):
-packed QKV projection, scaled dot-product attention per head, output projection, residuals,
+packed QKV projection, scaled dot-product attention per head (softmax(q k^T / sqrt(d)) v, as the
+ONNX export of the layer computes it), output projection, residuals,
 layer norms (before or after each block) and the ReLU or GELU feed-forward.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -16,6 +18,7 @@ def encoder_layer_fwd(src: Any, embed_dim: int, num_heads: int, qkv_weight: Any,
                       norm_weight_1: Any, norm_bias_1: Any, norm_weight_2: Any, norm_bias_2: Any,
                       ffn_weight_1: Any, ffn_bias_1: Any, ffn_weight_2: Any, ffn_bias_2: Any,
                       mask: Any = None, mask_type: Any = None) -> Any:
+    import torch
     import torch.nn.functional as F
     if mask is not None:
         raise NotImplementedError("the fused transformer encoder layer with a mask is not supported")
@@ -23,9 +26,14 @@ def encoder_layer_fwd(src: Any, embed_dim: int, num_heads: int, qkv_weight: Any,
 
     def attention(x):
         b, s, _ = x.shape            # the fast path runs batch-first layers only
-        q, k, v = (t.reshape(b, s, num_heads, head_dim).transpose(1, 2)
+        # per head as one batch of b * num_heads matrices: 3-D products, no 4-D views around them
+        q, k, v = (t.reshape(b, s, num_heads, head_dim).transpose(1, 2).reshape(b * num_heads, s, head_dim)
                    for t in F.linear(x, qkv_weight, qkv_bias).chunk(3, dim=-1))
-        out = F.scaled_dot_product_attention(q, k, v)
+        # softmax(q k^T / sqrt(d)) v written out: PyTorch's decomposition of
+        # scaled_dot_product_attention scales q and k by d^-1/4 each and guards the softmax
+        # against fully masked rows, which this unmasked attention has none of
+        scores = torch.bmm(q * (1.0 / math.sqrt(head_dim)), k.transpose(1, 2))
+        out = torch.bmm(torch.softmax(scores, dim=-1), v).reshape(b, num_heads, s, head_dim)
         return F.linear(out.transpose(1, 2).reshape(b, s, embed_dim), proj_weight, proj_bias)
 
     def feed_forward(x):

@@ -7,23 +7,39 @@
         y = fast(x)
 
 Dynamo hands the backend an FX graph of torch-level calls and example inputs (the module's
-parameters and buffers among them).  The backend functionalizes that graph (in-place ops become
-pure ones) and traces it to core ATen with `make_fx`
-and the core decompositions (plus `torch_decomp.py`'s), converts it with the same ATen converters as `from_torch`
-(parameters and buffers become constants of the graph, so weight transposes and batch-norm
-folds happen once at compile time), compiles it, and returns a callable on torch tensors: the
-inputs go to the model as NumPy views of the tensors' memory, the outputs come back with
-`torch.from_numpy` (no copies).
+parameters and buffers among them, or, with dynamo's `install_free_tensors`, held by the graph
+module as attributes).  The backend functionalizes that graph (in-place ops become pure ones)
+and traces it to core ATen with `make_fx` and the core decompositions (plus
+`torch_decomp.py`'s), converts it with the same ATen converters as `from_torch` (parameters and
+buffers become constants of the graph, so weight transposes and batch-norm folds happen once at
+compile time), compiles it, and returns a callable on torch tensors: the inputs go to the model
+as NumPy views of the tensors' memory (a non-contiguous or non-CPU tensor is copied), the
+outputs come back with `torch.from_numpy` (no copies).
 
-A baked-in weight is checked on every call (the same tensor object at the same version); an
-updated weight recompiles the graph.  When dynamo makes a graph shape-generic (after a second
-input shape, or with dynamic=True), the graph is traced and compiled once per concrete shape.
-A graph with unsupported ops or non-tensor values falls back to eager PyTorch with a one-line
-warning naming the reason.  The
-backend is for inference: its outputs carry no autograd history.
+A baked-in weight is checked on every call (the same tensor object at the same version, in a
+few C-level passes over the arguments); an updated weight recompiles the graph.  Weights made
+under `torch.inference_mode` keep no version, so their graph runs in eager PyTorch.  When dynamo
+makes a graph shape-generic (after a second input shape, or with dynamic=True), the graph is
+traced and compiled once per concrete shape.  A graph with unsupported ops or non-tensor values
+falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
+with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
+LSTM compiles (frontend/torch_ops/rnn.py).
+
+The backend is for inference: in grad mode or not, with inputs that require grad or not, its
+outputs carry no autograd history (gradients do not flow through a compiled graph).  A module in
+training mode (random dropout, batch norm on batch statistics), or any graph that updates an
+input or buffer in place, runs in eager PyTorch with the one-line warning, so its buffers update
+as they would without torch.compile (tracing runs on copies and leaves them alone).
+
+Each call also pays dynamo's own cost around the backend's function: its guards (thousands of
+checks on the module tree and every parameter for a CNN) and the gathering of the parameters as
+arguments, mostly cache misses after a model has streamed its weights.  Dynamo's
+`install_free_tensors` and `use_recursive_dict_tags_for_guards` settings make it smaller
+(benchmarks/results/torch_compile.txt has the figures).
 """
 from __future__ import annotations
 
+import operator
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -61,7 +77,11 @@ class CompiledGraph:
     """One FX graph compiled by tensorforge, called with dynamo's flat list of tensors (and, for a
     graph dynamo made shape-generic, the sizes as ints).  A shape-generic graph is traced and
     compiled once per concrete shape it is called with (at most MAX_VARIANTS, least recently used
-    dropped), so calls with a new batch size run compiled code too."""
+    dropped), so calls with a new batch size run compiled code too.
+
+    A call first tries the most recently used variant (its input shapes match, which needs no
+    check for a graph dynamo did not make shape-generic, and its weights are current), which
+    costs a few C-level passes over the arguments and no Python loop per weight."""
 
     MAX_VARIANTS = 16
 
@@ -76,28 +96,39 @@ class CompiledGraph:
                                       f"({', '.join(sorted(set(bad)))})")
         self._variants: OrderedDict = OrderedDict()
         concrete = [_hint(x) for x in example_inputs]
-        # the weights' positions follow from the graph (its placeholders' sources), not the call:
-        # a variant's key is the shapes of the other inputs (a replaced weight is `stale`)
-        self._varying = [k for k in range(len(concrete)) if k not in _weight_positions(gm, concrete)]
-        self._variants[self._key(concrete)] = _Variant(gm, concrete, self.target, self.threads)
+        # the weights' positions follow from the graph (its placeholders' sources, which dynamo
+        # drops after the compile), not the call: a variant's key is the shapes of the other
+        # inputs (a replaced weight is `stale`)
+        self._weights = sorted(_weight_positions(gm, concrete))
+        self._varying = [k for k in range(len(concrete)) if k not in self._weights]
+        self._pick_varying = _picker(self._varying)
+        # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
+        # a graph is only ever called with its example's: a call need only check the weights
+        self._generic = any(_symbolic(x) for x in example_inputs)
+        self._last = _Variant(gm, concrete, self._weights, self.target, self.threads)
+        self._variants[self._key(concrete)] = self._last
 
     def _key(self, args) -> tuple:
-        return _key([args[k] for k in self._varying])
+        return _key(self._pick_varying(args))
 
     @property
     def model(self):
         """The most recently used compiled model."""
-        return next(reversed(self._variants.values())).model
+        return self._last.model
 
     def __call__(self, *args: Any) -> Any:
+        last = self._last
+        if (last.accepts(args) if self._generic else not last.stale(args)):
+            return last(args)
         key = self._key(args)
         variant = self._variants.get(key)
         if variant is None or variant.stale(args):
-            variant = _Variant(self.gm, list(args), self.target, self.threads)
+            variant = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
             self._variants[key] = variant
             if len(self._variants) > self.MAX_VARIANTS:
                 self._variants.popitem(last=False)
         self._variants.move_to_end(key)
+        self._last = variant
         return variant(args)
 
 
@@ -109,52 +140,137 @@ def _hint(x: Any) -> Any:
     return x
 
 
+def _symbolic(x: Any) -> bool:
+    """Whether an example input is a symbolic size or a tensor with a symbolic dimension."""
+    import torch
+    if isinstance(x, torch.SymInt):
+        return True
+    return isinstance(x, torch.Tensor) and not all(isinstance(d, int) for d in x.shape)
+
+
 def _key(args) -> tuple:
     """What a compiled variant depends on: each tensor's shape and dtype, each size's value."""
     import torch
     return tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else int(a) for a in args)
 
 
-class _Variant:
-    """The graph traced with concrete inputs and compiled; its weights are baked in."""
+def _picker(positions: list[int]) -> Callable[[Any], tuple]:
+    """A function that returns the arguments at `positions` as a tuple (one C call)."""
+    if not positions:
+        return lambda args: ()
+    if len(positions) == 1:
+        k = positions[0]
+        return lambda args: (args[k],)
+    return operator.itemgetter(*positions)
 
-    def __init__(self, gm: Any, inputs: list, target: str, threads: int | None):
+
+_VERSION = operator.attrgetter("_version")
+_SHAPE = operator.attrgetter("shape")
+_DTYPE = operator.attrgetter("dtype")
+
+
+class _Variant:
+    """The graph traced with concrete inputs and compiled; its weights are baked in as constants
+    (so batch norms fold into convolutions and weights are laid out once), and each call checks
+    that they are still the tensors it baked, at the versions it baked."""
+
+    def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None):
         torch = import_torch()
         from torch.func import functionalize
         from torch.fx.experimental.proxy_tensor import make_fx
-        from torch.utils._pytree import tree_flatten
+        from torch.utils._pytree import TreeSpec, tree_flatten
 
         from .torch_convert import convert_graph
         from .torch_decomp import decompositions
-        weights = _weight_positions(gm, inputs)
+        from .torch_linear import fold_flattened_linears
         with torch.no_grad():
-            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms
+            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
+            # on copies, since tracing runs the graph and must not update the module's buffers
+            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
             traced = make_fx(functionalize(gm, remove="mutations_and_views"),
-                             decomposition_table=decompositions())(*inputs)
+                             decomposition_table=decompositions())(*copies)
+            del copies
+        _reject_input_updates(traced.graph)
+        fold_flattened_linears(traced.graph)
         placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
         bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
                              ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
                     for k, n in enumerate(placeholders)}
+        attributes = {n.target: to_numpy(_attribute(traced, n.target))
+                      for n in traced.graph.nodes if n.op == "get_attr"}
         out_node = next(n for n in traced.graph.nodes if n.op == "output")
         leaves, self.out_spec = tree_flatten(out_node.args[0])
         if any(not hasattr(leaf, "op") for leaf in leaves):
             raise NotImplementedError("the graph returns values that are not tensors")
-        graph = convert_graph(traced.graph, bindings, "torch_compile")
+        graph = convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes)
         self.model = compile_graph(graph, target=target, threads=threads)
-        self.weights = {k: (inputs[k], inputs[k]._version) for k in weights}
+        # weights dynamo passes as arguments are checked by identity and version; weights the
+        # graph holds as attributes (dynamo's install_free_tensors) by version
         self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes]
+        self._pick_weights = _picker(weights)
+        self._pick_inputs = _picker(self.input_positions)
+        self._baked = self._pick_weights(inputs)
+        self._held = tuple(_attribute(gm, n.target) for n in gm.graph.nodes
+                           if n.op == "get_attr" and isinstance(_attribute(gm, n.target), torch.Tensor))
+        try:
+            self._versions = list(map(_VERSION, self._baked + self._held))
+        except RuntimeError:
+            raise NotImplementedError("the module's weights are inference tensors (made under "
+                                      "torch.inference_mode), whose in-place updates cannot be tracked") from None
+        self._shapes = list(map(_SHAPE, self._pick_inputs(inputs)))
+        self._dtypes = list(map(_DTYPE, self._pick_inputs(inputs)))
+        self._sizes = [(k, int(inputs[k])) for k in sorted(sizes)]
+        # a tuple (or list) of tensors, as dynamo's graphs return, is rebuilt without pytree
+        self._flat_out = (isinstance(self.out_spec, TreeSpec) and self.out_spec.type in (tuple, list)
+                          and all(c.is_leaf() for c in self.out_spec.children()))
+        self._from_numpy = torch.from_numpy
 
     def stale(self, args) -> bool:
         """Whether a baked-in weight was replaced or updated in place since the compile."""
-        return any(args[k] is not t or args[k]._version != v for k, (t, v) in self.weights.items())
+        weights = self._pick_weights(args)
+        return (not all(map(operator.is_, weights, self._baked))
+                or list(map(_VERSION, weights + self._held)) != self._versions)
+
+    def accepts(self, args) -> bool:
+        """Whether this variant can run `args`: the same input shapes, dtypes and sizes, and
+        weights that are still current."""
+        inputs = self._pick_inputs(args)
+        return (list(map(_SHAPE, inputs)) == self._shapes and list(map(_DTYPE, inputs)) == self._dtypes
+                and all(args[k] == v for k, v in self._sizes) and not self.stale(args))
 
     def __call__(self, args) -> Any:
-        import torch
+        outs = self.model(*map(_as_array, self._pick_inputs(args)))
+        tensors = list(map(self._from_numpy, outs))
+        if self._flat_out:
+            return self.out_spec.type(tensors)
         from torch.utils._pytree import tree_unflatten
-        arrays = [np.ascontiguousarray(args[k].detach().cpu().numpy()) for k in self.input_positions]
-        outs = self.model(*arrays)
-        return tree_unflatten([torch.from_numpy(o) for o in outs], self.out_spec)
+        return tree_unflatten(tensors, self.out_spec)
+
+
+def _reject_input_updates(graph: Any) -> None:
+    """NotImplementedError when the functionalized graph writes back into one of its inputs (a
+    buffer a module updates in place, as batch norm in training mode does): the compiled graph
+    returns only the outputs, so the update would be lost."""
+    import torch
+    placeholders = {n for n in graph.nodes if n.op == "placeholder"}
+    for n in graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default and n.args[0] in placeholders:
+            raise NotImplementedError(f"the graph updates its input {n.args[0].name} in place (a buffer of a "
+                                      "module in training mode?), which a compiled graph would not do")
+
+
+def _as_array(t: Any) -> np.ndarray:
+    """A contiguous CPU tensor's memory as a NumPy array (no copy); other tensors are copied."""
+    try:
+        return np.ascontiguousarray(t.numpy())
+    except (RuntimeError, TypeError):       # requires grad, not on the CPU, a conjugate view
+        return np.ascontiguousarray(t.detach().cpu().resolve_conj().resolve_neg().numpy())
+
+
+def _attribute(module: Any, target: str) -> Any:
+    """The object at a dotted attribute path of a module (a get_attr node's target)."""
+    return operator.attrgetter(target)(module)
 
 
 def _weight_positions(gm: Any, inputs: list) -> set[int]:

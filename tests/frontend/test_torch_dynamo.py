@@ -100,10 +100,10 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch):
     built = []
     original = torch_dynamo._Variant.__init__
 
-    def counting(self, gm, inputs, target, threads):
+    def counting(self, gm, inputs, weights, target, threads):
         built.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor) and x.ndim == 2
                            and not isinstance(x, nn.Parameter)))
-        original(self, gm, inputs, target, threads)
+        original(self, gm, inputs, weights, target, threads)
 
     monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
     module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
@@ -115,3 +115,188 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch):
             np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-5, atol=1e-6)
     assert not [w for w in caught if "eager" in str(w.message)]
     assert {(3, 8), (5, 8)} <= {s for shapes in built for s in shapes}
+
+
+def test_updated_buffer_recompiles_and_weights_convert_once(monkeypatch):
+    """Weights are converted to arrays when a graph compiles, never per call; an in-place update
+    of a batch-norm buffer (folded into the convolution) is seen on the next call."""
+    converted = []
+    original = torch_dynamo.to_numpy
+    monkeypatch.setattr(torch_dynamo, "to_numpy", lambda t: converted.append(t) or original(t))
+    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+    fast = torch.compile(module, backend="tensorforge")
+    with torch.no_grad():
+        fast(x)
+        baked = len(converted)
+        for _ in range(3):
+            fast(x)
+        assert len(converted) == baked
+        module[1].running_var.add_(1.0)
+        got = fast(x).numpy()
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+    assert len(converted) == 2 * baked      # the recompile bakes the same weights (buffers too)
+    with torch.no_grad():
+        module[1].running_mean.add_(1.0)    # and so sees a second update
+        got = fast(x).numpy()
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+    assert len(converted) == 3 * baked
+
+
+def test_weights_held_as_graph_attributes():
+    """With dynamo's install_free_tensors the weights reach the backend as attributes of the
+    graph module (get_attr nodes), not as inputs: they compile as constants, and an in-place
+    update is still seen."""
+    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+    with torch._dynamo.config.patch(install_free_tensors=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge")
+        with torch.no_grad():
+            np.testing.assert_allclose(fast(x).numpy(), eager(module, (x,))[0], atol=1e-4, rtol=0)
+            module[0].weight.mul_(-1.0)
+            got = fast(x).numpy()
+    _no_fallback(caught)
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+
+
+def test_inputs_in_grad_mode_inference_mode_and_strided():
+    """Inputs that require grad (grad mode on), inference tensors and non-contiguous views all
+    run compiled; the outputs carry no autograd history."""
+    module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
+    fast = torch.compile(module, backend="tensorforge")
+    x = torch.randn(5, 8, requires_grad=True)
+    got = fast(x)
+    assert not got.requires_grad
+    np.testing.assert_allclose(got.numpy(), eager(module, (x.detach(),))[0], atol=1e-5, rtol=0)
+    with torch.inference_mode():
+        y = torch.randn(5, 8)
+        np.testing.assert_allclose(fast(y).numpy(), eager(module, (y.clone(),))[0], atol=1e-5, rtol=0)
+    z = torch.randn(8, 5).t()               # a transposed view: strides (1, 5)
+    with torch.no_grad():
+        np.testing.assert_allclose(fast(z).numpy(), eager(module, (z.contiguous(),))[0], atol=1e-5, rtol=0)
+
+
+def test_inference_tensor_weights_fall_back_with_one_line():
+    """Weights made under inference_mode keep no version counter, so updates to them could not be
+    seen: the graph runs in eager PyTorch, with a warning that says why."""
+    with torch.inference_mode():
+        module = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+        x = torch.randn(2, 8)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(module, backend="tensorforge")(x)
+        want = module(x)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "inference tensors" in ours[0]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"batch_first": True, "num_layers": 2}, {"bidirectional": True, "bias": False}])
+def test_lstm_compiles_with_allow_rnn(kwargs):
+    """With dynamo's allow_rnn, nn.LSTM reaches the backend as PyTorch's one-layer oneDNN op per
+    layer and direction, which compiles to lstm_cell steps instead of falling back."""
+    torch.manual_seed(0)
+    module = nn.LSTM(6, 5, **kwargs).eval()
+    x = torch.randn(3, 4, 6)
+    with torch._dynamo.config.patch(allow_rnn=True), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge")
+        with torch.no_grad():
+            got, (h, c) = fast(x)
+    _no_fallback(caught)
+    want, (want_h, want_c) = module(x)
+    for a, b in ((got, want), (h, want_h), (c, want_c)):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), atol=1e-5, rtol=0)
+
+
+def test_flattened_linear_layers_become_one_product():
+    """nn.Linear on a [batch, seq, features] input reaches the backend as view, addmm, view; it
+    is compiled as one product on the 3-D input (no reshapes around it), like the ONNX export."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tensorforge.frontend.torch_convert import convert_graph
+    from tensorforge.frontend.torch_decomp import decompositions
+    from tensorforge.frontend.torch_linear import fold_flattened_linears
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8, bias=False)).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        traced = make_fx(lambda t: module(t), decomposition_table=decompositions())(x)
+        # as the backend traces it: views become view_copy, W^T a clone of permute_copy
+        functional = make_fx(torch.func.functionalize(lambda t: module(t), remove="mutations_and_views"),
+                             decomposition_table=decompositions())(x)
+    assert fold_flattened_linears(functional.graph) == 2
+    assert fold_flattened_linears(traced.graph) == 2
+    attrs = {n.target: getattr(traced, n.target).detach().numpy() for n in traced.graph.nodes if n.op == "get_attr"}
+    placeholder = next(n for n in traced.graph.nodes if n.op == "placeholder")
+    graph = convert_graph(traced.graph, {placeholder.name: ("input", None)}, "linears", attributes=attrs)
+    assert not [n.op for n in graph.nodes if n.op in ("reshape", "dense")]
+    flat = torch.randn(10, 16)                 # a 2-D input has nothing to fold
+    with torch.no_grad():
+        assert fold_flattened_linears(make_fx(lambda t: module(t), decomposition_table=decompositions())(flat).graph) == 0
+    np.testing.assert_allclose(_compiled(module, (x,))[0], eager(module, (x,))[0], atol=1e-5, rtol=0)
+
+
+def test_batched_matmul_becomes_one_product():
+    """torch.matmul on [batch, heads, seq, dim] operands (attention's q k^T) reaches the backend
+    as view(bmm(view(expand(q)), view(expand(k^T)))); it compiles as one 4-D matmul."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from tensorforge.frontend.torch_convert import convert_graph
+    from tensorforge.frontend.torch_decomp import decompositions
+    from tensorforge.frontend.torch_linear import fold_flattened_linears
+
+    class Scores(nn.Module):
+        def forward(self, q, k):
+            return torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / 2.0, dim=-1)
+
+    q, k = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    with torch.no_grad():
+        traced = make_fx(torch.func.functionalize(Scores(), remove="mutations_and_views"),
+                         decomposition_table=decompositions())(q, k)
+    assert fold_flattened_linears(traced.graph) == 1
+    inputs = {n.name: ("input", None) for n in traced.graph.nodes if n.op == "placeholder"}
+    graph = convert_graph(traced.graph, inputs, "scores")
+    assert [n.op for n in graph.nodes].count("matmul") == 1
+    assert "reshape" not in [n.op for n in graph.nodes]
+    np.testing.assert_allclose(_compiled(Scores(), (q, k))[0], eager(Scores(), (q, k))[0], atol=1e-5, rtol=0)
+
+
+def test_training_mode_runs_in_eager_pytorch():
+    """A module in training mode (random dropout, batch statistics that update the running
+    ones) is left to eager PyTorch with one warning line: its semantics stay PyTorch's."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Dropout(0.5)).train()
+    x = torch.randn(2, 3, 6, 6)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            torch.compile(module, backend="tensorforge")(x)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "runs in eager PyTorch" in ours[0] and "\n" not in ours[0]
+    assert module[1].num_batches_tracked.item() == 1 and module[1].running_mean.abs().sum() > 0
+
+
+def test_buffer_updated_in_place_runs_in_eager_pytorch():
+    """A forward that updates a buffer in place cannot be a compiled graph (which returns only
+    its outputs): it runs in eager PyTorch, with one warning, and compiling it does not run the
+    update an extra time."""
+
+    class Counter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("calls", torch.zeros(1))
+
+        def forward(self, x):
+            self.calls.add_(1.0)
+            return x * 2.0
+
+    module, x = Counter().eval(), torch.randn(3)
+    fast = torch.compile(module, backend="tensorforge")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            for _ in range(3):
+                np.testing.assert_allclose(fast(x).numpy(), (x * 2.0).numpy())
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "in place" in ours[0]
+    assert module.calls.item() == 3.0

@@ -192,3 +192,33 @@ def test_weights_are_params_and_inputs_are_user_inputs():
     graph = from_torch(nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4).eval()), (torch.randn(2, 3),))
     assert [v.shape for v in graph.inputs] == [(2, 3)]
     assert graph.params and all(v not in graph.inputs for v in graph.params)
+
+
+def test_spatial_mean_and_max_are_global_pooling():
+    """AdaptiveAvgPool2d(1) (a mean over H and W, kept) and amax over every spatial axis become
+    global pooling, which runs on the convolution's blocked layout; other means stay reductions."""
+
+    class Pools(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.pool = nn.Conv2d(3, 8, 3), nn.AdaptiveAvgPool2d(1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return self.pool(y), y.amax(dim=(2, 3), keepdim=True), y.mean(dim=1)
+
+    torch.manual_seed(0)
+    module, args = Pools().eval(), (torch.randn(2, 3, 9, 9),)
+    ops = [n.op for n in from_torch(module, args).nodes]
+    assert ops.count("global_avg_pool") == 1 and ops.count("global_max_pool") == 1 and ops.count("reduce_mean") == 1
+    check_from_torch(module, args, atol=1e-5)
+
+
+def test_linear_on_a_batch_of_sequences_is_one_product():
+    """from_torch folds nn.Linear on a [batch, seq, features] input (view, addmm, view after the
+    decompositions) back into one product on the 3-D input, as the torch.compile backend does."""
+    torch.manual_seed(0)
+    module, args = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8)).eval(), (torch.randn(2, 5, 16),)
+    ops = [n.op for n in from_torch(module, args).nodes]
+    assert "reshape" not in ops and "dense" not in ops
+    check_from_torch(module, args, atol=1e-5)

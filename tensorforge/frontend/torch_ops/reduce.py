@@ -1,4 +1,5 @@
-"""ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all) and argmax / argmin."""
+"""ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all) and argmax / argmin.
+A mean or max over every spatial axis of an (N, C, ...) tensor, kept as size 1, is global pooling."""
 from __future__ import annotations
 
 from ..torch_convert import aten
@@ -18,6 +19,10 @@ def reduce(ctx, a: dict):
         axes = tuple(range(len(x.shape)))
     if not axes:
         return x
+    if name in ("mean", "amax") and keep and len(x.shape) >= 3 and tuple(sorted(axes)) == tuple(range(2, len(x.shape))):
+        # nn.AdaptiveAvgPool2d(1) / global max pooling: the pooling op, which runs on the
+        # convolutions' blocked layout (a reduce_* would need the plain layout first)
+        return ctx.add1("global_avg_pool" if name == "mean" else "global_max_pool", [x])
     return ctx.add1(_REDUCE[name], [x], {"axes": axes, "keepdims": keep})
 
 
