@@ -237,6 +237,7 @@ def test_pointwise_few_filters_stay_a_gemm():
     ("conv2d", 12, 28, 4, (3, 7), (1, 2), (1, 2)),     # 7 per group: padded to 8 in each of 4 groups
     ("conv1d", 24, 32, 4, (16,), (2,), (1,)),          # a grouped conv1d: blocked as height 1
     ("conv1d", 12, 7, 1, (64,), (1,), (2,)),           # a tall conv1d with 7 filters
+    ("conv2d", 12, 12, 2, (1, 1), (1, 1), (1, 1)),     # grouped pointwise, 6 per group: padded too
 ])
 def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil):
     """Filters padded per group (the padding sliced off per group) and conv1d as a conv2d of

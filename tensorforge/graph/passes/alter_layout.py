@@ -12,9 +12,10 @@
   channel are alter_layout_propagate's.
 - A conv whose filters per group do not fill half a vector (1, 4, 7, 33 filters) takes the
   same path with zero filters padded into each group up to the next block, the padding cut off
-  by a slice, when its windows overlap a lot (at least PAD_MIN_OVERLAP taps per output position
-  and stride): a tall kernel such as 64x1 over 512 rows.  Otherwise alter_layout_im2col makes
-  it one GEMM on its windows, which copies each input value taps / strides times.
+  by a slice: always when it has several groups, and with one group when its windows overlap a
+  lot (at least PAD_MIN_OVERLAP taps per output position and stride: a tall kernel such as 64x1
+  over 512 rows).  Otherwise alter_layout_im2col makes it one GEMM on its windows, which copies
+  each input value taps / strides times.
 - A conv1d takes the same path as a conv2d of height 1 (unsqueeze, blocked conv, squeeze), except
   a pointwise one, which im2col makes a plain GEMM.
 """
@@ -95,6 +96,8 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
     per_group = y.shape[1] // groups
     if per_group % max(target.simd_lanes("float32") // 2, 1) == 0:
         return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1        # conv1d pointwise: a GEMM
+    if groups > 1:
+        return True             # im2col takes one group only: the alternative is the generic conv
     taps = int(np.prod(w.shape[2:]))
     strides = n.attrs.get("strides") or (1,) * (w.ndim - 2)
     return taps >= PAD_MIN_OVERLAP * int(np.prod(strides))
