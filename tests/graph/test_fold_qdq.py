@@ -116,3 +116,27 @@ def test_unfoldable_chain_stays_float():
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = tensorforge.compile(graph, target="c")(x)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)
+
+
+def _int8_unit() -> bool:
+    from tensorforge.ops import x86_intrin
+    return x86_intrin.int8_unit() is not None
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_convs_chain_in_rows_layout(tmp_path):
+    """alter_layout_int8 keeps a conv's product as rows (NHWC): the epilogue runs on the rows, the
+    next conv reads them through im2col over the rows image, and the one transpose back to NCHW
+    is left for the consumer that needs it (the pooling)."""
+    path = quantized(cnn(), tmp_path, (1, 3, 16, 16))
+    graph = from_onnx(path)
+    nodes = optimize(graph, "c -mcpu=native").nodes
+    im2cols = [n for n in nodes if n.op == "im2col"]
+    assert [n.attrs.get("image") for n in im2cols] == [None, (1, 16, 16)]
+    assert [n.op for n in nodes].count("transpose") == 1
+    assert all(n.outputs[0].ndim == 2 for n in nodes if n.op in ("requantize", "maximum"))
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(200 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

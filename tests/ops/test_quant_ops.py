@@ -123,3 +123,20 @@ def test_im2col_times_weights_is_the_convolution(strides, padding, dilations):
     n, m, oh, ow = conv.shape
     prod = (cols.astype(np.int64) - 9) @ w.reshape(5, -1).T.astype(np.int64)
     np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
+
+
+@pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2))])
+def test_im2col_of_an_image_as_rows_is_the_convolution(strides, padding, dilations):
+    """With image=(N, H, W) x is the image as rows (NHWC) and the columns run (kh, kw, c)."""
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 256, (2, 3, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (5, 3, 3, 2)).astype(np.int8)
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 3))
+    attrs = {"kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 9,
+             "image": (2, 7, 6)}
+    cols = check_op("im2col", [rows], attrs)[0]
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations})[0]
+    n, m, oh, ow = conv.shape
+    prod = (cols.astype(np.int64) - 9) @ w.transpose(0, 2, 3, 1).reshape(5, -1).T.astype(np.int64)
+    np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)

@@ -7,9 +7,25 @@ that has such a unit (AVX-512 VNNI, AVX-VNNI, AMX).
 so the unit's u8 x s8 products give the result and the correction is a constant per column,
 computed here once.  A conv_integer of the same kind (2-D, one group, constant int8 weight with
 zero point 0) becomes the same product on im2col(x) (its windows as rows, padded with x's zero
-point), the result transposed back to (N, M, OH, OW).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's
-operand layout.  Runs only for a native CPU target (the units are the host's); other products
-(signed activations, per-row or nonzero weight zero points, batched operands) stay as they are.
+point).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's operand layout.
+Runs only for a native CPU target (the units are the host's); other products (signed
+activations, per-row or nonzero weight zero points, batched operands) stay as they are.
+
+Rows layout.  A conv's product comes out as rows: (N * OH * OW, M), one pixel per row, channels
+along it (NHWC order).  Instead of transposing it back to (N, M, OH, OW) after every conv, the
+pass keeps the NCHW value's data in that form (its "rows twin") as far as the graph allows:
+
+  - an elementwise op (the bias add, requantize, relu as maximum, the dequantize / add /
+    quantize of a residual connection) whose non-constant inputs all have twins runs on the
+    twins, its per-channel constants reshaped to (C,) and its axis moved to the rows' channel
+    axis 1; so the conv's epilogue runs on the product's register tiles;
+  - the next int8 conv reads the twin: a 1x1 stride-1 conv multiplies it as it is, any other
+    window takes im2col over the rows image (columns in (kh, kw, c) order, the weight's
+    columns permuted to match);
+  - any other consumer (a depthwise conv, pooling, a graph output) gets the NCHW value back,
+    made once by a reshape and a transpose of the twin just before its first such consumer.
+
+Every value is computed exactly as before, only stored in another order.
 """
 from __future__ import annotations
 
@@ -29,20 +45,66 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
         return graph
     lanes = X.LANES[unit]
     params = dict(graph.params)
+    rows = _Rows()
     nodes, changed = [], False
     for n in graph.nodes:
-        rewritten = _rewrite(n, params, lanes)
-        nodes.extend(rewritten or [n])
-        changed = changed or rewritten is not None
+        rewritten = _rewrite(n, params, lanes, rows)
+        if rewritten is None or n.op == "matmul_integer":
+            for v in n.inputs:
+                nodes.extend(rows.materialize(v))
+        if rewritten is None:
+            nodes.append(n)
+        else:
+            nodes.extend(rewritten)
+            changed = True
+    for v in graph.outputs:
+        nodes.extend(rows.materialize(v))
     if not changed:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _rewrite(n: Node, params: dict, lanes: int) -> list | None:
+# elementwise ops that run on rows twins as they are (per-channel parameters along axis 1)
+ROWWISE = ("add", "sub", "mul", "maximum", "minimum", "relu", "requantize", "quantize_linear",
+           "dequantize_linear")
+_AXIS_OPS = ("requantize", "quantize_linear", "dequantize_linear")
+
+
+class _Rows:
+    """NCHW values whose data the rewritten graph holds as rows (N * H * W, C), and which of
+    them it has made again in NCHW."""
+
+    def __init__(self):
+        self.twin: dict = {}
+        self.made: set = set()
+
+    def add(self, v: Value, rows: Value) -> None:
+        self.twin[v] = rows
+
+    def materialize(self, v: Value | None) -> list:
+        """The nodes that make `v` from its twin (reshape to NHWC, transpose to NCHW), the first
+        time `v` is needed in NCHW; [] otherwise."""
+        if v is None or v not in self.twin or v in self.made:
+            return []
+        self.made.add(v)
+        n, c, h, w = v.shape
+        nhwc = Value(f"{v.name}_nhwc", (n, h, w, c), v.dtype)
+        return [Node("reshape", (self.twin[v],), (nhwc,), {"shape": (n, h, w, c)}, f"{v.name}_to_nhwc"),
+                Node("transpose", (nhwc,), (v,), {"perm": (0, 3, 1, 2)}, f"{v.name}_to_nchw")]
+
+
+def rows_shape(shape: tuple) -> tuple:
+    """(N * H * W, C) of an NCHW shape."""
+    n, c, h, w = shape
+    return (n * h * w, c)
+
+
+def _rewrite(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
     if n.op == "conv_integer":
-        return _rewrite_conv(n, params, lanes)
+        return _rewrite_conv(n, params, lanes, rows)
+    if n.op in ROWWISE:
+        return _rowwise(n, params, rows)
     if n.op != "matmul_integer":
         return None
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
@@ -74,7 +136,57 @@ def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, 
     return Node("matmul_integer_vnni", (a, bp_val, corr_val), (out,), {"units": int(w.shape[1])}, name)
 
 
-def _rewrite_conv(n: Node, params: dict, lanes: int) -> list | None:
+def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
+    """`n` on the twins of its inputs, when all its non-constant inputs have one; else None."""
+    out = n.outputs[0]
+    if len(n.outputs) != 1 or out.ndim != 4 or not any(v in rows.twin for v in n.inputs):
+        return None
+    channels = out.shape[1]
+    axis_op = n.op in _AXIS_OPS
+    if axis_op and int(n.attrs.get("axis", 1)) % 4 != 1 and any(
+            params[v].size > 1 for v in n.inputs[1:] if v is not None and v in params):
+        return None
+    args = []
+    for k, v in enumerate(n.inputs):
+        if v is None:
+            args.append(None)
+        elif v in rows.twin:
+            if tuple(v.shape) != tuple(out.shape):
+                return None
+            args.append(rows.twin[v])
+        elif v in params and (axis_op and k > 0):
+            args.append(v)          # scale / zero point: per tensor, or per channel along axis 1
+        elif v in params:
+            c = _channel_const(params[v], channels)
+            if c is None:
+                return None
+            if c.shape == params[v].shape:
+                args.append(v)
+            else:
+                cv = Value(f"{n.name}_{k}_rows", c.shape, c.dtype.name)
+                params[cv] = c
+                args.append(cv)
+        else:
+            return None
+    new_out = Value(f"{out.name}_rows", rows_shape(out.shape), out.dtype)
+    rows.add(out, new_out)
+    return [Node(n.op, tuple(args), (new_out,), dict(n.attrs), n.name)]
+
+
+def _channel_const(arr: np.ndarray, channels: int) -> np.ndarray | None:
+    """A constant broadcast against an NCHW value, as the same constant broadcast against its rows
+    (a scalar, or (C,) for one value per channel); None when it varies along other axes."""
+    if arr.ndim > 4:
+        return None
+    full = (1,) * (4 - arr.ndim) + arr.shape
+    if any(d != 1 for k, d in enumerate(full) if k != 1):
+        return None
+    if arr.size == 1:
+        return arr.reshape(())
+    return np.ascontiguousarray(arr.reshape(channels)) if full[1] == channels else None
+
+
+def _rewrite_conv(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
     x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
     if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8" or n.attrs.get("groups", 1) != 1:
         return None
@@ -87,12 +199,29 @@ def _rewrite_conv(n: Node, params: dict, lanes: int) -> list | None:
     m = weight.shape[0]
     out = n.outputs[0]
     batch, _, oh, ow = out.shape
-    cols = Value(f"{n.name}_cols", (batch * oh * ow, int(np.prod(weight.shape[1:]))), "uint8")
-    rows = Value(f"{n.name}_rows", (batch * oh * ow, m), "int32")
-    nhwc = Value(f"{n.name}_nhwc", (batch, oh, ow, m), "int32")
+    prod = Value(f"{n.name}_rows", (batch * oh * ow, m), "int32")
     attrs = {"kernel": tuple(weight.shape[2:]), "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"),
              "dilations": n.attrs.get("dilations"), "pad_value": za}
-    return [Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"),
-            _packed_product(cols, weight.reshape(m, -1).T, za, rows, params, lanes, n.name),
-            Node("reshape", (rows,), (nhwc,), {"shape": (batch, oh, ow, m)}, f"{n.name}_nhwc"),
-            Node("transpose", (nhwc,), (out,), {"perm": (0, 3, 1, 2)}, f"{n.name}_nchw")]
+    new: list = []
+    if x in rows.twin:
+        src = rows.twin[x]
+        wmat = weight.transpose(0, 2, 3, 1).reshape(m, -1)           # columns in (kh, kw, c) order
+        if _pointwise(weight.shape, attrs):
+            cols = src
+        else:
+            cols = Value(f"{n.name}_cols", (batch * oh * ow, wmat.shape[1]), "uint8")
+            new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:])},
+                            f"{n.name}_im2col"))
+    else:
+        wmat = weight.reshape(m, -1)
+        cols = Value(f"{n.name}_cols", (batch * oh * ow, wmat.shape[1]), "uint8")
+        new.append(Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"))
+    new.append(_packed_product(cols, wmat.T, za, prod, params, lanes, n.name))
+    rows.add(out, prod)
+    return new
+
+
+def _pointwise(wshape: tuple, attrs: dict) -> bool:
+    """A 1x1 window with stride 1 and no padding: the image rows are the im2col rows."""
+    return (tuple(wshape[2:]) == (1, 1) and all(s == 1 for s in attrs["strides"] or (1, 1))
+            and not any(attrs["padding"] or ()))
