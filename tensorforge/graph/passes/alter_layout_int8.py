@@ -118,9 +118,9 @@ def _rewrite(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
     out = n.outputs[0]
     if a.ndim == 2:
         return [_packed_product(a, params[b], za_value, out, params, lanes, n.name)]
-    rows = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
-    flat = Value(f"{n.name}_a_rows", (rows, a.shape[-1]), a.dtype)
-    prod = Value(f"{n.name}_rows", (rows, out.shape[-1]), "int32")
+    count = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
+    flat = Value(f"{n.name}_a_rows", (count, a.shape[-1]), a.dtype)
+    prod = Value(f"{n.name}_rows", (count, out.shape[-1]), "int32")
     return [Node("reshape", (a,), (flat,), {"shape": flat.shape}, f"{n.name}_flatten"),
             _packed_product(flat, params[b], za_value, prod, params, lanes, n.name),
             Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
@@ -146,7 +146,7 @@ def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
     if axis_op and int(n.attrs.get("axis", 1)) % 4 != 1 and any(
             params[v].size > 1 for v in n.inputs[1:] if v is not None and v in params):
         return None
-    args = []
+    args: list = []
     for k, v in enumerate(n.inputs):
         if v is None:
             args.append(None)
