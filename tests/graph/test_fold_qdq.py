@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, mlp, quantized  # noqa: E402
+from qdq_models import cnn, mlp, mobile, quantized  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -139,4 +139,20 @@ def test_convs_chain_in_rows_layout(tmp_path):
     step = _output_step(path)
     for seed in range(3):
         x = np.random.default_rng(200 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_depthwise_convs_run_on_rows(tmp_path):
+    """Depthwise convs between int8 products read and write rows too: the whole MobileNet block
+    chain has no transpose until the pooling, and agrees with ONNX Runtime."""
+    path = quantized(mobile(), tmp_path, (1, 3, 15, 15))
+    graph = from_onnx(path)
+    ops = [n.op for n in optimize(graph, "c -mcpu=native").nodes]
+    assert ops.count("depthwise_integer_rows") == 2 and "conv_integer" not in ops
+    assert ops.count("transpose") == 1 and ops.count("im2col") == 1
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(300 + seed).standard_normal((1, 3, 15, 15)).astype(np.float32)
         assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

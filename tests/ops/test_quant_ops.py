@@ -140,3 +140,23 @@ def test_im2col_of_an_image_as_rows_is_the_convolution(strides, padding, dilatio
     n, m, oh, ow = conv.shape
     prod = (cols.astype(np.int64) - 9) @ w.transpose(0, 2, 3, 1).reshape(5, -1).T.astype(np.int64)
     np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
+
+
+@pytest.mark.parametrize("channels, strides, padding, dilations", [
+    (16, (1, 1), (1, 1, 1, 1), (1, 1)), (5, (2, 1), (0, 2, 1, 0), (1, 2))])
+def test_depthwise_integer_rows_is_the_depthwise_conv_integer(channels, strides, padding, dilations):
+    """On the image as rows, with the zero-point correction, it is conv_integer with groups=C."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, (2, channels, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (channels, 1, 3, 2)).astype(np.int8)
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations,
+                                              "groups": channels})[0]
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, channels))
+    taps = np.ascontiguousarray(w.reshape(channels, -1).T)
+    corr = (9 * taps.astype(np.int64).sum(axis=0)).astype(np.int32)
+    attrs = {"image": (2, 7, 6), "kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations,
+             "pad_value": 9}
+    got = check_op("depthwise_integer_rows", [rows, taps.astype(np.float32), corr], attrs)[0]
+    n, c, oh, ow = conv.shape
+    np.testing.assert_array_equal(got, conv.transpose(0, 2, 3, 1).reshape(-1, c))

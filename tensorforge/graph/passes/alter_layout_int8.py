@@ -22,7 +22,9 @@ pass keeps the NCHW value's data in that form (its "rows twin") as far as the gr
   - the next int8 conv reads the twin: a 1x1 stride-1 conv multiplies it as it is, any other
     window takes im2col over the rows image (columns in (kh, kw, c) order, the weight's
     columns permuted to match);
-  - any other consumer (a depthwise conv, pooling, a graph output) gets the NCHW value back,
+  - a depthwise conv (one filter per channel) runs on the twin as depthwise_integer_rows
+    (ops/quant_depthwise_rows.py), its result the output's twin;
+  - any other consumer (pooling, a graph output) gets the NCHW value back,
     made once by a reshape and a transpose of the twin just before its first such consumer.
 
 Every value is computed exactly as before, only stored in another order.
@@ -32,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops import x86_intrin as X
+from ...ops.quant_depthwise_rows import MAX_TAPS
 from ...ops.schedules.cpu_matmul_int8 import pack_b_vnni
 from ...target import Target
 from ..ir import Graph, Node, Value
@@ -188,7 +191,9 @@ def _channel_const(arr: np.ndarray, channels: int) -> np.ndarray | None:
 
 def _rewrite_conv(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
     x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
-    if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8" or n.attrs.get("groups", 1) != 1:
+    if n.attrs.get("groups", 1) != 1:
+        return _rewrite_depthwise(n, params, rows)
+    if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8":
         return None
     if zw is not None and (zw not in params or np.any(params[zw] != 0)):
         return None
@@ -219,6 +224,37 @@ def _rewrite_conv(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None
     new.append(_packed_product(cols, wmat.T, za, prod, params, lanes, n.name))
     rows.add(out, prod)
     return new
+
+
+def _rewrite_depthwise(n: Node, params: dict, rows: _Rows) -> list | None:
+    """A depthwise conv_integer (one filter per channel) whose input has a rows twin becomes
+    depthwise_integer_rows on the twin; the result is the output's twin."""
+    x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
+    if x not in rows.twin or x.dtype != "uint8" or w not in params or w.dtype != "int8":
+        return None
+    weight = params[w]
+    channels = x.shape[1]
+    if n.attrs.get("groups") != channels or weight.shape[:2] != (channels, 1) or weight.ndim != 4:
+        return None
+    if zw is not None and (zw not in params or np.any(params[zw] != 0)):
+        return None
+    if zx is not None and (zx not in params or params[zx].size != 1):
+        return None
+    kh, kw = weight.shape[2:]
+    if kh * kw > MAX_TAPS:
+        return None
+    za = int(params[zx].reshape(())) if zx is not None else 0
+    taps = np.ascontiguousarray(weight.reshape(channels, kh * kw).T)           # (KH * KW, C)
+    corr = (za * taps.astype(np.int64).sum(axis=0)).astype(np.int32)
+    wv = Value(f"{n.name}_w_taps", taps.shape, "float32")
+    cv = Value(f"{n.name}_corr", corr.shape, "int32")
+    params[wv], params[cv] = taps.astype(np.float32), corr
+    out = n.outputs[0]
+    prod = Value(f"{n.name}_rows", rows_shape(out.shape), "int32")
+    attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": (kh, kw), "strides": n.attrs.get("strides"),
+             "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations"), "pad_value": za}
+    rows.add(out, prod)
+    return [Node("depthwise_integer_rows", (rows.twin[x], wv, cv), (prod,), attrs, n.name)]
 
 
 def _pointwise(wshape: tuple, attrs: dict) -> bool:

@@ -1,0 +1,80 @@
+"""`depthwise_integer_rows.cpu`: the fused group of an int8 depthwise convolution on rows
+(ops/quant_depthwise_rows.py) and its epilogue (bias, requantize, relu).
+
+The output, (N * OH * OW, C) with channels along each row, is cut into tiles of `tw` pixels of
+one image row x one vector of channels; the tile's float32 sums (`dw_acc`) are a local buffer
+attached at the pixel-tile loop, accumulated tap by tap (the KH x KW loops outside, the tile's
+pixels unrolled, its channels one vector), so a tap costs one weight vector load and `tw`
+FMAs on registers.  The epilogue converts, corrects and requantizes the tile as it leaves the
+registers.  The row axis is split by OW and OH (like im2col.cpu), so no index divides.  The
+padded copy of the input (`dw_pad`, uint8) is made once, whole, channels innermost.
+
+Knobs: `tw` (pixels per tile, dividing OW), `order` (channel vectors or pixel tiles outer
+within an image row).
+"""
+from __future__ import annotations
+
+from ...te.space import as_config
+from . import template
+from .common import const_shape, reads_only_at, schedule_elementwise_stage
+from .cpu_matmul_int8_group import _stage
+
+LANES = 16          # float32 lanes of a 512-bit vector
+
+
+@template("depthwise_integer_rows.cpu", tunable=True)
+def depthwise_integer_rows(s, master_outs, outs, target, cfg=None) -> None:
+    cfg = as_config(cfg)
+    main = master_outs[0]
+    acc, pad = _stage(main, "dw_acc"), _stage(main, "dw_pad")
+    oh, ow = acc.op.attrs["window"]
+    _, c = const_shape(main)
+    lanes = max(1, min(LANES, target.simd_lanes("float32")))
+    vec = lanes if c % lanes == 0 else 1
+    tws = [t for t in range(1, min(ow, 8) + 1) if ow % t == 0]
+    cfg.define_knob("tw", tws, default=max(t for t in tws if t <= 7 or t == 8))
+    cfg.define_knob("order", ["channels", "pixels"], default="channels")
+    tw = cfg["tw"].val
+
+    ps = s[pad]
+    pn, py, px, pc = ps.op.axis
+    if vec > 1:
+        _, pci = ps.split(pc, factor=vec)
+        ps.vectorize(pci)
+    if target.num_cores > 1:
+        ps.parallel(ps.fuse(pn, py))
+
+    epilogue = [t for t in outs if t not in master_outs]
+    own = tuple(iv.var for iv in s[outs[0]].op.axis)
+    if len(outs) == 1 and epilogue and const_shape(outs[0]) == const_shape(main) \
+            and reads_only_at(s, outs[0], main, own):
+        s[main].compute_inline()
+        out = outs[0]
+    else:
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+        out = main
+    st = s[out]
+    r, ch = st.op.axis
+    r_outer, x_ow = st.split(r, factor=ow)
+    x_n, x_oh = st.split(r_outer, factor=oh)
+    x_owo, x_owi = st.split(x_ow, factor=tw)
+    x_co, x_ci = st.split(ch, factor=vec) if vec > 1 else (ch, None)
+    if cfg["order"].val == "channels":
+        st.reorder(x_n, x_oh, x_co, x_owo, x_owi, *([x_ci] if x_ci is not None else []))
+        at = x_owo
+    else:
+        st.reorder(x_n, x_oh, x_owo, x_co, x_owi, *([x_ci] if x_ci is not None else []))
+        at = x_co
+    if x_ci is not None:
+        st.vectorize(x_ci)
+    s[acc].set_scope("local")
+    s[acc].compute_at(st, at)
+    ar, ac = s[acc].op.axis
+    ry, rx = s[acc].op.reduce_axis
+    s[acc].reorder(ry, rx, ar, ac)
+    s[acc].unroll(ar)
+    if vec > 1:
+        s[acc].vectorize(ac)
+    if target.num_cores > 1:
+        st.parallel(st.fuse(x_n, x_oh))
