@@ -7,7 +7,7 @@ attached at the pixel-tile loop, accumulated tap by tap (the KH x KW loops outsi
 pixels unrolled, its channels one vector), so a tap costs one weight vector load and `tw`
 FMAs on registers.  The epilogue converts, corrects and requantizes the tile as it leaves the
 registers.  The row axis is split by OW and OH (like im2col.cpu), so no index divides.  The
-padded copy of the input (`dw_pad`, uint8) is made once, whole, channels innermost.
+padded copy of the input (`dw_pad`, converted to float32) is made once, whole, channels innermost.
 
 Knobs: `tw` (pixels per tile, dividing OW), `order` (channel vectors or pixel tiles outer
 within an image row).
