@@ -25,6 +25,7 @@ from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
 from tensorforge.graph.passes.fold_qdq import fold_qdq
+from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
@@ -36,7 +37,7 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 # every host (16 float32 lanes)
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
-TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_tables", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops"}
@@ -176,6 +177,32 @@ def test_fold_qdq_dense_with_bias():
     xin = rand(2, 3)
     diff = run_reference(got, xin)[0].astype(int) - run_reference(before, xin)[0].astype(int)
     assert np.abs(diff).max() <= 1          # the float path rounds the same sum once more
+
+
+def test_fold_qdq_tables_scaling_between_quantizations():
+    s, s2 = np.array(0.05, "float32"), np.array(0.04, "float32")
+    z, z2 = np.array(100, "uint8"), np.array(7, "uint8")
+    half = np.array(0.5, "float32")
+    q8 = {"dtype": "uint8"}
+    b = builder()
+    x = b.input("x", (2, 4), "uint8")
+    scaled = b.add1("mul", [b.add1("dequantize_linear", [x, b.const(s), b.const(z)]), b.const(half)])
+    before = b.finish([b.add1("quantize_linear", [scaled, b.const(s2), b.const(z2)], q8)])
+    e = builder()
+    x = e.input("x", (2, 4), "uint8")
+    i = np.arange(256, dtype="float32")
+    table = np.clip(np.rint((i - 100) * s * half / s2) + 7, 0, 255).astype("uint8")
+    want = e.finish([e.add1("gather", [e.const(table), x], {"axis": 0})])
+    got = fold_qdq_tables(before)
+    assert_graph_equal(got, want)
+    xin = np.arange(8, dtype="uint8").reshape(2, 4) * 31
+    np.testing.assert_array_equal(run_reference(got, xin)[0], run_reference(before, xin)[0])
+
+    b = builder()                                   # a per-element constant: left alone
+    x = b.input("x", (2, 4), "uint8")
+    shifted = b.add1("add", [b.add1("dequantize_linear", [x, b.const(s), b.const(z)]), b.const(rand(4))])
+    alone = b.finish([b.add1("quantize_linear", [shifted, b.const(s2), b.const(z2)], q8)])
+    assert fold_qdq_tables(alone) is alone
 
 
 def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
