@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, mlp, mobile, quantized  # noqa: E402
+from qdq_models import cnn, input_residual, mlp, mobile, quantized, residual  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -155,4 +155,27 @@ def test_depthwise_convs_run_on_rows(tmp_path):
     step = _output_step(path)
     for seed in range(3):
         x = np.random.default_rng(300 + seed).standard_normal((1, 3, 15, 15)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+@pytest.mark.parametrize("make, shape, pools, transposes", [
+    (residual, (1, 3, 16, 16), 1, [(0, 3, 1, 2)]),
+    (input_residual, (1, 8, 12, 12), 0, [(0, 2, 3, 1), (0, 3, 1, 2)]),
+])
+def test_residual_blocks_run_on_rows(tmp_path, make, shape, pools, transposes):
+    """The max pool between a dequantize and a quantize of one scale runs on the 8-bit rows; a
+    residual operand that has no rows twin (the model's input) is given one, moved between
+    layouts as 8-bit data; the only way back to NCHW is before the average pool, as 8-bit data."""
+    path = quantized(make(), tmp_path, shape)
+    graph = from_onnx(path)
+    nodes = optimize(graph, "c -mcpu=native").nodes
+    ops = [n.op for n in nodes]
+    assert ops.count("max_pool_rows") == pools and "max_pool2d" not in ops and "max_pool2d_rows" not in ops
+    assert [n.attrs["perm"] for n in nodes if n.op == "transpose"] == transposes
+    assert all(n.inputs[0].dtype == "uint8" for n in nodes if n.op == "transpose")
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(400 + seed).standard_normal(shape).astype(np.float32)
         assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

@@ -160,3 +160,16 @@ def test_depthwise_integer_rows_is_the_depthwise_conv_integer(channels, strides,
     got = check_op("depthwise_integer_rows", [rows, taps.astype(np.float32), corr], attrs)[0]
     n, c, oh, ow = conv.shape
     np.testing.assert_array_equal(got, conv.transpose(0, 2, 3, 1).reshape(-1, c))
+
+
+@pytest.mark.parametrize("dtype, strides, padding", [("uint8", (2, 2), (1, 1, 1, 1)), ("int8", (1, 2), (0, 1, 2, 0))])
+def test_max_pool_rows_is_max_pool_on_the_image(dtype, strides, padding):
+    rng = np.random.default_rng(10)
+    lo, hi = (0, 256) if dtype == "uint8" else (-128, 128)
+    x = rng.integers(lo, hi, (2, 5, 7, 6)).astype(dtype)
+    want = get("max_pool2d").run_reference([x.astype(np.float32)], {"kernel": (3, 2), "strides": strides,
+                                                                     "padding": padding})[0]
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 5))
+    got = check_op("max_pool_rows", [rows], {"image": (2, 7, 6), "kernel": (3, 2), "strides": strides,
+                                             "padding": padding})[0]
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1).reshape(-1, 5).astype(dtype))

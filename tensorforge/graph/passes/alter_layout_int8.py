@@ -23,9 +23,14 @@ pass keeps the NCHW value's data in that form (its "rows twin") as far as the gr
     window takes im2col over the rows image (columns in (kh, kw, c) order, the weight's
     columns permuted to match);
   - a depthwise conv (one filter per channel) runs on the twin as depthwise_integer_rows
-    (ops/quant_depthwise_rows.py), its result the output's twin;
-  - any other consumer (pooling, a graph output) gets the NCHW value back,
-    made once by a reshape and a transpose of the twin just before its first such consumer.
+    (ops/quant_depthwise_rows.py), its result the output's twin; so does a max pool between a
+    dequantize and a quantize of the same parameters, as max_pool_rows on the 8-bit twin
+    (ops/quant_pool_rows.py);
+  - the other operand of a rows op (a residual connection's) gets a twin too: the narrow value
+    it was dequantized from, transposed to rows, then the dequantize on the rows;
+  - any other consumer (average pooling, a graph output) gets the NCHW value back, made once
+    just before its first such consumer: the narrow value it was dequantized from, reshaped
+    and transposed from its twin, then the dequantize in NCHW.
 
 Every value is computed exactly as before, only stored in another order.
 """
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtype as dt
 from ...ops import x86_intrin as X
 from ...ops.quant_depthwise_rows import MAX_TAPS
 from ...ops.schedules.cpu_matmul_int8 import pack_b_vnni
@@ -48,10 +54,19 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
         return graph
     lanes = X.LANES[unit]
     params = dict(graph.params)
-    rows = _Rows()
-    nodes, changed = [], False
+    rows = _Rows({v: n for n in graph.nodes for v in n.outputs}, params)
+    users: dict = {}
     for n in graph.nodes:
+        for v in n.inputs:
+            users.setdefault(v, []).append(n)
+    nodes, changed = [], False
+    skip: set = set()
+    for n in graph.nodes:
+        if n in skip:
+            continue
         rewritten = _rewrite(n, params, lanes, rows)
+        if rewritten is None and n.op == "max_pool2d":
+            rewritten = _rewrite_max_pool(n, params, rows, users, skip)
         if rewritten is None or n.op == "matmul_integer":
             for v in n.inputs:
                 nodes.extend(rows.materialize(v))
@@ -78,23 +93,60 @@ class _Rows:
     """NCHW values whose data the rewritten graph holds as rows (N * H * W, C), and which of
     them it has made again in NCHW."""
 
-    def __init__(self):
+    def __init__(self, producer: dict, params: dict):
         self.twin: dict = {}
         self.made: set = set()
+        self.producer, self.params = producer, params     # of the graph as it was
 
     def add(self, v: Value, rows: Value) -> None:
         self.twin[v] = rows
 
+    def _narrow_source(self, v: Value) -> tuple:
+        """(the original node making v, its one non-constant input u) when u has v's shape and
+        fewer bytes per element (v = dequantize(u): moving u between layouts is cheaper)."""
+        n = self.producer.get(v)
+        if n is None or n.op not in ROWWISE:
+            return None, None
+        free = [u for u in n.inputs if u is not None and u not in self.params]
+        if len(free) != 1 or tuple(free[0].shape) != tuple(v.shape) or \
+                dt.itemsize(free[0].dtype) >= dt.itemsize(v.dtype):
+            return None, None
+        return n, free[0]
+
     def materialize(self, v: Value | None) -> list:
-        """The nodes that make `v` from its twin (reshape to NHWC, transpose to NCHW), the first
-        time `v` is needed in NCHW; [] otherwise."""
+        """The nodes that make `v` from its twin, the first time `v` is needed in NCHW ([]
+        otherwise): the node that made v from a narrower value, on that value in NCHW, or the
+        twin reshaped to NHWC and transposed to NCHW."""
         if v is None or v not in self.twin or v in self.made:
             return []
         self.made.add(v)
+        node, narrow = self._narrow_source(v)
+        if node is not None and narrow in self.twin:
+            return self.materialize(narrow) + [node]
         n, c, h, w = v.shape
         nhwc = Value(f"{v.name}_nhwc", (n, h, w, c), v.dtype)
         return [Node("reshape", (self.twin[v],), (nhwc,), {"shape": (n, h, w, c)}, f"{v.name}_to_nhwc"),
                 Node("transpose", (nhwc,), (v,), {"perm": (0, 3, 1, 2)}, f"{v.name}_to_nchw")]
+
+
+    def rowify(self, v: Value) -> list:
+        """Nodes giving the NCHW value `v` a rows twin: the node that made it from a narrower
+        value, run on that value's twin, or v transposed to NHWC and reshaped to rows."""
+        if v in self.twin:
+            return []
+        self.made.add(v)                   # v stays computed in NCHW as well
+        node, narrow = self._narrow_source(v)
+        if node is not None:
+            pre = self.rowify(narrow)
+            again = _rowwise(node, self.params, self)
+            if again is not None:
+                return pre + again
+        n, c, h, w = v.shape
+        nhwc = Value(f"{v.name}_as_nhwc", (n, h, w, c), v.dtype)
+        r = Value(f"{v.name}_as_rows", (n * h * w, c), v.dtype)
+        self.add(v, r)
+        return [Node("transpose", (v,), (nhwc,), {"perm": (0, 2, 3, 1)}, f"{v.name}_to_nhwc"),
+                Node("reshape", (nhwc,), (r,), {"shape": (n * h * w, c)}, f"{v.name}_to_rows")]
 
 
 def rows_shape(shape: tuple) -> tuple:
@@ -140,7 +192,8 @@ def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, 
 
 
 def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
-    """`n` on the twins of its inputs, when all its non-constant inputs have one; else None."""
+    """`n` on the rows of its inputs, when one of them has a twin and the others are constants
+    or values of the output's shape (given a twin here); else None."""
     out = n.outputs[0]
     if len(n.outputs) != 1 or out.ndim != 4 or not any(v in rows.twin for v in n.inputs):
         return None
@@ -149,31 +202,31 @@ def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
     if axis_op and int(n.attrs.get("axis", 1)) % 4 != 1 and any(
             params[v].size > 1 for v in n.inputs[1:] if v is not None and v in params):
         return None
+    consts: dict = {}
+    for k, v in enumerate(n.inputs):
+        if v is None or (v in params and axis_op and k > 0):
+            continue                # scale / zero point: per tensor, or per channel along axis 1
+        if v in params:
+            consts[k] = _channel_const(params[v], channels)
+            if consts[k] is None:
+                return None
+        elif tuple(v.shape) != tuple(out.shape):
+            return None
+    pre: list = []
     args: list = []
     for k, v in enumerate(n.inputs):
-        if v is None:
-            args.append(None)
-        elif v in rows.twin:
-            if tuple(v.shape) != tuple(out.shape):
-                return None
-            args.append(rows.twin[v])
-        elif v in params and (axis_op and k > 0):
-            args.append(v)          # scale / zero point: per tensor, or per channel along axis 1
-        elif v in params:
-            c = _channel_const(params[v], channels)
-            if c is None:
-                return None
-            if c.shape == params[v].shape:
-                args.append(v)
-            else:
-                cv = Value(f"{n.name}_{k}_rows", c.shape, c.dtype.name)
-                params[cv] = c
-                args.append(cv)
+        if k in consts and consts[k].shape != params[v].shape:
+            cv = Value(f"{n.name}_{k}_rows", consts[k].shape, consts[k].dtype.name)
+            params[cv] = consts[k]
+            args.append(cv)
+        elif v is None or v in params:
+            args.append(v)
         else:
-            return None
+            pre += rows.rowify(v)       # the other operand of a residual add, say: no-op for a twin
+            args.append(rows.twin[v])
     new_out = Value(f"{out.name}_rows", rows_shape(out.shape), out.dtype)
     rows.add(out, new_out)
-    return [Node(n.op, tuple(args), (new_out,), dict(n.attrs), n.name)]
+    return pre + [Node(n.op, tuple(args), (new_out,), dict(n.attrs), f"{n.name}_rows")]
 
 
 def _channel_const(arr: np.ndarray, channels: int) -> np.ndarray | None:
@@ -255,6 +308,44 @@ def _rewrite_depthwise(n: Node, params: dict, rows: _Rows) -> list | None:
              "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations"), "pad_value": za}
     rows.add(out, prod)
     return [Node("depthwise_integer_rows", (rows.twin[x], wv, cv), (prod,), attrs, n.name)]
+
+
+def _rewrite_max_pool(n: Node, params: dict, rows: _Rows, users: dict, skip: set) -> list | None:
+    """quantize(max_pool2d(dequantize(x))) with one per-tensor scale and zero point, x with a
+    rows twin: max_pool_rows on the twin, its result the quantized output's twin (the
+    quantize node is dropped)."""
+    d = n.inputs[0]
+    dq = rows.producer.get(d)
+    after = users.get(n.outputs[0], [])
+    if dq is None or dq.op != "dequantize_linear" or len(after) != 1 or after[0].op != "quantize_linear":
+        return None
+    q = after[0]
+    x = dq.inputs[0]
+    if x not in rows.twin or q.attrs.get("dtype") != x.dtype or n.attrs.get("ceil_mode") or d.ndim != 4:
+        return None
+    if not (_same_scalar(params, dq.inputs[1], q.inputs[1]) and _same_scalar(params, _at(dq.inputs, 2), _at(q.inputs, 2))):
+        return None
+    out = q.outputs[0]
+    prod = Value(f"{n.name}_rows", rows_shape(out.shape), out.dtype)
+    attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": tuple(n.attrs["kernel"]),
+             "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations")}
+    rows.add(out, prod)
+    skip.add(q)
+    return [Node("max_pool_rows", (rows.twin[x],), (prod,), attrs, n.name)]
+
+
+def _at(values: tuple, k: int):
+    return values[k] if k < len(values) else None
+
+
+def _same_scalar(params: dict, a: Value | None, b: Value | None) -> bool:
+    """Both absent, or both one-element constants of equal value and dtype."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a not in params or b not in params:
+        return False
+    pa, pb = params[a], params[b]
+    return pa.size == 1 and pb.size == 1 and pa.dtype == pb.dtype and pa.reshape(()) == pb.reshape(())
 
 
 def _pointwise(wshape: tuple, attrs: dict) -> bool:

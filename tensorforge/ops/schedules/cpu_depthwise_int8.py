@@ -1,5 +1,6 @@
-"""`depthwise_integer_rows.cpu`: the fused group of an int8 depthwise convolution on rows
-(ops/quant_depthwise_rows.py) and its epilogue (bias, requantize, relu).
+"""`depthwise_integer_rows.cpu` and `max_pool_rows.cpu`: the fused group of an int8 depthwise
+convolution on rows (ops/quant_depthwise_rows.py) and its epilogue (bias, requantize, relu), and
+max pooling on rows (ops/quant_pool_rows.py), by one schedule of a window over rows.
 
 The output, (N * OH * OW, C) with channels along each row, is cut into tiles of `tw` pixels of
 one image row x one vector of channels; the tile's float32 sums (`dw_acc`) are a local buffer
@@ -8,6 +9,8 @@ pixels unrolled, its channels one vector), so a tap costs one weight vector load
 FMAs on registers.  The epilogue converts, corrects and requantizes the tile as it leaves the
 registers.  The row axis is split by OW and OH (like im2col.cpu), so no index divides.  The
 padded copy of the input (`dw_pad`, converted to float32) is made once, whole, channels innermost.
+Max pooling is the same loop nest with a maximum for the sum, on the data's own type (64 lanes
+of uint8 per vector).
 
 Knobs: `tw` (pixels per tile, dividing OW), `order` (channel vectors or pixel tiles outer
 within an image row).
@@ -19,18 +22,26 @@ from . import template
 from .common import const_shape, reads_only_at, schedule_elementwise_stage
 from .cpu_matmul_int8_group import _stage
 
-LANES = 16          # float32 lanes of a 512-bit vector
-
 
 @template("depthwise_integer_rows.cpu", tunable=True)
 def depthwise_integer_rows(s, master_outs, outs, target, cfg=None) -> None:
+    schedule_window_rows(s, master_outs, outs, target, cfg, "dw")
+
+
+@template("max_pool_rows.cpu", tunable=True)
+def max_pool_rows(s, master_outs, outs, target, cfg=None) -> None:
+    schedule_window_rows(s, master_outs, outs, target, cfg, "pool")
+
+
+def schedule_window_rows(s, master_outs, outs, target, cfg, prefix: str) -> None:
+    """The module docstring's schedule for stages "<prefix>_pad" and "<prefix>_acc"."""
     cfg = as_config(cfg)
     main = master_outs[0]
-    acc, pad = _stage(main, "dw_acc"), _stage(main, "dw_pad")
+    acc, pad = _stage(main, f"{prefix}_acc"), _stage(main, f"{prefix}_pad")
     oh, ow = acc.op.attrs["window"]
     _, c = const_shape(main)
-    lanes = max(1, min(LANES, target.simd_lanes("float32")))
-    vec = lanes if c % lanes == 0 else 1
+    lanes = max(1, target.simd_lanes(acc.dtype))
+    vec = max(v for v in (lanes, 16, 1) if v <= lanes and c % v == 0)
     tws = [t for t in range(1, min(ow, 8) + 1) if ow % t == 0]
     cfg.define_knob("tw", tws, default=max(t for t in tws if t <= 7 or t == 8))
     cfg.define_knob("order", ["channels", "pixels"], default="channels")
