@@ -173,3 +173,25 @@ def test_max_pool_rows_is_max_pool_on_the_image(dtype, strides, padding):
     got = check_op("max_pool_rows", [rows], {"image": (2, 7, 6), "kernel": (3, 2), "strides": strides,
                                              "padding": padding})[0]
     np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1).reshape(-1, 5).astype(dtype))
+
+
+def test_dequantize_of_a_quantize_reads_the_float_before_the_cast():
+    """A dequantize of a quantize's result reads the saturated float the quantize casts (so the
+    fused loop has no float -> uint8 -> float round trip, which GCC leaves scalar), and computes
+    the same values as the two references one after the other."""
+    from tensorforge import build, te
+    x = te.placeholder((4, 16), "float32", name="x")
+    s = te.placeholder((1,), "float32", name="s")
+    z = te.placeholder((1,), "uint8", name="z")
+    (q,) = get("quantize_linear").build_compute([x, s, z], {"dtype": "uint8"})
+    (d,) = get("dequantize_linear").build_compute([q, s, z], {})
+    assert q.op not in [t.op for t in d.op.input_tensors()]
+    sched = te.create_schedule(d.op)
+    f = build(sched, [x, s, z, d], target="c -O1")
+    xs = (np.random.default_rng(11).standard_normal((4, 16)) * 3).astype(np.float32)
+    sv, zv = np.array([0.02], np.float32), np.array([120], np.uint8)
+    got = np.full((4, 16), np.nan, np.float32)
+    f(xs, sv, zv, got)
+    want = get("dequantize_linear").run_reference(
+        [get("quantize_linear").run_reference([xs, sv, zv], {"dtype": "uint8"})[0], sv, zv], {})[0]
+    np.testing.assert_array_equal(got, want)
