@@ -22,6 +22,8 @@ from . import template
 from .common import const_shape, reads_only_at, schedule_elementwise_stage
 from .cpu_matmul_int8_group import _stage
 
+PAD_DEFAULT = "whole"
+
 
 @template("depthwise_integer_rows.cpu", tunable=True)
 def depthwise_integer_rows(s, master_outs, outs, target, cfg=None) -> None:
@@ -45,6 +47,7 @@ def schedule_window_rows(s, master_outs, outs, target, cfg, prefix: str) -> None
     tws = [t for t in range(1, min(ow, 8) + 1) if ow % t == 0]
     cfg.define_knob("tw", tws, default=max(t for t in tws if t <= 7 or t == 8))
     cfg.define_knob("order", ["channels", "pixels"], default="channels")
+    cfg.define_knob("pad", ["whole", "rows"], default=PAD_DEFAULT)
     tw = cfg["tw"].val
 
     ps = s[pad]
@@ -52,7 +55,7 @@ def schedule_window_rows(s, master_outs, outs, target, cfg, prefix: str) -> None
     if vec > 1:
         _, pci = ps.split(pc, factor=vec)
         ps.vectorize(pci)
-    if target.num_cores > 1:
+    if target.num_cores > 1 and cfg["pad"].val == "whole":
         ps.parallel(ps.fuse(pn, py))
 
     epilogue = [t for t in outs if t not in master_outs]
@@ -79,6 +82,11 @@ def schedule_window_rows(s, master_outs, outs, target, cfg, prefix: str) -> None
         at = x_co
     if x_ci is not None:
         st.vectorize(x_ci)
+    row = st.fuse(x_n, x_oh)                 # one output row per iteration
+    if target.num_cores > 1:
+        st.parallel(row)
+    if cfg["pad"].val == "rows":
+        s[pad].compute_at(st, row)
     s[acc].set_scope("local")
     s[acc].compute_at(st, at)
     ar, ac = s[acc].op.axis
@@ -87,5 +95,3 @@ def schedule_window_rows(s, master_outs, outs, target, cfg, prefix: str) -> None
     s[acc].unroll(ar)
     if vec > 1:
         s[acc].vectorize(ac)
-    if target.num_cores > 1:
-        st.parallel(st.fuse(x_n, x_oh))
