@@ -91,7 +91,8 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     first, second = (jo, io) if cfg["order"].val == "panels" else (io, jo)
     st.reorder(first, second, ii, ji)
     if const_shape(out)[1] % (nv * lanes) == 0:
-        st.vectorize(ji)
+        _, jv = st.split(ji, factor=lanes)          # one register of int32 sums per statement
+        st.vectorize(jv)
     s[acc].set_scope("local")
     s[acc].compute_at(st, second)
     ai, aj = s[acc].op.axis
