@@ -207,7 +207,7 @@ def test_fold_qdq_tables_scaling_between_quantizations():
 
 def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
     from tensorforge.ops import x86_intrin as X
-    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    from tensorforge.ops.schedules.cpu_matmul_int8 import k_align, pack_b_vnni
     unit = X.int8_unit()
     if unit is None:
         pytest.skip("this CPU has no int8 dot-product unit")
@@ -220,7 +220,9 @@ def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
     e = builder()
     x = e.input("x", (3, 6), "uint8")
     corr = (9 * w.astype(np.int64).sum(axis=0)).astype("int32")
-    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(pack_b_vnni(w, lanes)), e.const(corr)], {"units": 5})])
+    packed = pack_b_vnni(w, lanes, k_align(unit))
+    assert packed.shape[1] * 4 == (8 if unit != "amx" else 64)        # k = 6 padded to the unit's groups
+    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(packed), e.const(corr)], {"units": 5})])
     assert_graph_equal(alter_layout_int8(before, Target.parse("c")), want)
     assert alter_layout_int8(before, AVX512) is before          # an explicit -mcpu: the host's units may differ
     xin = RNG.integers(0, 256, (3, 6)).astype("uint8")

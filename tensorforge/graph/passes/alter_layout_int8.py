@@ -41,7 +41,7 @@ import numpy as np
 from ...ir import dtype as dt
 from ...ops import x86_intrin as X
 from ...ops.quant_depthwise_rows import MAX_TAPS
-from ...ops.schedules.cpu_matmul_int8 import pack_b_vnni
+from ...ops.schedules.cpu_matmul_int8 import k_align, pack_b_vnni
 from ...target import Target
 from ..ir import Graph, Node, Value
 
@@ -53,6 +53,7 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     if unit is None:
         return graph
     lanes = X.LANES[unit]
+    align = k_align(unit)
     params = dict(graph.params)
     rows = _Rows({v: n for n in graph.nodes for v in n.outputs}, params)
     users: dict = {}
@@ -64,7 +65,7 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     for n in graph.nodes:
         if n in skip:
             continue
-        rewritten = _rewrite(n, params, lanes, rows)
+        rewritten = _rewrite(n, params, (lanes, align), rows)
         if rewritten is None and n.op == "max_pool2d":
             rewritten = _rewrite_max_pool(n, params, rows, users, skip)
         if rewritten is None or n.op == "matmul_integer":
@@ -155,9 +156,9 @@ def rows_shape(shape: tuple) -> tuple:
     return (n * h * w, c)
 
 
-def _rewrite(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
+def _rewrite(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     if n.op == "conv_integer":
-        return _rewrite_conv(n, params, lanes, rows)
+        return _rewrite_conv(n, params, packing, rows)
     if n.op in ROWWISE:
         return _rowwise(n, params, rows)
     if n.op != "matmul_integer":
@@ -172,19 +173,21 @@ def _rewrite(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
     za_value = int(params[za].reshape(())) if za is not None else 0
     out = n.outputs[0]
     if a.ndim == 2:
-        return [_packed_product(a, params[b], za_value, out, params, lanes, n.name)]
+        return [_packed_product(a, params[b], za_value, out, params, packing, n.name)]
     count = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
     flat = Value(f"{n.name}_a_rows", (count, a.shape[-1]), a.dtype)
     prod = Value(f"{n.name}_rows", (count, out.shape[-1]), "int32")
     return [Node("reshape", (a,), (flat,), {"shape": flat.shape}, f"{n.name}_flatten"),
-            _packed_product(flat, params[b], za_value, prod, params, lanes, n.name),
+            _packed_product(flat, params[b], za_value, prod, params, packing, n.name),
             Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
 
 
-def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, lanes: int, name: str) -> Node:
-    """matmul_integer_vnni(a, w packed, za * column sums of w) -> out, w (K, N) int8."""
+def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, packing: tuple, name: str) -> Node:
+    """matmul_integer_vnni(a, w packed, za * column sums of w) -> out, w (K, N) int8; `packing`
+    is the unit's (lanes, k alignment)."""
+    lanes, align = packing
     corr = (za * w.astype(np.int64).sum(axis=0)).astype(np.int32)
-    bp = pack_b_vnni(np.ascontiguousarray(w), lanes)
+    bp = pack_b_vnni(np.ascontiguousarray(w), lanes, align)
     bp_val = Value(f"{name}_w_vnni{lanes}", bp.shape, "int8")
     corr_val = Value(f"{name}_corr", corr.shape, "int32")
     params[bp_val], params[corr_val] = bp, corr
@@ -242,7 +245,7 @@ def _channel_const(arr: np.ndarray, channels: int) -> np.ndarray | None:
     return np.ascontiguousarray(arr.reshape(channels)) if full[1] == channels else None
 
 
-def _rewrite_conv(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None:
+def _rewrite_conv(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
     if n.attrs.get("groups", 1) != 1:
         return _rewrite_depthwise(n, params, rows)
@@ -261,20 +264,21 @@ def _rewrite_conv(n: Node, params: dict, lanes: int, rows: _Rows) -> list | None
     attrs = {"kernel": tuple(weight.shape[2:]), "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"),
              "dilations": n.attrs.get("dilations"), "pad_value": za}
     new: list = []
+    width = int(np.prod(weight.shape[1:]))
     if x in rows.twin:
         src = rows.twin[x]
         wmat = weight.transpose(0, 2, 3, 1).reshape(m, -1)           # columns in (kh, kw, c) order
         if _pointwise(weight.shape, attrs):
             cols = src
         else:
-            cols = Value(f"{n.name}_cols", (batch * oh * ow, wmat.shape[1]), "uint8")
+            cols = Value(f"{n.name}_cols", (batch * oh * ow, width), "uint8")
             new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:])},
                             f"{n.name}_im2col"))
     else:
         wmat = weight.reshape(m, -1)
-        cols = Value(f"{n.name}_cols", (batch * oh * ow, wmat.shape[1]), "uint8")
+        cols = Value(f"{n.name}_cols", (batch * oh * ow, width), "uint8")
         new.append(Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"))
-    new.append(_packed_product(cols, wmat.T, za, prod, params, lanes, n.name))
+    new.append(_packed_product(cols, wmat.T, za, prod, params, packing, n.name))
     rows.add(out, prod)
     return new
 

@@ -52,7 +52,7 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
                            "(AVX-512 VNNI or AMX: 16, AVX-VNNI: 8); this CPU has none")
     cfg.define_knob("unit", units, default=units[0])
     unit = cfg["unit"].val
-    amx = unit == "amx" and mp % 16 == 0
+    amx = unit == "amx" and mp % 16 == 0 and kp % 64 == 0
     block_unit = "amx" if amx else ("avx512vnni" if unit == "amx" else unit)   # AMX CPUs have VNNI too
     rows = [16] if amx else [r for r in range(1, 9) if mp % r == 0]
     schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
