@@ -164,7 +164,26 @@ class Simplifier(Mutator):
                     form = form.without([k, partner]).add(self.parse(t.a), c)
                     changed = True
                     break
+                partner = self._digit_partner(t, c, form)
+                if partner is not None:      # x//a%b*a*k + x%a*k -> x%(a*b)*k (a flat index's digits)
+                    wider = divmod_rules.floormod(self, t.a, E.IntImm(t.dtype, t.b.value * partner[1]))
+                    form = form.without([k, partner[0]]).add(self.parse(wider), c)
+                    changed = True
+                    break
         return form
+
+    def _digit_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> tuple | None:
+        """(key, b) of a term (x // a) % b with coefficient c * a, for mod = x % a (a, b constants)."""
+        if not isinstance(mod.b, E.IntImm) or mod.b.value <= 0:
+            return None
+        div = self.interner.lookup(self.interner.binary_shape(E.FloorDiv, mod.dtype, mod.a, mod.b))
+        if div is None:
+            return None
+        for k, (t, coeff) in form.terms.items():
+            if (isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value > 0
+                    and coeff == c * mod.b.value and self.key(t.a) == div):
+                return k, t.b.value
+        return None
 
     def _div_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> int | None:
         intern = self.interner
