@@ -164,10 +164,10 @@ class Simplifier(Mutator):
                     form = form.without([k, partner]).add(self.parse(t.a), c)
                     changed = True
                     break
-                partner = self._digit_partner(t, c, form)
-                if partner is not None:      # x//a%b*a*k + x%a*k -> x%(a*b)*k (a flat index's digits)
-                    wider = divmod_rules.floormod(self, t.a, E.IntImm(t.dtype, t.b.value * partner[1]))
-                    form = form.without([k, partner[0]]).add(self.parse(wider), c)
+                digit = self._digit_partner(t, c, form)
+                if digit is not None:        # x//a%b*a*k + x%a*k -> x%(a*b)*k (a flat index's digits)
+                    wider = divmod_rules.floormod(self, t.a, E.IntImm(t.dtype, t.b.value * digit[1]))
+                    form = form.without([k, digit[0]]).add(self.parse(wider), c)
                     changed = True
                     break
         return form
