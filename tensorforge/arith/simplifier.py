@@ -166,14 +166,15 @@ class Simplifier(Mutator):
                     break
                 digit = self._digit_partner(t, c, form)
                 if digit is not None:        # x//a%b*a*k + x%a*k -> x%(a*b)*k (a flat index's digits)
-                    wider = divmod_rules.floormod(self, t.a, E.IntImm(t.dtype, t.b.value * digit[1]))
-                    form = form.without([k, digit[0]]).add(self.parse(wider), c)
+                    key, width = digit
+                    wider = divmod_rules.floormod(self, t.a, E.IntImm(t.dtype, width))
+                    form = form.without([k, key]).add(self.parse(wider), c)
                     changed = True
                     break
         return form
 
     def _digit_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> tuple | None:
-        """(key, b) of a term (x // a) % b with coefficient c * a, for mod = x % a (a, b constants)."""
+        """(key, a * b) of a term (x // a) % b with coefficient c * a, for mod = x % a (a, b constants)."""
         if not isinstance(mod.b, E.IntImm) or mod.b.value <= 0:
             return None
         div = self.interner.lookup(self.interner.binary_shape(E.FloorDiv, mod.dtype, mod.a, mod.b))
@@ -182,7 +183,7 @@ class Simplifier(Mutator):
         for k, (t, coeff) in form.terms.items():
             if (isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value > 0
                     and coeff == c * mod.b.value and self.key(t.a) == div):
-                return k, t.b.value
+                return k, t.b.value * mod.b.value
         return None
 
     def _div_partner(self, mod: E.FloorMod, c: int, form: LinearForm) -> int | None:
