@@ -219,7 +219,7 @@ def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
     args: list = []
     for k, v in enumerate(n.inputs):
         if k in consts and consts[k].shape != params[v].shape:
-            cv = Value(f"{n.name}_{k}_rows", consts[k].shape, consts[k].dtype.name)
+            cv = Value(f"{out.name}_in{k}_rows", consts[k].shape, consts[k].dtype.name)
             params[cv] = consts[k]
             args.append(cv)
         elif v is None or v in params:
@@ -260,7 +260,7 @@ def _rewrite_conv(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | 
     m = weight.shape[0]
     out = n.outputs[0]
     batch, _, oh, ow = out.shape
-    prod = Value(f"{n.name}_rows", (batch * oh * ow, m), "int32")
+    prod = Value(f"{out.name}_rows", (batch * oh * ow, m), "int32")     # twins are named by their value
     attrs = {"kernel": tuple(weight.shape[2:]), "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"),
              "dilations": n.attrs.get("dilations"), "pad_value": za}
     new: list = []
@@ -271,12 +271,12 @@ def _rewrite_conv(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | 
         if _pointwise(weight.shape, attrs):
             cols = src
         else:
-            cols = Value(f"{n.name}_cols", (batch * oh * ow, width), "uint8")
+            cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
             new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:])},
                             f"{n.name}_im2col"))
     else:
         wmat = weight.reshape(m, -1)
-        cols = Value(f"{n.name}_cols", (batch * oh * ow, width), "uint8")
+        cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
         new.append(Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"))
     new.append(_packed_product(cols, wmat.T, za, prod, params, packing, n.name))
     rows.add(out, prod)
@@ -307,7 +307,7 @@ def _rewrite_depthwise(n: Node, params: dict, rows: _Rows) -> list | None:
     cv = Value(f"{n.name}_corr", corr.shape, "int32")
     params[wv], params[cv] = taps.astype(np.float32), corr
     out = n.outputs[0]
-    prod = Value(f"{n.name}_rows", rows_shape(out.shape), "int32")
+    prod = Value(f"{out.name}_rows", rows_shape(out.shape), "int32")
     attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": (kh, kw), "strides": n.attrs.get("strides"),
              "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations"), "pad_value": za}
     rows.add(out, prod)
@@ -330,7 +330,7 @@ def _rewrite_max_pool(n: Node, params: dict, rows: _Rows, users: dict, skip: set
     if not (_same_scalar(params, dq.inputs[1], q.inputs[1]) and _same_scalar(params, _at(dq.inputs, 2), _at(q.inputs, 2))):
         return None
     out = q.outputs[0]
-    prod = Value(f"{n.name}_rows", rows_shape(out.shape), out.dtype)
+    prod = Value(f"{out.name}_rows", rows_shape(out.shape), out.dtype)
     attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": tuple(n.attrs["kernel"]),
              "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations")}
     rows.add(out, prod)
