@@ -31,14 +31,18 @@ import numpy as np  # noqa: E402
 DEFAULT_MODELS = ["resnet18", "mobilenet_v1", "bert_encoder"]
 
 
-def median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def interleaved_ms(fns: dict, repeat: int) -> dict:
+    """The median milliseconds of each callable, the callables run in turn `repeat` times (so a
+    burst of load on a shared machine falls on all of them alike, and their ratios hold)."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e3
+    times: dict = {k: [] for k in fns}
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - t0)
+    return {k: float(np.median(v)) * 1e3 for k, v in times.items()}
 
 
 def random_feeds(feeds: dict, seed: int) -> dict:
@@ -167,16 +171,13 @@ def run_model(name: str, opts) -> dict:
             top1 += int(np.array_equal(a.reshape(a.shape[0], -1).argmax(-1), b.reshape(b.shape[0], -1).argmax(-1)))
         row["bf16_rel_l2"], row["bf16_top1"] = float(max(rel)), f"{top1}/{opts.trials}"
         row["bf16_units"] = bf16.info["precision_units"]
-        r = opts.repeat
-        row["ort_fp32"] = median_ms(lambda: ort_fp32.run(None, feeds), r)
-        row["ort_int8"] = median_ms(lambda: ort_int8.run(None, feeds), r)
-        row["tf_fp32"] = median_ms(lambda: fp32(*args), r)
-        row["tf_int8"] = median_ms(lambda: int8(*args), r)
-        row["tf_bf16"] = median_ms(lambda: bf16(*args), r)
+        runners = {"ort_fp32": lambda: ort_fp32.run(None, feeds), "ort_int8": lambda: ort_int8.run(None, feeds),
+                   "tf_fp32": lambda: fp32(*args), "tf_int8": lambda: int8(*args), "tf_bf16": lambda: bf16(*args)}
         for key, path, hint in (("ov_int8", qdq, None), ("ov_default", tmp + "/float.onnx", None)):
             run = openvino_runner(path, hint)
             if run is not None:
-                row[key] = median_ms(lambda run=run: run(feeds), r)
+                runners[key] = lambda run=run: run(feeds)
+        row.update(interleaved_ms(runners, opts.repeat))
     return row
 
 
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=None, help=f"default: {' '.join(DEFAULT_MODELS)}")
     parser.add_argument("--onnx", help="a folder of NAME.onnx + NAME.npz (benchmarks/exports/export.py)")
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=10, help="timed runs of each, interleaved")
     parser.add_argument("--trials", type=int, default=10, help="random inputs for the bf16 accuracy")
     opts = parser.parse_args(argv)
     from tensorforge.ops import x86_bf16, x86_intrin

@@ -24,6 +24,7 @@ from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
 from .passes.fold_qdq import fold_qdq
+from .passes.fold_qdq_tables import fold_qdq_tables
 from .passes.simplify_graph import simplify_graph
 
 
@@ -41,6 +42,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("fold_qdq", _any_target(fold_qdq), 1),           # before fold_constants dequantizes the weights
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
+    ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
     ("alter_layout", alter_layout, 2),

@@ -80,7 +80,10 @@ def clamp_index(i: Expr, dim: int) -> Expr:
 
 
 def safe_index(i: Expr, dim: int) -> Expr:
-    """Wrap a negative index, then clamp (bad input reads a border element, never out of bounds)."""
+    """Wrap a negative index, then clamp (bad input reads a border element, never out of bounds).
+    An index narrower than 32 bits is widened first: its type may not hold `dim` (int8 -1 + 256)."""
+    if dt.is_integer(i.dtype) and dt.bits(i.dtype) < 32:
+        i = i.astype("int32")
     return clamp_index(wrap_index(i, dim), dim)
 
 

@@ -6,7 +6,14 @@ one matrix product (ops -> TE).
 
 x is (N, C, H, W); the result is (N * OH * OW, C * KH * KW), in x's dtype.  With the integer
 convolutions the padding value is x's zero point, so padded cells add nothing.  Attributes:
-kernel (KH, KW), strides, padding (top, left, bottom, right), dilations, pad_value.
+kernel (KH, KW), strides, padding (top, left, bottom, right), dilations, pad_value, image.
+
+With image=(N, H, W), x is the image as rows instead: (N * H * W, C), one pixel per row with
+its channels along the row (NHWC order, the layout an int8 product writes), and the columns
+run channel fastest:
+
+    im2col(x, image)[(n * OH + oh) * OW + ow, (kh * KW + kw) * C + c]
+        = x[(n * H + oh * sh - ph + kh * dh) * W + ow * sw - pw + kw * dw, c]
 
 Pattern complex-out-fusable, though the op is a gather: it reads each input element up to
 KH * KW times, so fusing its producers into it (as an injective op would be) recomputes them
@@ -24,7 +31,17 @@ from .common import const_shape
 from .nn_window import out_spatial, spatial_attrs
 from .registry import COMPLEX, OpError, TensorType, op
 
-_DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0}
+_DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0, "image": None}
+
+
+def _nchw_shape(shape: tuple, image) -> tuple:
+    """x's shape as (N, C, H, W): itself, or (N, C, H, W) of rows (N * H * W, C) of `image`."""
+    if image is None:
+        return tuple(shape)
+    n, h, w = (int(d) for d in image)
+    if len(shape) != 2 or int(shape[0]) != n * h * w:
+        raise OpError(f"im2col: with image={tuple(image)} x must be rows ({n * h * w}, C), got shape {tuple(shape)}")
+    return (n, int(shape[1]), h, w)
 
 
 def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
@@ -39,39 +56,58 @@ def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
 @op("im2col", COMPLEX, schedule={"cpu": "im2col.cpu"}, attr_defaults=_DEFAULTS)
 class im2col:
     @staticmethod
-    def infer(x: TensorType, kernel, strides=None, padding=None, dilations=None, pad_value=0) -> TensorType:
+    def infer(x: TensorType, kernel, strides=None, padding=None, dilations=None, pad_value=0,
+              image=None) -> TensorType:
         if x is None:
             raise OpError("im2col: needs x")
-        (kh, kw), _, _, _, oh, ow = _geometry(tuple(x.shape), kernel, strides, padding, dilations)
-        n, c = x.shape[:2]
+        shape = _nchw_shape(tuple(x.shape), image)
+        (kh, kw), _, _, _, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
+        n, c = shape[:2]
         return TensorType((n * oh * ow, c * kh * kw), x.dtype)
 
     @staticmethod
-    def compute(x: te.Tensor, kernel, strides=None, padding=None, dilations=None, pad_value=0) -> te.Tensor:
-        shape = const_shape(x)
+    def compute(x: te.Tensor, kernel, strides=None, padding=None, dilations=None, pad_value=0,
+                image=None) -> te.Tensor:
+        shape = _nchw_shape(const_shape(x), image)
         (kh, kw), s, p, d, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
         _, c, h, w = shape
 
         def body(r, col):
             n, rest = r // (oh * ow), r % (oh * ow)
-            ci, kk = col // (kh * kw), col % (kh * kw)
+            if image is None:
+                ci, kk = col // (kh * kw), col % (kh * kw)
+            else:
+                kk, ci = col // c, col % c
             y = (rest // ow) * s[0] - p[0] + (kk // kw) * d[0]
             z = (rest % ow) * s[1] - p[1] + (kk % kw) * d[1]
             inside = (y >= 0) & (y < h) & (z >= 0) & (z < w)
-            return te.if_then_else(inside, x[n, ci, y, z], const(pad_value, x.dtype))
+            value = x[n, ci, y, z] if image is None else x[(n * h + y) * w + z, ci]
+            return te.if_then_else(inside, value, const(pad_value, x.dtype))
 
         return te.compute((shape[0] * oh * ow, c * kh * kw), body, name="im2col", tag="im2col",
-                          attrs={"window": (oh, ow, kh, kw)})
+                          attrs={"window": (oh, ow, kh, kw), "channels_last": c if image is not None else 0})
 
     @staticmethod
-    def reference(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, pad_value=0) -> np.ndarray:
-        (kh, kw), s, p, d, oh, ow = _geometry(x.shape, kernel, strides, padding, dilations)
-        n, c, h, w = x.shape
-        xp = np.full((n, c, h + p[0] + p[2] + kh * d[0], w + p[1] + p[3] + kw * d[1]), pad_value, x.dtype)
-        xp[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
-        cols = np.empty((n, oh, ow, c, kh, kw), x.dtype)
-        for i in range(kh):
-            for j in range(kw):
-                cols[:, :, :, :, i, j] = xp[:, :, i * d[0]:i * d[0] + s[0] * oh:s[0],
-                                            j * d[1]:j * d[1] + s[1] * ow:s[1]].transpose(0, 2, 3, 1)
-        return cols.reshape(n * oh * ow, c * kh * kw)
+    def reference(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, pad_value=0,
+                  image=None) -> np.ndarray:
+        if image is not None:
+            n, h, w = image
+            x4 = x.reshape(n, h, w, x.shape[1]).transpose(0, 3, 1, 2)
+            cols = _reference_nchw(x4, kernel, strides, padding, dilations, pad_value)
+            kh, kw = kernel
+            c = x.shape[1]
+            return np.ascontiguousarray(cols.reshape(-1, c, kh, kw).transpose(0, 2, 3, 1).reshape(cols.shape[0], -1))
+        return _reference_nchw(x, kernel, strides, padding, dilations, pad_value)
+
+
+def _reference_nchw(x: np.ndarray, kernel, strides, padding, dilations, pad_value) -> np.ndarray:
+    (kh, kw), s, p, d, oh, ow = _geometry(x.shape, kernel, strides, padding, dilations)
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + p[0] + p[2] + kh * d[0], w + p[1] + p[3] + kw * d[1]), pad_value, x.dtype)
+    xp[:, :, p[0]:p[0] + h, p[1]:p[1] + w] = x
+    cols = np.empty((n, oh, ow, c, kh, kw), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            cols[:, :, :, :, i, j] = xp[:, :, i * d[0]:i * d[0] + s[0] * oh:s[0],
+                                        j * d[1]:j * d[1] + s[1] * ow:s[1]].transpose(0, 2, 3, 1)
+    return cols.reshape(n * oh * ow, c * kh * kw)

@@ -23,6 +23,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
+from ..ir import dtype as dt
+from ..ir.expr import Cast
+from ..ir.functor import substitute
+from ..te.tensor import ComputeOp
 from .common import const_shape, normalize_axis
 from .elemwise_base import FLOATS, check_attrs
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
@@ -89,8 +93,11 @@ def _check_params(op: str, x: TensorType, scale: TensorType, zp: TensorType | No
 
 
 def _saturate_expr(v, dtype: str):
+    """v clamped to the dtype's range and cast to it, through int32: the clamped value is an
+    integer the int32 holds exactly, and a vector float -> int32 -> 8-bit conversion is two
+    instructions where GCC 12 does float -> 8-bit one lane at a time."""
     info = np.iinfo(dtype)
-    return te.min(te.max(v, float(info.min)), float(info.max)).astype(dtype)
+    return te.min(te.max(v, float(info.min)), float(info.max)).astype("int32").astype(dtype)
 
 
 def _saturate_np(v: np.ndarray, dtype: str) -> np.ndarray:
@@ -157,6 +164,26 @@ _register_scaled("quantize_linear", divide=True)
 _register_scaled("requantize", divide=False)
 
 
+def _before_cast(x: te.Tensor, index: tuple):
+    """x[index] as the float it was rounded and saturated from, when a quantize_linear or a
+    requantize makes x (an integer-valued float inside the 8-bit range, so the cast to 8 bits and
+    back is exact); else None.  A dequantize fused after a quantize then reads the float: with
+    the round trip (float -> uint8 -> float of a clamped value) GCC 12 leaves the fused loop
+    scalar, with branches, which made a conv's residual epilogue cost four times its product."""
+    op = x.op
+    if not isinstance(op, ComputeOp) or op.tag not in ("quantize_linear", "requantize") or op.reduce_axis:
+        return None
+    body = op.body[x.value_index]
+    if not isinstance(body, Cast) or body.dtype != x.dtype:
+        return None
+    inner = body.value
+    if isinstance(inner, Cast) and inner.dtype == "int32":      # _saturate_expr's way through int32
+        inner = inner.value
+    if not dt.is_float(inner.dtype):
+        return None
+    return substitute(inner, {iv.var: i for iv, i in zip(op.axis, index)})
+
+
 class _Dequantize:
     @staticmethod
     def infer(x: TensorType, scale: TensorType, zero_point: TensorType | None = None, axis: int = 1,
@@ -183,7 +210,8 @@ class _Dequantize:
 
         def body(*i):
             p = param_index(mode, i, len(scale.shape), axis, block_size)
-            v = x[i].astype(fl)
+            before = _before_cast(x, i)
+            v = before.astype(fl) if before is not None else x[i].astype(fl)
             if zero_point is not None:
                 v = v - zero_point[param_index(zmode, i, len(zero_point.shape), axis, block_size)].astype(fl)
             return (v * scale[p].astype(fl)).astype(out)

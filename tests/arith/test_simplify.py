@@ -82,6 +82,15 @@ def test_div_mod_recombine():
     check((i // n) * n + i % n, i)
 
 
+def test_digits_of_a_flat_index_recombine():
+    """A flat index split into (N, C, H, W) digits and put back together is the index: an
+    elementwise loop over fused axes then reads and writes without a division per element."""
+    check(i // 50176 * 50176 + i // 224 % 224 * 224 + i % 224, i)
+    check((i // 3 % 5) * 3 + i % 3, i % 15)
+    check((i // 3 % 5) * 6 + i % 3 * 2 + 1, i % 15 * 2 + 1)
+    check((i // 3 % 5) * 4 + i % 3, (i // 3 % 5) * 4 + i % 3)      # not the digits' place value
+
+
 def test_floor_semantics_of_negative_values():
     check(const(-7) // 2, -4)
     check(const(-7) % 2, 1)

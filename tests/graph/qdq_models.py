@@ -32,6 +32,64 @@ def cnn(seed: int = 0):
     return _model(nodes, p, (1, 3, 16, 16), (1, 10))
 
 
+def mobile(seed: int = 0):
+    """MobileNet's blocks: Conv-Relu, depthwise Conv-Relu, 1x1 Conv-Relu, strided depthwise
+    Conv-Relu (24 channels, not a whole vector), global average pool, Gemm: input x (1, 3, 15, 15)."""
+    p = _Weights(seed)
+    nodes = [
+        helper.make_node("Conv", ["x", p(16, 3, 3, 3), p(16, scale=0.1)], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", p(16, 1, 3, 3), p(16, scale=0.1)], ["d1"], pads=[1, 1, 1, 1], group=16),
+        helper.make_node("Relu", ["d1"], ["r2"]),
+        helper.make_node("Conv", ["r2", p(24, 16, 1, 1), p(24, scale=0.1)], ["c2"]),
+        helper.make_node("Relu", ["c2"], ["r3"]),
+        helper.make_node("Conv", ["r3", p(24, 1, 3, 3), p(24, scale=0.1)], ["d2"], pads=[1, 1, 1, 1], strides=[2, 2],
+                         group=24),
+        helper.make_node("Relu", ["d2"], ["r4"]),
+        helper.make_node("GlobalAveragePool", ["r4"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", p(10, 24), p(10, scale=0.1)], ["y"], transB=1),
+    ]
+    return _model(nodes, p, (1, 3, 15, 15), (1, 10))
+
+
+def residual(seed: int = 0):
+    """ResNet's stem and block: Conv-Relu, MaxPool 3x3/2, Conv-Relu-Conv plus the pooled input,
+    Relu, then a Conv plus the block's output again (a residual operand from NCHW data: the
+    quantized block output feeds the next block both ways), global average pool, Gemm: input x
+    (1, 3, 16, 16)."""
+    p = _Weights(seed)
+    nodes = [
+        helper.make_node("Conv", ["x", p(16, 3, 3, 3), p(16, scale=0.1)], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["m"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["m", p(16, 16, 3, 3), p(16, scale=0.1)], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("Conv", ["r2", p(16, 16, 3, 3), p(16, scale=0.1)], ["c3"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c3", "m"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["r3"]),
+        helper.make_node("GlobalAveragePool", ["r3"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", p(10, 16), p(10, scale=0.1)], ["y"], transB=1),
+    ]
+    return _model(nodes, p, (1, 3, 16, 16), (1, 10))
+
+
+def input_residual(seed: int = 0):
+    """Conv plus the model's own input (quantized in NCHW, not made by a conv), Relu, global
+    average pool, Gemm: input x (1, 8, 12, 12)."""
+    p = _Weights(seed)
+    nodes = [
+        helper.make_node("Conv", ["x", p(8, 8, 3, 3), p(8, scale=0.1)], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c1", "x"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["r1"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", p(10, 8), p(10, scale=0.1)], ["y"], transB=1),
+    ]
+    return _model(nodes, p, (1, 8, 12, 12), (1, 10))
+
+
 def mlp(seed: int = 0):
     """MatMul-Add-Relu twice, then MatMul: input x (4, 32)."""
     p = _Weights(seed)

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, mlp, quantized  # noqa: E402
+from qdq_models import cnn, input_residual, mlp, mobile, quantized, residual  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -116,3 +116,66 @@ def test_unfoldable_chain_stays_float():
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = tensorforge.compile(graph, target="c")(x)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-4, atol=1e-4)
+
+
+def _int8_unit() -> bool:
+    from tensorforge.ops import x86_intrin
+    return x86_intrin.int8_unit() is not None
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_convs_chain_in_rows_layout(tmp_path):
+    """alter_layout_int8 keeps a conv's product as rows (NHWC): the epilogue runs on the rows, the
+    next conv reads them through im2col over the rows image, and the one transpose back to NCHW
+    is left for the consumer that needs it (the pooling)."""
+    path = quantized(cnn(), tmp_path, (1, 3, 16, 16))
+    graph = from_onnx(path)
+    nodes = optimize(graph, "c -mcpu=native").nodes
+    im2cols = [n for n in nodes if n.op == "im2col"]
+    assert [n.attrs.get("image") for n in im2cols] == [None, (1, 16, 16)]
+    assert [n.op for n in nodes].count("transpose") == 1
+    assert all(n.outputs[0].ndim == 2 for n in nodes if n.op in ("requantize", "maximum"))
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(200 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_depthwise_convs_run_on_rows(tmp_path):
+    """Depthwise convs between int8 products read and write rows too: the whole MobileNet block
+    chain has no transpose until the pooling, and agrees with ONNX Runtime."""
+    path = quantized(mobile(), tmp_path, (1, 3, 15, 15))
+    graph = from_onnx(path)
+    ops = [n.op for n in optimize(graph, "c -mcpu=native").nodes]
+    assert ops.count("depthwise_integer_rows") == 2 and "conv_integer" not in ops
+    assert ops.count("transpose") == 1 and ops.count("im2col") == 1
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(300 + seed).standard_normal((1, 3, 15, 15)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+@pytest.mark.parametrize("make, shape, pools, transposes", [
+    (residual, (1, 3, 16, 16), 1, [(0, 3, 1, 2)]),
+    (input_residual, (1, 8, 12, 12), 0, [(0, 2, 3, 1), (0, 3, 1, 2)]),
+])
+def test_residual_blocks_run_on_rows(tmp_path, make, shape, pools, transposes):
+    """The max pool between a dequantize and a quantize of one scale runs on the 8-bit rows; a
+    residual operand that has no rows twin (the model's input) is given one, moved between
+    layouts as 8-bit data; the only way back to NCHW is before the average pool, as 8-bit data."""
+    path = quantized(make(), tmp_path, shape)
+    graph = from_onnx(path)
+    nodes = optimize(graph, "c -mcpu=native").nodes
+    ops = [n.op for n in nodes]
+    assert ops.count("max_pool_rows") == pools and "max_pool2d" not in ops and "max_pool2d_rows" not in ops
+    assert [n.attrs["perm"] for n in nodes if n.op == "transpose"] == transposes
+    assert all(n.inputs[0].dtype == "uint8" for n in nodes if n.op == "transpose")
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(400 + seed).standard_normal(shape).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

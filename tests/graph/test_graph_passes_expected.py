@@ -26,6 +26,7 @@ from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
 from tensorforge.graph.passes.fold_qdq import fold_qdq
+from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
@@ -37,7 +38,7 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 # every host (16 float32 lanes)
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
-TESTED = {"eliminate_dead_code", "fold_qdq", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_tables", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
@@ -180,9 +181,35 @@ def test_fold_qdq_dense_with_bias():
     assert np.abs(diff).max() <= 1          # the float path rounds the same sum once more
 
 
+def test_fold_qdq_tables_scaling_between_quantizations():
+    s, s2 = np.array(0.05, "float32"), np.array(0.04, "float32")
+    z, z2 = np.array(100, "uint8"), np.array(7, "uint8")
+    half = np.array(0.5, "float32")
+    q8 = {"dtype": "uint8"}
+    b = builder()
+    x = b.input("x", (2, 4), "uint8")
+    scaled = b.add1("mul", [b.add1("dequantize_linear", [x, b.const(s), b.const(z)]), b.const(half)])
+    before = b.finish([b.add1("quantize_linear", [scaled, b.const(s2), b.const(z2)], q8)])
+    e = builder()
+    x = e.input("x", (2, 4), "uint8")
+    i = np.arange(256, dtype="float32")
+    table = np.clip(np.rint((i - 100) * s * half / s2) + 7, 0, 255).astype("uint8")
+    want = e.finish([e.add1("gather", [e.const(table), x], {"axis": 0})])
+    got = fold_qdq_tables(before)
+    assert_graph_equal(got, want)
+    xin = np.arange(8, dtype="uint8").reshape(2, 4) * 31
+    np.testing.assert_array_equal(run_reference(got, xin)[0], run_reference(before, xin)[0])
+
+    b = builder()                                   # a per-element constant: left alone
+    x = b.input("x", (2, 4), "uint8")
+    shifted = b.add1("add", [b.add1("dequantize_linear", [x, b.const(s), b.const(z)]), b.const(rand(4))])
+    alone = b.finish([b.add1("quantize_linear", [shifted, b.const(s2), b.const(z2)], q8)])
+    assert fold_qdq_tables(alone) is alone
+
+
 def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
     from tensorforge.ops import x86_intrin as X
-    from tensorforge.ops.schedules.cpu_matmul_int8 import pack_b_vnni
+    from tensorforge.ops.schedules.cpu_matmul_int8 import k_align, pack_b_vnni
     unit = X.int8_unit()
     if unit is None:
         pytest.skip("this CPU has no int8 dot-product unit")
@@ -195,7 +222,9 @@ def test_alter_layout_int8_packs_the_weight_and_folds_the_zero_point():
     e = builder()
     x = e.input("x", (3, 6), "uint8")
     corr = (9 * w.astype(np.int64).sum(axis=0)).astype("int32")
-    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(pack_b_vnni(w, lanes)), e.const(corr)], {"units": 5})])
+    packed = pack_b_vnni(w, lanes, k_align(unit))
+    assert packed.shape[1] * 4 == (8 if unit != "amx" else 64)        # k = 6 padded to the unit's groups
+    want = e.finish([e.add1("matmul_integer_vnni", [x, e.const(packed), e.const(corr)], {"units": 5})])
     assert_graph_equal(alter_layout_int8(before, Target.parse("c")), want)
     assert alter_layout_int8(before, AVX512) is before          # an explicit -mcpu: the host's units may differ
     xin = RNG.integers(0, 256, (3, 6)).astype("uint8")

@@ -123,3 +123,75 @@ def test_im2col_times_weights_is_the_convolution(strides, padding, dilations):
     n, m, oh, ow = conv.shape
     prod = (cols.astype(np.int64) - 9) @ w.reshape(5, -1).T.astype(np.int64)
     np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
+
+
+@pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2))])
+def test_im2col_of_an_image_as_rows_is_the_convolution(strides, padding, dilations):
+    """With image=(N, H, W) x is the image as rows (NHWC) and the columns run (kh, kw, c)."""
+    rng = np.random.default_rng(8)
+    x = rng.integers(0, 256, (2, 3, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (5, 3, 3, 2)).astype(np.int8)
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 3))
+    attrs = {"kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 9,
+             "image": (2, 7, 6)}
+    cols = check_op("im2col", [rows], attrs)[0]
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations})[0]
+    n, m, oh, ow = conv.shape
+    prod = (cols.astype(np.int64) - 9) @ w.transpose(0, 2, 3, 1).reshape(5, -1).T.astype(np.int64)
+    np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
+
+
+@pytest.mark.parametrize("channels, strides, padding, dilations", [
+    (16, (1, 1), (1, 1, 1, 1), (1, 1)), (5, (2, 1), (0, 2, 1, 0), (1, 2))])
+def test_depthwise_integer_rows_is_the_depthwise_conv_integer(channels, strides, padding, dilations):
+    """On the image as rows, with the zero-point correction, it is conv_integer with groups=C."""
+    rng = np.random.default_rng(9)
+    x = rng.integers(0, 256, (2, channels, 7, 6)).astype(np.uint8)
+    w = rng.integers(-128, 128, (channels, 1, 3, 2)).astype(np.int8)
+    conv = get("conv_integer").run_reference([x, w, np.array(9, np.uint8), None],
+                                             {"strides": strides, "padding": padding, "dilations": dilations,
+                                              "groups": channels})[0]
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, channels))
+    taps = np.ascontiguousarray(w.reshape(channels, -1).T)
+    corr = (9 * taps.astype(np.int64).sum(axis=0)).astype(np.int32)
+    attrs = {"image": (2, 7, 6), "kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations,
+             "pad_value": 9}
+    got = check_op("depthwise_integer_rows", [rows, taps.astype(np.float32), corr], attrs)[0]
+    n, c, oh, ow = conv.shape
+    np.testing.assert_array_equal(got, conv.transpose(0, 2, 3, 1).reshape(-1, c))
+
+
+@pytest.mark.parametrize("dtype, strides, padding", [("uint8", (2, 2), (1, 1, 1, 1)), ("int8", (1, 2), (0, 1, 2, 0))])
+def test_max_pool_rows_is_max_pool_on_the_image(dtype, strides, padding):
+    rng = np.random.default_rng(10)
+    lo, hi = (0, 256) if dtype == "uint8" else (-128, 128)
+    x = rng.integers(lo, hi, (2, 5, 7, 6)).astype(dtype)
+    want = get("max_pool2d").run_reference([x.astype(np.float32)], {"kernel": (3, 2), "strides": strides,
+                                                                     "padding": padding})[0]
+    rows = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 5))
+    got = check_op("max_pool_rows", [rows], {"image": (2, 7, 6), "kernel": (3, 2), "strides": strides,
+                                             "padding": padding})[0]
+    np.testing.assert_array_equal(got, want.transpose(0, 2, 3, 1).reshape(-1, 5).astype(dtype))
+
+
+def test_dequantize_of_a_quantize_reads_the_float_before_the_cast():
+    """A dequantize of a quantize's result reads the saturated float the quantize casts (so the
+    fused loop has no float -> uint8 -> float round trip, which GCC leaves scalar), and computes
+    the same values as the two references one after the other."""
+    from tensorforge import build, te
+    x = te.placeholder((4, 16), "float32", name="x")
+    s = te.placeholder((1,), "float32", name="s")
+    z = te.placeholder((1,), "uint8", name="z")
+    (q,) = get("quantize_linear").build_compute([x, s, z], {"dtype": "uint8"})
+    (d,) = get("dequantize_linear").build_compute([q, s, z], {})
+    assert q.op not in [t.op for t in d.op.input_tensors()]
+    sched = te.create_schedule(d.op)
+    f = build(sched, [x, s, z, d], target="c -O1")
+    xs = (np.random.default_rng(11).standard_normal((4, 16)) * 3).astype(np.float32)
+    sv, zv = np.array([0.02], np.float32), np.array([120], np.uint8)
+    got = np.full((4, 16), np.nan, np.float32)
+    f(xs, sv, zv, got)
+    want = get("dequantize_linear").run_reference(
+        [get("quantize_linear").run_reference([xs, sv, zv], {"dtype": "uint8"})[0], sv, zv], {})[0]
+    np.testing.assert_array_equal(got, want)

@@ -99,3 +99,12 @@ def test_generators():
 def test_errors(name, types, attrs, message):
     with pytest.raises(OpError, match=message):
         get(name).infer_types(types, attrs)
+
+
+def test_gather_with_narrow_signed_indices_wraps_in_32_bits():
+    """An int8 index -1 into 256 entries reads entry 255: the wrap (i + 256) is not done in
+    int8, where 256 does not fit."""
+    table = np.arange(256, dtype=np.float32)
+    idx = np.array([[-1, 0, 5, 127, -128]], np.int8)
+    got = check_op("gather", [table, idx], {"axis": 0})[0]
+    np.testing.assert_array_equal(got, [[255, 0, 5, 127, 128]])

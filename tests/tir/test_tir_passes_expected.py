@@ -9,7 +9,7 @@ import pytest
 
 from tensorforge.arith import structural_equal
 from tensorforge.ir import expr as E
-from tensorforge.ir.expr import Broadcast, Ramp, Var, const
+from tensorforge.ir.expr import Broadcast, Call, Ramp, Var, const
 from tensorforge.tir import interp
 from tensorforge.tir import nodes as N
 from tensorforge.tir.passes.flatten_storage import flatten_storage
@@ -151,6 +151,21 @@ def test_vectorize_loops_turns_the_loop_into_ramps_and_broadcasts():
     value = load(X, lanes) * Broadcast(const(2.0), 4) + Broadcast(load(X, io), 4)
     want = loop(io, 15, N.BufferStore(Y, value, (lanes,)))
     same_results(before, check(vectorize_loops, before, want))
+
+
+def test_vectorize_loops_rounds_a_vector_and_keeps_other_calls_scalar():
+    """A rounding call (a requantizing epilogue's) becomes one call on the vector; exp stays in
+    a scalar loop, which `omp simd` maps onto the vector math library."""
+    io, v = Var("io"), Var("v")
+    rounded = loop(io, 15, loop(v, 4, store(Y, Call("float32", "round", (load(X, io * 4 + v) * 2.5,)), io * 4 + v),
+                                N.VECTORIZED))
+    before = N.PrimFunc("f", (X, Y), rounded)
+    lanes = Ramp(io * 4 + 0, const(1), 4)
+    want = loop(io, 15, N.BufferStore(Y, Call("float32x4", "round", (load(X, lanes) * Broadcast(const(2.5), 4),)),
+                                      (lanes,)))
+    same_results(before, check(vectorize_loops, before, want))
+    exp = loop(v, 4, store(Y, Call("float32", "exp", (load(X, v),)), v), N.VECTORIZED)
+    check(vectorize_loops, N.PrimFunc("f", (X, Y), exp), exp)
 
 
 def test_vectorize_loops_keeps_a_scalar_loop_where_no_vector_form_is_safe():

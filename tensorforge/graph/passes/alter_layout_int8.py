@@ -7,16 +7,41 @@ that has such a unit (AVX-512 VNNI, AVX-VNNI, AMX).
 so the unit's u8 x s8 products give the result and the correction is a constant per column,
 computed here once.  A conv_integer of the same kind (2-D, one group, constant int8 weight with
 zero point 0) becomes the same product on im2col(x) (its windows as rows, padded with x's zero
-point), the result transposed back to (N, M, OH, OW).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's
-operand layout.  Runs only for a native CPU target (the units are the host's); other products
-(signed activations, per-row or nonzero weight zero points, batched operands) stay as they are.
+point).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's operand layout.
+Runs only for a native CPU target (the units are the host's); other products (signed
+activations, per-row or nonzero weight zero points, batched operands) stay as they are.
+
+Rows layout.  A conv's product comes out as rows: (N * OH * OW, M), one pixel per row, channels
+along it (NHWC order).  Instead of transposing it back to (N, M, OH, OW) after every conv, the
+pass keeps the NCHW value's data in that form (its "rows twin") as far as the graph allows:
+
+  - an elementwise op (the bias add, requantize, relu as maximum, the dequantize / add /
+    quantize of a residual connection) whose non-constant inputs all have twins runs on the
+    twins, its per-channel constants reshaped to (C,) and its axis moved to the rows' channel
+    axis 1; so the conv's epilogue runs on the product's register tiles;
+  - the next int8 conv reads the twin: a 1x1 stride-1 conv multiplies it as it is, any other
+    window takes im2col over the rows image (columns in (kh, kw, c) order, the weight's
+    columns permuted to match);
+  - a depthwise conv (one filter per channel) runs on the twin as depthwise_integer_rows
+    (ops/quant_depthwise_rows.py), its result the output's twin; so does a max pool between a
+    dequantize and a quantize of the same parameters, as max_pool_rows on the 8-bit twin
+    (ops/quant_pool_rows.py);
+  - the other operand of a rows op (a residual connection's) gets a twin too: the narrow value
+    it was dequantized from, transposed to rows, then the dequantize on the rows;
+  - any other consumer (average pooling, a graph output) gets the NCHW value back, made once
+    just before its first such consumer: the narrow value it was dequantized from, reshaped
+    and transposed from its twin, then the dequantize in NCHW.
+
+Every value is computed exactly as before, only stored in another order.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...ir import dtype as dt
 from ...ops import x86_intrin as X
-from ...ops.schedules.cpu_matmul_int8 import pack_b_vnni
+from ...ops.quant_depthwise_rows import MAX_TAPS
+from ...ops.schedules.cpu_matmul_int8 import k_align, pack_b_vnni
 from ...target import Target
 from ..ir import Graph, Node, Value
 
@@ -28,21 +53,114 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     if unit is None:
         return graph
     lanes = X.LANES[unit]
+    align = k_align(unit)
     params = dict(graph.params)
-    nodes, changed = [], False
+    rows = _Rows({v: n for n in graph.nodes for v in n.outputs}, params)
+    users: dict = {}
     for n in graph.nodes:
-        rewritten = _rewrite(n, params, lanes)
-        nodes.extend(rewritten or [n])
-        changed = changed or rewritten is not None
+        for v in n.inputs:
+            users.setdefault(v, []).append(n)
+    nodes, changed = [], False
+    skip: set = set()
+    for n in graph.nodes:
+        if n in skip:
+            continue
+        rewritten = _rewrite(n, params, (lanes, align), rows)
+        if rewritten is None and n.op == "max_pool2d":
+            rewritten = _rewrite_max_pool(n, params, rows, users, skip)
+        if rewritten is None or n.op == "matmul_integer":
+            for v in n.inputs:
+                nodes.extend(rows.materialize(v))
+        if rewritten is None:
+            nodes.append(n)
+        else:
+            nodes.extend(rewritten)
+            changed = True
+    for v in graph.outputs:
+        nodes.extend(rows.materialize(v))
     if not changed:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _rewrite(n: Node, params: dict, lanes: int) -> list | None:
+# elementwise ops that run on rows twins as they are (per-channel parameters along axis 1)
+ROWWISE = ("add", "sub", "mul", "maximum", "minimum", "relu", "requantize", "quantize_linear",
+           "dequantize_linear")
+_AXIS_OPS = ("requantize", "quantize_linear", "dequantize_linear")
+
+
+class _Rows:
+    """NCHW values whose data the rewritten graph holds as rows (N * H * W, C), and which of
+    them it has made again in NCHW."""
+
+    def __init__(self, producer: dict, params: dict):
+        self.twin: dict = {}
+        self.made: set = set()
+        self.producer, self.params = producer, params     # of the graph as it was
+
+    def add(self, v: Value, rows: Value) -> None:
+        self.twin[v] = rows
+
+    def _narrow_source(self, v: Value) -> tuple:
+        """(the original node making v, its one non-constant input u) when u has v's shape and
+        fewer bytes per element (v = dequantize(u): moving u between layouts is cheaper)."""
+        n = self.producer.get(v)
+        if n is None or n.op not in ROWWISE:
+            return None, None
+        free = [u for u in n.inputs if u is not None and u not in self.params]
+        if len(free) != 1 or tuple(free[0].shape) != tuple(v.shape) or \
+                dt.itemsize(free[0].dtype) >= dt.itemsize(v.dtype):
+            return None, None
+        return n, free[0]
+
+    def materialize(self, v: Value | None) -> list:
+        """The nodes that make `v` from its twin, the first time `v` is needed in NCHW ([]
+        otherwise): the node that made v from a narrower value, on that value in NCHW, or the
+        twin reshaped to NHWC and transposed to NCHW."""
+        if v is None or v not in self.twin or v in self.made:
+            return []
+        self.made.add(v)
+        node, narrow = self._narrow_source(v)
+        if node is not None and narrow in self.twin:
+            return self.materialize(narrow) + [node]
+        n, c, h, w = v.shape
+        nhwc = Value(f"{v.name}_nhwc", (n, h, w, c), v.dtype)
+        return [Node("reshape", (self.twin[v],), (nhwc,), {"shape": (n, h, w, c)}, f"{v.name}_to_nhwc"),
+                Node("transpose", (nhwc,), (v,), {"perm": (0, 3, 1, 2)}, f"{v.name}_to_nchw")]
+
+
+    def rowify(self, v: Value) -> list:
+        """Nodes giving the NCHW value `v` a rows twin: the node that made it from a narrower
+        value, run on that value's twin, or v transposed to NHWC and reshaped to rows."""
+        if v in self.twin:
+            return []
+        self.made.add(v)                   # v stays computed in NCHW as well
+        node, narrow = self._narrow_source(v)
+        if node is not None:
+            pre = self.rowify(narrow)
+            again = _rowwise(node, self.params, self)
+            if again is not None:
+                return pre + again
+        n, c, h, w = v.shape
+        nhwc = Value(f"{v.name}_as_nhwc", (n, h, w, c), v.dtype)
+        r = Value(f"{v.name}_as_rows", (n * h * w, c), v.dtype)
+        self.add(v, r)
+        return [Node("transpose", (v,), (nhwc,), {"perm": (0, 2, 3, 1)}, f"{v.name}_to_nhwc"),
+                Node("reshape", (nhwc,), (r,), {"shape": (n * h * w, c)}, f"{v.name}_to_rows")]
+
+
+def rows_shape(shape: tuple) -> tuple:
+    """(N * H * W, C) of an NCHW shape."""
+    n, c, h, w = shape
+    return (n * h * w, c)
+
+
+def _rewrite(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     if n.op == "conv_integer":
-        return _rewrite_conv(n, params, lanes)
+        return _rewrite_conv(n, params, packing, rows)
+    if n.op in ROWWISE:
+        return _rowwise(n, params, rows)
     if n.op != "matmul_integer":
         return None
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
@@ -55,28 +173,83 @@ def _rewrite(n: Node, params: dict, lanes: int) -> list | None:
     za_value = int(params[za].reshape(())) if za is not None else 0
     out = n.outputs[0]
     if a.ndim == 2:
-        return [_packed_product(a, params[b], za_value, out, params, lanes, n.name)]
-    rows = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
-    flat = Value(f"{n.name}_a_rows", (rows, a.shape[-1]), a.dtype)
-    prod = Value(f"{n.name}_rows", (rows, out.shape[-1]), "int32")
+        return [_packed_product(a, params[b], za_value, out, params, packing, n.name)]
+    count = int(np.prod(a.shape[:-1]))      # batched rows: one product over all of them
+    flat = Value(f"{n.name}_a_rows", (count, a.shape[-1]), a.dtype)
+    prod = Value(f"{n.name}_rows", (count, out.shape[-1]), "int32")
     return [Node("reshape", (a,), (flat,), {"shape": flat.shape}, f"{n.name}_flatten"),
-            _packed_product(flat, params[b], za_value, prod, params, lanes, n.name),
+            _packed_product(flat, params[b], za_value, prod, params, packing, n.name),
             Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
 
 
-def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, lanes: int, name: str) -> Node:
-    """matmul_integer_vnni(a, w packed, za * column sums of w) -> out, w (K, N) int8."""
+def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, packing: tuple, name: str) -> Node:
+    """matmul_integer_vnni(a, w packed, za * column sums of w) -> out, w (K, N) int8; `packing`
+    is the unit's (lanes, k alignment)."""
+    lanes, align = packing
     corr = (za * w.astype(np.int64).sum(axis=0)).astype(np.int32)
-    bp = pack_b_vnni(np.ascontiguousarray(w), lanes)
+    bp = pack_b_vnni(np.ascontiguousarray(w), lanes, align)
     bp_val = Value(f"{name}_w_vnni{lanes}", bp.shape, "int8")
     corr_val = Value(f"{name}_corr", corr.shape, "int32")
     params[bp_val], params[corr_val] = bp, corr
     return Node("matmul_integer_vnni", (a, bp_val, corr_val), (out,), {"units": int(w.shape[1])}, name)
 
 
-def _rewrite_conv(n: Node, params: dict, lanes: int) -> list | None:
+def _rowwise(n: Node, params: dict, rows: _Rows) -> list | None:
+    """`n` on the rows of its inputs, when one of them has a twin and the others are constants
+    or values of the output's shape (given a twin here); else None."""
+    out = n.outputs[0]
+    if len(n.outputs) != 1 or out.ndim != 4 or not any(v in rows.twin for v in n.inputs):
+        return None
+    channels = out.shape[1]
+    axis_op = n.op in _AXIS_OPS
+    if axis_op and int(n.attrs.get("axis", 1)) % 4 != 1 and any(
+            params[v].size > 1 for v in n.inputs[1:] if v is not None and v in params):
+        return None
+    consts: dict = {}
+    for k, v in enumerate(n.inputs):
+        if v is None or (v in params and axis_op and k > 0):
+            continue                # scale / zero point: per tensor, or per channel along axis 1
+        if v in params:
+            consts[k] = _channel_const(params[v], channels)
+            if consts[k] is None:
+                return None
+        elif tuple(v.shape) != tuple(out.shape):
+            return None
+    pre: list = []
+    args: list = []
+    for k, v in enumerate(n.inputs):
+        if k in consts and consts[k].shape != params[v].shape:
+            cv = Value(f"{out.name}_in{k}_rows", consts[k].shape, consts[k].dtype.name)
+            params[cv] = consts[k]
+            args.append(cv)
+        elif v is None or v in params:
+            args.append(v)
+        else:
+            pre += rows.rowify(v)       # the other operand of a residual add, say: no-op for a twin
+            args.append(rows.twin[v])
+    new_out = Value(f"{out.name}_rows", rows_shape(out.shape), out.dtype)
+    rows.add(out, new_out)
+    return pre + [Node(n.op, tuple(args), (new_out,), dict(n.attrs), f"{n.name}_rows")]
+
+
+def _channel_const(arr: np.ndarray, channels: int) -> np.ndarray | None:
+    """A constant broadcast against an NCHW value, as the same constant broadcast against its rows
+    (a scalar, or (C,) for one value per channel); None when it varies along other axes."""
+    if arr.ndim > 4:
+        return None
+    full = (1,) * (4 - arr.ndim) + arr.shape
+    if any(d != 1 for k, d in enumerate(full) if k != 1):
+        return None
+    if arr.size == 1:
+        return arr.reshape(())
+    return np.ascontiguousarray(arr.reshape(channels)) if full[1] == channels else None
+
+
+def _rewrite_conv(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
-    if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8" or n.attrs.get("groups", 1) != 1:
+    if n.attrs.get("groups", 1) != 1:
+        return _rewrite_depthwise(n, params, rows)
+    if x.dtype != "uint8" or x.ndim != 4 or w not in params or w.dtype != "int8":
         return None
     if zw is not None and (zw not in params or np.any(params[zw] != 0)):
         return None
@@ -87,12 +260,99 @@ def _rewrite_conv(n: Node, params: dict, lanes: int) -> list | None:
     m = weight.shape[0]
     out = n.outputs[0]
     batch, _, oh, ow = out.shape
-    cols = Value(f"{n.name}_cols", (batch * oh * ow, int(np.prod(weight.shape[1:]))), "uint8")
-    rows = Value(f"{n.name}_rows", (batch * oh * ow, m), "int32")
-    nhwc = Value(f"{n.name}_nhwc", (batch, oh, ow, m), "int32")
+    prod = Value(f"{out.name}_rows", (batch * oh * ow, m), "int32")     # twins are named by their value
     attrs = {"kernel": tuple(weight.shape[2:]), "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"),
              "dilations": n.attrs.get("dilations"), "pad_value": za}
-    return [Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"),
-            _packed_product(cols, weight.reshape(m, -1).T, za, rows, params, lanes, n.name),
-            Node("reshape", (rows,), (nhwc,), {"shape": (batch, oh, ow, m)}, f"{n.name}_nhwc"),
-            Node("transpose", (nhwc,), (out,), {"perm": (0, 3, 1, 2)}, f"{n.name}_nchw")]
+    new: list = []
+    width = int(np.prod(weight.shape[1:]))
+    if x in rows.twin:
+        src = rows.twin[x]
+        wmat = weight.transpose(0, 2, 3, 1).reshape(m, -1)           # columns in (kh, kw, c) order
+        if _pointwise(weight.shape, attrs):
+            cols = src
+        else:
+            cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
+            new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:])},
+                            f"{n.name}_im2col"))
+    else:
+        wmat = weight.reshape(m, -1)
+        cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
+        new.append(Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"))
+    new.append(_packed_product(cols, wmat.T, za, prod, params, packing, n.name))
+    rows.add(out, prod)
+    return new
+
+
+def _rewrite_depthwise(n: Node, params: dict, rows: _Rows) -> list | None:
+    """A depthwise conv_integer (one filter per channel) whose input has a rows twin becomes
+    depthwise_integer_rows on the twin; the result is the output's twin."""
+    x, w, zx, zw = (list(n.inputs) + [None] * 4)[:4]
+    if x not in rows.twin or x.dtype != "uint8" or w not in params or w.dtype != "int8":
+        return None
+    weight = params[w]
+    channels = x.shape[1]
+    if n.attrs.get("groups") != channels or weight.shape[:2] != (channels, 1) or weight.ndim != 4:
+        return None
+    if zw is not None and (zw not in params or np.any(params[zw] != 0)):
+        return None
+    if zx is not None and (zx not in params or params[zx].size != 1):
+        return None
+    kh, kw = weight.shape[2:]
+    if kh * kw > MAX_TAPS:
+        return None
+    za = int(params[zx].reshape(())) if zx is not None else 0
+    taps = np.ascontiguousarray(weight.reshape(channels, kh * kw).T)           # (KH * KW, C)
+    corr = (za * taps.astype(np.int64).sum(axis=0)).astype(np.int32)
+    wv = Value(f"{n.name}_w_taps", taps.shape, "float32")
+    cv = Value(f"{n.name}_corr", corr.shape, "int32")
+    params[wv], params[cv] = taps.astype(np.float32), corr
+    out = n.outputs[0]
+    prod = Value(f"{out.name}_rows", rows_shape(out.shape), "int32")
+    attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": (kh, kw), "strides": n.attrs.get("strides"),
+             "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations"), "pad_value": za}
+    rows.add(out, prod)
+    return [Node("depthwise_integer_rows", (rows.twin[x], wv, cv), (prod,), attrs, n.name)]
+
+
+def _rewrite_max_pool(n: Node, params: dict, rows: _Rows, users: dict, skip: set) -> list | None:
+    """quantize(max_pool2d(dequantize(x))) with one per-tensor scale and zero point, x with a
+    rows twin: max_pool_rows on the twin, its result the quantized output's twin (the
+    quantize node is dropped)."""
+    d = n.inputs[0]
+    dq = rows.producer.get(d)
+    after = users.get(n.outputs[0], [])
+    if dq is None or dq.op != "dequantize_linear" or len(after) != 1 or after[0].op != "quantize_linear":
+        return None
+    q = after[0]
+    x = dq.inputs[0]
+    if x not in rows.twin or q.attrs.get("dtype") != x.dtype or n.attrs.get("ceil_mode") or d.ndim != 4:
+        return None
+    if not (_same_scalar(params, dq.inputs[1], q.inputs[1]) and _same_scalar(params, _at(dq.inputs, 2), _at(q.inputs, 2))):
+        return None
+    out = q.outputs[0]
+    prod = Value(f"{out.name}_rows", rows_shape(out.shape), out.dtype)
+    attrs = {"image": (x.shape[0],) + tuple(x.shape[2:]), "kernel": tuple(n.attrs["kernel"]),
+             "strides": n.attrs.get("strides"), "padding": n.attrs.get("padding"), "dilations": n.attrs.get("dilations")}
+    rows.add(out, prod)
+    skip.add(q)
+    return [Node("max_pool_rows", (rows.twin[x],), (prod,), attrs, n.name)]
+
+
+def _at(values: tuple, k: int):
+    return values[k] if k < len(values) else None
+
+
+def _same_scalar(params: dict, a: Value | None, b: Value | None) -> bool:
+    """Both absent, or both one-element constants of equal value and dtype."""
+    if a is None or b is None:
+        return a is None and b is None
+    if a not in params or b not in params:
+        return False
+    pa, pb = params[a], params[b]
+    return pa.size == 1 and pb.size == 1 and pa.dtype == pb.dtype and pa.reshape(()) == pb.reshape(())
+
+
+def _pointwise(wshape: tuple, attrs: dict) -> bool:
+    """A 1x1 window with stride 1 and no padding: the image rows are the im2col rows."""
+    return (tuple(wshape[2:]) == (1, 1) and all(s == 1 for s in attrs["strides"] or (1, 1))
+            and not any(attrs["padding"] or ()))

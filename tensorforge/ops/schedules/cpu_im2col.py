@@ -1,7 +1,9 @@
 """`im2col.cpu`: the im2col gather (ops/quant_im2col.py) as the loop nest of its meaning,
 n, oh, ow, c, kh, kw: the row axis split by OW and OH, the column axis by KW and KH, so each
 index is a sum of loop variables times constants (no division per element); the outermost
-row loops run on the thread pool."""
+row loops run on the thread pool.  An image given as rows (channels last) has its columns in
+(kh, kw, c) order: the column axis is split by C first, and the innermost loop copies one
+contiguous run of C channels."""
 from __future__ import annotations
 
 from . import template
@@ -15,8 +17,14 @@ def im2col(s, master_outs, outs, target, cfg=None) -> None:
     r, col = st.op.axis
     r_outer, x_ow = st.split(r, factor=ow)
     x_n, x_oh = st.split(r_outer, factor=oh)
-    c_outer, x_kw = st.split(col, factor=kw)
-    x_c, x_kh = st.split(c_outer, factor=kh)
-    st.reorder(x_n, x_oh, x_ow, x_c, x_kh, x_kw)
+    channels = t.op.attrs.get("channels_last", 0)
+    if channels:
+        k_outer, x_c = st.split(col, factor=channels)
+        x_kh, x_kw = st.split(k_outer, factor=kw)
+        st.reorder(x_n, x_oh, x_ow, x_kh, x_kw, x_c)
+    else:
+        c_outer, x_kw = st.split(col, factor=kw)
+        x_c, x_kh = st.split(c_outer, factor=kh)
+        st.reorder(x_n, x_oh, x_ow, x_c, x_kh, x_kw)
     if target.num_cores > 1:
         st.parallel(st.fuse(x_n, x_oh))

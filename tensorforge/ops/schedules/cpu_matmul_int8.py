@@ -32,21 +32,28 @@ from ...te.tensor import sum as te_sum
 from .. import x86_intrin as X
 from . import workload_template
 
-K_ALIGN = 64           # k is padded to this (the AMX tile depth; harmless for VNNI)
+K_ALIGN = 64           # k is padded to this for AMX (the tile depth)
+VNNI_K_ALIGN = 4       # ... and for vpdpbusd, whose lanes hold groups of 4 k (more would copy A to pad it)
+
+
+def k_align(unit: str | None) -> int:
+    """The multiple of k that `unit`'s packing pads to."""
+    return K_ALIGN if unit in (None, "amx") else VNNI_K_ALIGN
 
 
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def packed_shape(n: int, k: int, lanes: int) -> tuple:
-    return (_round_up(n, lanes) // lanes, _round_up(k, K_ALIGN) // 4, lanes, 4)
+def packed_shape(n: int, k: int, lanes: int, align: int = K_ALIGN) -> tuple:
+    return (_round_up(n, lanes) // lanes, _round_up(k, align) // 4, lanes, 4)
 
 
-def pack_b_vnni(b: np.ndarray, lanes: int) -> np.ndarray:
-    """(K x N) int8 -> (N/L, Kp/4, L, 4): lane l of group g holds b[4g:4g+4, panel*L + l]."""
+def pack_b_vnni(b: np.ndarray, lanes: int, align: int = K_ALIGN) -> np.ndarray:
+    """(K x N) int8 -> (N/L, Kp/4, L, 4): lane l of group g holds b[4g:4g+4, panel*L + l]; Kp is
+    K rounded up to `align` (k_align(unit): 64 for AMX tiles, 4 for VNNI)."""
     k, n = b.shape
-    kp, np_ = _round_up(k, K_ALIGN), _round_up(n, lanes)
+    kp, np_ = _round_up(k, align), _round_up(n, lanes)
     padded = np.zeros((kp, np_), np.int8)
     padded[:k, :n] = b
     return np.ascontiguousarray(padded.reshape(kp // 4, 4, np_ // lanes, lanes).transpose(2, 0, 3, 1))

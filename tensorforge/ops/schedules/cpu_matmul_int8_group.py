@@ -7,7 +7,9 @@ is cut in (mr x nv*L) tiles, panel loop outside the row loop; the tile's int32 a
 with the unit's block intrinsic (VNNI `vpdpbusd` or AMX `tdpbusd`); the epilogue (the zero-point
 correction, the bias, the requantization to 8 bits) runs on the tile as it leaves the
 accumulator, so the int32 sums never reach memory.  An epilogue that re-indexes the product
-(a reshape, a transpose) becomes a stage of its own and the product is stored whole.
+(a reshape, a transpose: attention's split into heads) becomes a stage of its own; the part of
+the epilogue before the re-indexing (requantize, bias, a lookup) still runs on the tile, and
+only its result, often 8-bit, is stored whole for the re-indexing stage to read.
 
 Knobs: `unit` (the int8 units this CPU has, with the packing's lane count), `mr` (rows per tile,
 dividing the padded rows; AMX: 16), `nv` (vectors or tiles per row), `kb` (the k step of one
@@ -50,7 +52,7 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
                            "(AVX-512 VNNI or AMX: 16, AVX-VNNI: 8); this CPU has none")
     cfg.define_knob("unit", units, default=units[0])
     unit = cfg["unit"].val
-    amx = unit == "amx" and mp % 16 == 0
+    amx = unit == "amx" and mp % 16 == 0 and kp % 64 == 0
     block_unit = "amx" if amx else ("avx512vnni" if unit == "amx" else unit)   # AMX CPUs have VNNI too
     rows = [16] if amx else [r for r in range(1, 9) if mp % r == 0]
     schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
@@ -81,17 +83,18 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
         s[main].compute_inline()
         out = outs[0]
     else:
+        out = _elementwise_prefix(s, outs, main) or main
         for t in epilogue:
-            _schedule_reindexing_stage(s, t, target, main)
-        out = main
+            _schedule_reindexing_stage(s, t, target, out)
     st = s[out]
-    i, j = st.op.axis
+    i, j = st.op.axis[-2:]
     io, ii = st.split(i, factor=mr)
     jo, ji = st.split(j, factor=nv * lanes)
     first, second = (jo, io) if cfg["order"].val == "panels" else (io, jo)
     st.reorder(first, second, ii, ji)
     if const_shape(out)[1] % (nv * lanes) == 0:
-        st.vectorize(ji)
+        _, jv = st.split(ji, factor=lanes)          # one register of int32 sums per statement
+        st.vectorize(jv)
     s[acc].set_scope("local")
     s[acc].compute_at(st, second)
     ai, aj = s[acc].op.axis
@@ -102,6 +105,65 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     s[acc].tensorize(ai, intrin(mr, nv, kb))
     if target.num_cores > 1:
         st.parallel(first)
+
+
+def _elementwise_prefix(s, outs, main):
+    """The stage farthest from the product that reads it only at its own index (leading axes of
+    extent 1 aside: the reshape of a batched product), when every read of the product by the
+    group's outputs goes through it: the epilogue part that can run on the register tile.  It
+    is made a stage of its own (the product inlined into it), and the re-indexing rest reads its
+    (narrower) result; None when there is none."""
+    shape = const_shape(main)
+    found = []
+    for t in _between(outs, main):
+        tshape = const_shape(t)
+        lead = len(tshape) - len(shape)
+        if lead < 0 or tshape[lead:] != shape or any(d != 1 for d in tshape[:lead]) or t in outs:
+            continue
+        if reads_only_at(s, t, main, tuple(iv.var for iv in s[t].op.axis)[lead:]):
+            found.append(t)
+    for t in found:
+        if any(t is not u and t in _between([u], main) for u in found):
+            continue                       # a later stage of the prefix reads this one
+        s[t].compute_root()
+        s[main].compute_inline()
+        if all(not master_reads(s, o, main) for o in outs):
+            return t
+        s[main].compute_root()             # another path reads the product: keep it whole
+        s[t].compute_inline()
+        return None
+    return None
+
+
+def _between(outs, main) -> list:
+    """The tensors computed from `main` on the way to `outs` (outs included, main not)."""
+    found, todo, seen = [], list(outs), set()
+    while todo:
+        t = todo.pop()
+        if t.op in seen or t.op is main.op:
+            continue
+        seen.add(t.op)
+        if _reaches(t, main):
+            found.append(t)
+        todo.extend(_inputs(t))
+    return found
+
+
+def _reaches(t, main) -> bool:
+    """Whether `t` is computed from `main`."""
+    todo, seen = [t], set()
+    while todo:
+        u = todo.pop()
+        if u.op is main.op:
+            return True
+        if u.op not in seen:
+            seen.add(u.op)
+            todo.extend(_inputs(u))
+    return False
+
+
+def _inputs(t) -> list:
+    return t.op.input_tensors() if hasattr(t.op, "input_tensors") else []
 
 
 def _schedule_reindexing_stage(s, t, target, main=None) -> None:

@@ -15,6 +15,11 @@ from ...ir.functor import Mutator, post_order_visit, uses_var
 from .. import nodes as N
 
 MAX_LANES = 64
+# float rounding calls: one instruction per lane, so a vector of them (a lane-wise helper the C
+# compiler turns into SIMD rounding) keeps a requantizing epilogue on vectors; other math calls
+# stay scalar for `omp simd`, which maps them onto the vector math library
+ROUNDING = ("round", "floor", "ceil", "trunc")
+ROUNDING_BYTES = 64     # ... on one 512-bit register: GCC 12 narrows wider vectors (to 8 bits) lane by lane
 
 
 class _CannotVectorize(Exception):
@@ -72,6 +77,10 @@ class _Vectorizer:
         if isinstance(e, N.BufferLoad):
             indices = tuple(self.expr(i) for i in e.indices)
             return N.BufferLoad(e.buffer, indices)
+        if isinstance(e, E.Call) and e.op in ROUNDING and dt.is_float(e.dtype) \
+                and self.lanes * dt.itemsize(e.dtype) <= ROUNDING_BYTES:
+            (a,) = (self.bcast(self.expr(x)) for x in e.args)
+            return E.Call(a.dtype, e.op, (a,))
         raise _CannotVectorize(type(e).__name__)
 
     def binary(self, cls: type, a: E.Expr, b: E.Expr) -> E.Expr:
