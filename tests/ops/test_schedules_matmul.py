@@ -73,6 +73,18 @@ def test_batched_left_operand_runs_as_one_gemm(lead, m, epilogue):
     assert len(packed) == 1 and packed[0].inputs[0].shape == (int(np.prod(lead)) * m, 24)
 
 
+def test_the_reshape_back_to_the_batched_shape_is_written_from_the_tile():
+    """x[35, 1, K] x W + bias: the GEMM over the 35 rows writes its tiles, bias added, straight into
+    the (35, 1, N) output (the reshape back only inserts a unit axis): no scratch buffer for the
+    whole product and no second pass over it."""
+    graph, x = _dense_graph(1, 24, 70, "bias", lead=(35,))
+    model = _check(graph, x)
+    assert model.source.count("int32_t k") >= 2
+    gemm = model.source[model.source.index("matmul_packed("):]
+    assert "tf_alloc(" not in gemm and "free(" not in gemm
+    assert "// 70" not in gemm and "/ 70" not in gemm
+
+
 def test_tile_is_kept_in_a_local_buffer():
     graph, x = _dense_graph(35, 65, 130, "bias_relu")
     model = _check(graph, x)

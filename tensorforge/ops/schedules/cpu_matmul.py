@@ -89,9 +89,27 @@ def _main_stage(s, master_outs):
 
 def _elementwise_reader(s, out, main) -> bool:
     """Whether `out` reads `main` only at its own index (so it can take the tile from registers);
-    `main` may be wider than `out` (whole panels)."""
-    own = tuple(iv.var for iv in s[out].op.axis)
-    return const_shape(out)[:-1] == const_shape(main)[:-1] and reads_only_at(s, out, main, own)
+    `main` may be wider than `out` (whole panels), and `out` may have unit axes that `main` has not
+    (a reshape back to a batched shape, (B*M, N) -> (B*M, 1, N): see `_tile_axes`)."""
+    axes = list(s[out].op.axis)
+    batch, i, j = _tile_axes(axes, len(main.shape))
+    if len(axes) > len(main.shape):
+        batch = [iv for iv in batch if _ext(iv) != 1]
+    own = tuple(iv.var for iv in batch + [i, j])
+    return tuple(_ext(iv) for iv in batch + [i]) == const_shape(main)[:-1] and reads_only_at(s, out, main, own)
+
+
+def _tile_axes(axes, main_rank: int) -> tuple[list, object, object]:
+    """(batch axes, row axis, column axis) of an output stage: its last two axes, or, when it has
+    more axes than the product (unit axes a reshape inserted), its last axis of extent above one
+    before the column axis as the rows, the unit axes among the batch loops."""
+    *batch, i, j = axes
+    if len(axes) > main_rank:
+        rows = [iv for iv in axes[:-1] if _ext(iv) != 1]
+        if len(rows) == main_rank - 1:
+            i = rows[-1]
+            batch = [iv for iv in axes[:-1] if iv is not i]
+    return list(batch), i, j
 
 
 def _blockable(main, target) -> bool:
@@ -159,7 +177,7 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
         for t in epilogue:
             schedule_elementwise_stage(s, t, target)
     ost = s[out]
-    *batch, i, j = ost.op.axis
+    batch, i, j = _tile_axes(list(ost.op.axis), len(main.shape))
     io, ii = cfg["tile_m"].apply(s, ost, i)
     jo, jv, jl = cfg["tile_n"].apply(s, ost, j)
     first, second = cfg["order"].apply(s, ost, [jo, io])
