@@ -132,3 +132,22 @@ def test_the_output_sequence_fused_onto_the_last_step_is_copied_row_by_row():
     assert "concat[" in last and f"/ {hidden}" not in last and f"% {hidden}" not in last
     assert f"i0 < {steps}; ++i0)" in last                        # one row per step
     np.testing.assert_allclose(model(xw, state)[0], np.concatenate(want), rtol=1e-4, atol=1e-5)
+
+
+def test_the_gate_math_runs_on_whole_vectors_in_every_block_but_the_last(monkeypatch):
+    """650 units in 41 blocks of 16 (10 in the last), the blocks on the thread pool: every block
+    whose units are all in range computes its gates on 16-lane vectors without a guard (the
+    vector math library runs whole vectors; a guarded lane loop falls back to scalar calls)."""
+    import tensorforge.target as target_mod
+    monkeypatch.setattr(target_mod, "_host_num_cores", lambda: 2)      # the parallel schedule
+    hidden = 650
+    xw, state, r = case(1, hidden, 2)
+    b = GraphBuilder("cell")
+    x, s = b.input("xw", xw.shape, "float32"), b.input("state", state.shape, "float32")
+    g = b.finish([b.add1("lstm_cell", [x, s, b.const(r)], {"step": 1})])
+    model = tensorforge.compile(g, target="c")
+    lanes = tensorforge.Target.parse("c").simd_lanes("float32")
+    kernel = model.source[model.source.find("lstm_cell_gates["):]
+    main = kernel[:kernel.find("for (int64_t k_1")]        # the blocks before the peeled ones
+    assert f"< {lanes}; ++u)" in main and "if (" not in main
+    np.testing.assert_allclose(model(xw, state)[0], numpy_step(xw, state, r, 1), rtol=1e-4, atol=1e-5)

@@ -79,6 +79,13 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
         ost.unroll(ax)
     ost.vectorize(ul)
     block = ost.fuse(b, uo) if batch > 1 else uo
+    if target.num_cores > 1 and batch * num_gates * hidden * hidden >= PARALLEL_MIN_MACS:
+        # one chunk of blocks per core, the blocks of a chunk a serial loop: loop partitioning
+        # (tir/passes/partition_loops.py, which leaves parallel loops whole) then peels the
+        # blocks that pass the last unit off that loop, so the others run their gate math on
+        # whole vectors without a guard
+        chunk, block = ost.split(block, nparts=target.num_cores)
+        ost.parallel(chunk)
 
     cell = stages.get("lstm_cell_c")
     if cell is not None:
@@ -96,5 +103,4 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     zst.unroll(zg)
     zst.vectorize(zl)
 
-    if target.num_cores > 1 and batch * num_gates * hidden * hidden >= PARALLEL_MIN_MACS:
-        ost.parallel(block)
+
