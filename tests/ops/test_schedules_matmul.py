@@ -85,6 +85,19 @@ def test_the_reshape_back_to_the_batched_shape_is_written_from_the_tile():
     assert "// 70" not in gemm and "/ 70" not in gemm
 
 
+def test_packed_panels_are_prefetched_a_panel_ahead_when_several_row_tiles_share_them():
+    """35 rows (several register tiles per panel): each k step of every tile prefetches the same
+    row of the next panel; 3 rows (one tile, a plain stream) get no prefetch."""
+    graph, x = _dense_graph(35, 65, 130)
+    model = _check(graph, x)
+    gemm = model.source[model.source.index("matmul_packed("):]
+    assert "__builtin_prefetch(" in gemm
+    nr = next(n for n in model.info["graph"].nodes if n.op == "matmul_packed").inputs[1].shape[-1]
+    assert f"k * {nr} + {65 * nr})" in gemm                   # K rows of nr columns further on
+    graph, x = _dense_graph(3, 65, 130)
+    assert "__builtin_prefetch(" not in _check(graph, x).source
+
+
 def test_tile_is_kept_in_a_local_buffer():
     graph, x = _dense_graph(35, 65, 130, "bias_relu")
     model = _check(graph, x)

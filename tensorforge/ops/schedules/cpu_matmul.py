@@ -21,6 +21,9 @@ PARALLEL_MIN_MACS multiply-adds.  Knobs:
   order   tile loops panel-first (a column panel of the right operand stays in cache) or rows-first;
   pack_b  (matmul.cpu only) copy the (K x nr) panel of the right operand into a contiguous
           buffer once per panel (`cache_read` attached at the panel loop).
+A right operand packed at compile time is prefetched a panel ahead when a panel serves more than
+one row tile (`Stage.prefetch`): the first row tile of each panel would otherwise wait on memory
+for the panel while the other tiles only compute.
 """
 from __future__ import annotations
 
@@ -144,6 +147,23 @@ def _right_operand(main):
     return found[0] if len(found) == 1 else None
 
 
+def _packed_operand(main):
+    """The placeholder the main stage reads as a right operand packed into column panels
+    (panel, k, column in the panel: ops/nn_dense_packed.py), or None."""
+    from ...ir.expr import TensorLoad
+    from ...ir.functor import post_order_visit
+
+    k = main.op.reduce_axis[0].var
+    found = []
+
+    def fn(node):
+        if isinstance(node, TensorLoad) and isinstance(node.tensor.op, PlaceholderOp) and len(node.indices) == 3:
+            if node.indices[1] is k:
+                found.append(node.tensor)
+    post_order_visit(main.op.body[0], fn)
+    return found[0] if len(found) == 1 else None
+
+
 def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, packable: bool = False) -> None:
     """The register-tiled GEMM of the module docstring on the reduction stage `main`, with its
     choices as knobs; with `cfg` collecting (None at the template) it schedules at the default
@@ -190,12 +210,18 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     (ak,) = s[acc].op.reduce_axis
     ajo, aji = s[acc].split(aj, factor=vl)
     ki = cfg["tile_k"].size[1]
+    kloop = ak
     if ki > 1:
-        ako, aki = cfg["tile_k"].apply(s, s[acc], ak)
-        s[acc].reorder(ako, aki, ai, ajo, aji)
-        s[acc].unroll(aki)
+        ako, kloop = cfg["tile_k"].apply(s, s[acc], ak)
+        s[acc].reorder(ako, kloop, ai, ajo, aji)
+        s[acc].unroll(kloop)
     else:
         s[acc].reorder(ak, ai, ajo, aji)
+    panels = _packed_operand(main) if packed_nr is not None else None
+    if panels is not None and m > cfg["tile_m"].size[-1]:
+        # the next panel, a row of it per k step, while this one serves its row tiles: the
+        # first row tile of a panel then finds it in cache instead of waiting on memory
+        s[acc].prefetch(panels, kloop, kk)
     s[acc].unroll(ai)
     s[acc].unroll(ajo)
     s[acc].vectorize(aji)
