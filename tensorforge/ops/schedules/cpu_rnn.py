@@ -6,9 +6,12 @@ accumulates in G L-wide vectors (`<op>_gates`, a local buffer the C compiler kee
 registers) while the k loop streams the block's (H x G*L) slice of the packed R with unit
 stride; the gate math then reads those registers: for the LSTM the block's new cell state into
 a local vector (`lstm_cell_c`), then h and c written out (the state axis unrolled, the units
-vectorized); for the GRU the new h.  The blocks are independent: they run on the thread pool
-when the step has enough multiply-adds to pay for a parallel region, which splits the GEMV, the
-step's whole cost, over the cores.
+vectorized); for the GRU the new h.  The blocks are independent: they run on the thread pool, one
+chunk of consecutive blocks per core, when the step has enough multiply-adds to pay for a
+parallel region, which splits the GEMV, the step's whole cost, over the cores.  Within a chunk
+the blocks are a serial loop, which loop partitioning splits so that every block whose units
+are all in range runs its gate math on whole vectors (the vector math library), without the
+guard of the last, partial block.
 
 Readers fused onto the step are scheduled as stages of their own, row by row: the leading axes
 one loop, the last (the hidden units) split by the vector width and vectorized.  The one that
@@ -102,5 +105,3 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     zst.reorder(zb, zub, k, zg, zl)
     zst.unroll(zg)
     zst.vectorize(zl)
-
-
