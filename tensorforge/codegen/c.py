@@ -43,6 +43,7 @@ C_DIALECT = Dialect(
                   **NARROW_STORAGE},
     includes=("math.h", "stdbool.h", "stddef.h", "stdint.h", "stdlib.h"),
     index_type="int64_t",
+    prefetch="__builtin_prefetch({address}, 0, 3)",
 )
 
 # ("pragma_<name>", value) loop annotations that have a C spelling; others become comments.

@@ -62,6 +62,7 @@ class Dialect:
     math_suffix: dict = field(default_factory=lambda: {"float32": "f", "float64": ""})
     thread_index: dict = field(default_factory=dict)   # "threadIdx.x" -> expression text
     barrier: str = ""
+    prefetch: str = ""                 # a read prefetch of one address, "{address}" in it ("" skips them)
     includes: tuple = ()
     index_type: str = ""               # wider type for int32 loop variables ("" keeps int32)
 
@@ -459,6 +460,11 @@ class CLikePrinter:
         if isinstance(s.value, (E.IntImm, E.FloatImm, E.StringImm)):
             return
         self.emit(f"(void)({self.expr(s.value)});")
+
+    def visit_Prefetch(self, s: N.Prefetch) -> None:
+        """A cache hint, where the dialect has one; without it nothing is printed."""
+        if self.dialect.prefetch:
+            self.emit(self.dialect.prefetch.format(address=self.print_AddressOf(N.AddressOf(s.load))[0]) + ";")
 
     def visit_Tensorized(self, s: N.Tensorized) -> None:
         """A tensor intrinsic: its helper functions go into the source once, its code here."""

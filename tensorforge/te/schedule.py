@@ -41,11 +41,12 @@ class Fuse:
 
 @dataclass
 class IterVarAttr:
-    """Annotations of one leaf: loop kind, thread binding, pragmas."""
+    """Annotations of one leaf: loop kind, thread binding, pragmas, prefetches."""
 
     kind: str = "serial"            # serial | vectorized | unrolled | parallel | thread_binding
     bind_thread: IterVar | None = None
     pragmas: list = field(default_factory=list)
+    prefetches: list = field(default_factory=list)      # (tensor, offset in iterations)
 
 
 class Stage:
@@ -215,6 +216,18 @@ class Stage:
         if not isinstance(name, str) or not name.replace("_", "").isalnum():
             raise ScheduleError(f"pragma on stage {self.name}: bad pragma name {name!r}")
         self._attr(iv).pragmas.append((name, value))
+
+    def prefetch(self, tensor: Tensor, iv: IterVar, offset: int) -> None:
+        """At the start of each iteration of the loop over `iv`, ask the cache for what this
+        stage reads of `tensor` `offset` iterations later (the loops inside `iv` at their first
+        iteration, one prefetch per 64-byte line of the run the last index sweeps over them).
+        A hint only: results never change, and an address past the tensor's end (the last
+        iterations of `iv`) is harmless, a prefetch never faults."""
+        self._check_leaf(iv, "prefetch")
+        if not isinstance(offset, int) or offset <= 0:
+            raise ScheduleError(f"prefetch on stage {self.name}: the offset must be a positive number of "
+                                f"iterations, got {offset!r}")
+        self._attr(iv).prefetches.append((tensor, offset))
 
     # -- placement ------------------------------------------------------------------------------
     def compute_at(self, parent: "Stage", iv: IterVar) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Sequence, cast
 
 from .. import arith
+from ..ir.dtype import itemsize
 from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
 from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
@@ -453,11 +454,46 @@ class _Lowering:
 
     def _loop(self, st: Stage, leaf: IterVar, body: N.Stmt) -> N.Stmt:
         attr = st.iter_var_attrs.get(leaf)
+        if attr and attr.prefetches:
+            body = N.seq(*self._prefetches(st, leaf, attr.prefetches), body)
         kind = _KIND_OF_ATTR[attr.kind] if attr else N.SERIAL
         tag = attr.bind_thread.thread_tag if attr and attr.bind_thread is not None else ""
         ann = tuple(("pragma_" + name, value) for name, value in attr.pragmas) if attr else ()
         ext = self.info[st].dom[leaf].extent
         return N.For(leaf.var, const(0), ext, kind, body, tag, ann)
+
+    def _prefetches(self, st: Stage, leaf: IterVar, wanted: list) -> list[N.Stmt]:
+        """`Stage.prefetch` at the loop over `leaf`: for each read of each tensor, its indices at
+        iteration `leaf + offset` with the loops inside `leaf` at their first iteration, and one
+        prefetch per 64-byte line of the run its last index sweeps over those loops."""
+        leaves = st.leaf_iter_vars
+        inner = leaves[leaves.index(leaf) + 1:]
+        relax = {iv.var: self.leaf_dom[iv.var] for iv in inner if iv.var in self.leaf_dom}
+        first = {iv.var: const(0) for iv in inner}
+        out: list[N.Stmt] = []
+        seen: list[tuple] = []
+        for tensor, offset in wanted:
+            for load in self.loads(st):
+                if load.tensor.op is not tensor.op or load.tensor.value_index != tensor.value_index:
+                    continue
+                lowered = self._rewrite(st, load)
+                if not isinstance(lowered, N.BufferLoad):
+                    continue
+                start = tuple(self._simplify(substitute(substitute(i, first), {leaf.var: leaf.var + offset}))
+                              for i in lowered.indices)
+                if any(all(arith.structural_equal(a, b) for a, b in zip(key, start)) for key in seen):
+                    continue                  # the same element read twice: one prefetch
+                seen.append(start)
+                span = self._relax(lowered.indices[-1], relax) if lowered.indices else None
+                width = 1
+                if span is not None:
+                    w = self._simplify(span.max - span.min + 1)
+                    width = w.value if isinstance(w, IntImm) and w.value > 0 else 1
+                per_line = max(1, 64 // itemsize(lowered.buffer.dtype))
+                for m in range(0, width, per_line):
+                    index = start[:-1] + (self._simplify(start[-1] + m),)
+                    out.append(N.Prefetch(N.BufferLoad(lowered.buffer, index)))
+        return out
 
     def _rewrite(self, st: Stage, e: Expr) -> Expr:
         """Root vars -> leaf expressions, tensor loads -> buffer loads."""

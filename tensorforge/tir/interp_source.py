@@ -480,6 +480,9 @@ class _Translator:
             return
         self.flush(self.expr(s.value).text)
 
+    def stmt_Prefetch(self, s: N.Prefetch) -> None:
+        """A cache hint: nothing to compute."""
+
     def stmt_Tensorized(self, s: N.Tensorized) -> None:
         self.stmt(s.reference)      # the intrinsic's own compute, over the same regions
 

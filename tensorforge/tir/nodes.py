@@ -152,6 +152,16 @@ class Evaluate(Stmt):
 
 
 @dataclass(frozen=True, eq=False, repr=False)
+class Prefetch(Stmt):
+    """A hint: bring the cache line holding `load`'s element closer to the core (for reading).
+    It reads nothing and writes nothing, so it never changes a result; the C printer spells it
+    `__builtin_prefetch`, the interpreter and the GPU dialects skip it.  `Stage.prefetch` makes
+    these."""
+
+    load: BufferLoad
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class AttrStmt(Stmt):
     """An annotation on `body`, e.g. key="pragma_<name>" with a value."""
 

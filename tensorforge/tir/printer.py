@@ -52,6 +52,8 @@ def _stmt(s, ind: int, out: list[str]) -> None:
         _stmt(s.body, ind, out)
     elif isinstance(s, N.Barrier):
         out.append(f"{pad}barrier({s.scope!r})")
+    elif isinstance(s, N.Prefetch):
+        out.append(f"{pad}prefetch({expr_str(s.load)})")
     else:
         out.append(f"{pad}<{type(s).__name__}>")
 

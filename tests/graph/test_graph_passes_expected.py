@@ -583,6 +583,39 @@ def test_alter_layout_matmul_folds_batch_axes_into_the_rows_of_one_gemm():
     np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
 
 
+def test_alter_layout_matmul_adds_the_bias_to_the_rows_before_reshaping_back():
+    # the Linear's bias, broadcast over x[6, 1, 8] x W[8, 20], is added to the (6, 20) rows so that
+    # it fuses into the GEMM's epilogue; the reshape back comes last
+    w, bias = rand(8, 20), rand(1, 1, 20)
+    b = builder()
+    x = b.input("x", (6, 1, 8), "float32")
+    before = b.finish([b.add1("add", [b.add1("matmul", [x, b.const(w)]), b.const(bias)])])
+
+    nr = 32
+    panels = np.zeros((1, 8, nr), "float32")
+    panels[0, :, :20] = w
+    e = builder()
+    x = e.input("x", (6, 1, 8), "float32")
+    rows = e.add1("reshape", [x], {"shape": (6, 8)})
+    y = e.add1("matmul_packed", [rows, e.const(panels)], {"units": 20})
+    z = e.add1("add", [y, e.const(bias.reshape(20))])
+    want = e.finish([e.add1("reshape", [z], {"shape": (6, 1, 20)})])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    xin = rand(6, 1, 8)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_matmul_keeps_an_add_that_is_not_a_row_bias_after_the_reshape():
+    # a constant that varies along the batch axis is not one row added to every row
+    w = rand(8, 20)
+    b = builder()
+    x = b.input("x", (6, 1, 8), "float32")
+    before = b.finish([b.add1("add", [b.add1("matmul", [x, b.const(w)]), b.const(rand(6, 1, 20))])])
+    got = alter_layout_matmul(before, AVX512)
+    assert [n.op for n in got.nodes] == ["reshape", "matmul_packed", "reshape", "add"]
+
+
 def test_alter_layout_matmul_keeps_a_single_batch_as_it_is():
     w = rand(8, 20)
     b = builder()

@@ -108,3 +108,46 @@ def test_gru_cell_reference_compute_and_compiled(batch, hidden):
     model = tensorforge.compile(g, target="c")
     assert "gru_cell_gates[" in model.source
     np.testing.assert_allclose(model(xw, h)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_output_sequence_fused_onto_the_last_step_is_copied_row_by_row():
+    """The layer's output sequence (each step's h sliced out and concatenated, as the ONNX LSTM's
+    Y is built) fuses onto the last step; it is written as rows, one per step, with the units as
+    vectors: no element decodes its step by dividing its flat index by the hidden size."""
+    hidden, steps = 37, 5
+    xw, state, r = case(1, hidden, steps)
+    b = GraphBuilder("sequence")
+    x, s = b.input("xw", xw.shape, "float32"), b.input("state", state.shape, "float32")
+    rc = b.const(r)
+    hs, want, st = [], [], state
+    for t in range(steps):
+        s = b.add1("lstm_cell", [x, s, rc], {"step": t})
+        h = b.add1("slice", [s], {"axes": (1,), "starts": (0,), "ends": (1,), "steps": (1,)})
+        hs.append(b.add1("reshape", [h], {"shape": (1, hidden)}))
+        st = numpy_step(xw, st, r, t)
+        want.append(st[:, 0])
+    g = b.finish([b.add1("concat", hs, {"axis": 0})])
+    model = tensorforge.compile(g, target="c")
+    last = model.source[model.source.rfind("lstm_cell_gates["):]
+    assert "concat[" in last and f"/ {hidden}" not in last and f"% {hidden}" not in last
+    assert f"i0 < {steps}; ++i0)" in last                        # one row per step
+    np.testing.assert_allclose(model(xw, state)[0], np.concatenate(want), rtol=1e-4, atol=1e-5)
+
+
+def test_the_gate_math_runs_on_whole_vectors_in_every_block_but_the_last(monkeypatch):
+    """650 units in 41 blocks of 16 (10 in the last), the blocks on the thread pool: every block
+    whose units are all in range computes its gates on 16-lane vectors without a guard (the
+    vector math library runs whole vectors; a guarded lane loop falls back to scalar calls)."""
+    import tensorforge.target as target_mod
+    monkeypatch.setattr(target_mod, "_host_num_cores", lambda: 2)      # the parallel schedule
+    hidden = 650
+    xw, state, r = case(1, hidden, 2)
+    b = GraphBuilder("cell")
+    x, s = b.input("xw", xw.shape, "float32"), b.input("state", state.shape, "float32")
+    g = b.finish([b.add1("lstm_cell", [x, s, b.const(r)], {"step": 1})])
+    model = tensorforge.compile(g, target="c")
+    lanes = tensorforge.Target.parse("c").simd_lanes("float32")
+    kernel = model.source[model.source.find("lstm_cell_gates["):]
+    main = kernel[:kernel.find("for (int64_t k_1")]        # the blocks before the peeled ones
+    assert f"< {lanes}; ++u)" in main and "if (" not in main
+    np.testing.assert_allclose(model(xw, state)[0], numpy_step(xw, state, r, 1), rtol=1e-4, atol=1e-5)

@@ -73,6 +73,31 @@ def test_batched_left_operand_runs_as_one_gemm(lead, m, epilogue):
     assert len(packed) == 1 and packed[0].inputs[0].shape == (int(np.prod(lead)) * m, 24)
 
 
+def test_the_reshape_back_to_the_batched_shape_is_written_from_the_tile():
+    """x[35, 1, K] x W + bias: the GEMM over the 35 rows writes its tiles, bias added, straight into
+    the (35, 1, N) output (the reshape back only inserts a unit axis): no scratch buffer for the
+    whole product and no second pass over it."""
+    graph, x = _dense_graph(1, 24, 70, "bias", lead=(35,))
+    model = _check(graph, x)
+    assert model.source.count("int32_t k") >= 2
+    gemm = model.source[model.source.index("matmul_packed("):]
+    assert "tf_alloc(" not in gemm and "free(" not in gemm
+    assert "// 70" not in gemm and "/ 70" not in gemm
+
+
+def test_packed_panels_are_prefetched_a_panel_ahead_when_several_row_tiles_share_them():
+    """35 rows (several register tiles per panel): each k step of every tile prefetches the same
+    row of the next panel; 3 rows (one tile, a plain stream) get no prefetch."""
+    graph, x = _dense_graph(35, 65, 130)
+    model = _check(graph, x)
+    gemm = model.source[model.source.index("matmul_packed("):]
+    assert "__builtin_prefetch(" in gemm
+    nr = next(n for n in model.info["graph"].nodes if n.op == "matmul_packed").inputs[1].shape[-1]
+    assert f"k * {nr} + {65 * nr})" in gemm                   # K rows of nr columns further on
+    graph, x = _dense_graph(3, 65, 130)
+    assert "__builtin_prefetch(" not in _check(graph, x).source
+
+
 def test_tile_is_kept_in_a_local_buffer():
     graph, x = _dense_graph(35, 65, 130, "bias_relu")
     model = _check(graph, x)

@@ -187,6 +187,42 @@ def test_pragma_and_set_scope():
     check_schedule(s, w.args, w.reference)
 
 
+def _panel_product(k_extent=8, n=64, nr=32):
+    A = te.placeholder((4, k_extent), name="A")
+    B = te.placeholder((n // nr, k_extent, nr), name="B")         # column panels
+    k = te.reduce_axis((0, k_extent), name="k")
+    C = te.compute((4, n), lambda i, j: te.sum(A[i, k] * B[j // nr, k, j % nr], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    i, j = s[C].op.axis
+    jo, ji = s[C].split(j, factor=nr)
+    s[C].reorder(jo, i, k, ji)
+    return s, (A, B, C), k
+
+
+def test_prefetch_asks_for_what_a_later_iteration_reads():
+    """prefetch(B, k, 8) at the k loop of a product over panels (2, 8, 32): each k step asks for
+    the row that k + 8 reads, i.e. the same row of the next panel, one prefetch per 64-byte line
+    of the 32 columns the inner loop sweeps; results are unchanged."""
+    s, (A, B, C), k = _panel_product()
+    s[C].prefetch(B, k, 8)
+    text = str(tensorforge.lower(s, [A, B, C]))
+    assert "prefetch(B[j.outer * 256 + k * 32 + 256])" in text
+    assert "prefetch(B[j.outer * 256 + k * 32 + 272])" in text and text.count("prefetch(") == 2
+    f = tensorforge.build(s, [A, B, C], target="c")
+    assert f.source.count("__builtin_prefetch(") == 2
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 8)).astype("float32"), rng.standard_normal((2, 8, 32)).astype("float32")
+    c = np.full((4, 64), np.nan, "float32")
+    f(a, b, c)
+    np.testing.assert_allclose(c, a @ b.transpose(1, 0, 2).reshape(8, 64), rtol=1e-5, atol=1e-5)
+
+
+def test_prefetch_offset_must_be_a_positive_number_of_iterations():
+    s, (A, B, C), k = _panel_product()
+    with pytest.raises(te.ScheduleError, match="positive number of iterations"):
+        s[C].prefetch(B, k, 0)
+
+
 def test_argmax_tuple_reducer():
     def fcombine(x, y):
         keep = x[1] >= y[1]

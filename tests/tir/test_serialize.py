@@ -22,6 +22,11 @@ def _programs():
     s[C].vectorize(ji)
     s[C].parallel(io)
     yield tensorforge.lower(s, [A, B, C], "mm")
+    s = te.create_schedule(C.op)
+    io, jo, ii, ji = s[C].tile(*s[C].op.axis, 8, 16)
+    s[C].reorder(io, jo, ii, k, ji)
+    s[C].prefetch(B, k, 4)                 # Prefetch statements in the program
+    yield tensorforge.lower(s, [A, B, C], "mm_prefetch")
     n = te.var("n")
     X = te.placeholder((n, 7), name="X")
     Y = te.compute((n, 7), lambda i, j: te.if_then_else(X[i, j] > 0.5, te.exp(X[i, j]), X[i, j] * -1e30),

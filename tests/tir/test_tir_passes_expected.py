@@ -134,6 +134,25 @@ def test_partition_loops_splits_inside_a_parallel_loop_but_not_the_parallel_loop
     check(partition_loops, parallel, want)
 
 
+def test_partition_loops_peels_every_guard_off_the_main_part():
+    # 650 units in 41 blocks of 16, the blocks in 2 parallel chunks of 21 (an LSTM step's
+    # schedule): a block guard (chunk * 21 + block < 41) and, inside it, a unit guard.  The block
+    # loop's head [0, 20) drops the block guard and is split again by the unit guard, which holds
+    # for every chunk in [0, 19): the main part has no guard at all.
+    po, bo, ii = Var("po"), Var("bo"), Var("ii")
+    src, dst = N.Buffer("P", (650,), "float32"), N.Buffer("Q", (650,), "float32")
+    unit = po * 336 + bo * 16 + ii
+    copy = store(dst, load(src, unit), unit)
+    unit_guard = N.IfThenElse(unit < 650, copy)
+    block_guard = N.IfThenElse(po * 21 + bo < 41, loop(ii, 16, unit_guard))
+    before = N.PrimFunc("f", (src, dst), loop(po, 2, loop(bo, 21, block_guard), kind=N.PARALLEL))
+    want = loop(po, 2, N.seq(
+        loop(bo, 19, loop(ii, 16, copy)),
+        loop(bo, 1, N.seq(loop(ii, 10, copy), loop(ii, 6, unit_guard, start=10)), start=19),
+        loop(bo, 1, block_guard, start=20)), kind=N.PARALLEL)
+    same_results(before, check(partition_loops, before, want))
+
+
 def test_partition_loops_leaves_an_if_with_an_else():
     io, ii = Var("io"), Var("ii")
     other = N.IfThenElse(io * 16 + ii < 60, store(Y, const(1.0), ii), store(Y, const(2.0), ii))

@@ -10,7 +10,11 @@ A batched left operand x (B..., M, K) times a 2-D constant weight is one GEMM of
 reshaped to (B*M, K), multiplied, and the (B*M, N) result reshaped back.  Without this, each of
 the B batches would run its own M-row product and stream the whole weight again: a decoder
 x[35, 1, 650] x W[650, 10000], as `torch.onnx.export` writes an nn.Linear over a sequence, would
-read the 26 MB weight 35 times as 35 single-row products instead of once.
+read the 26 MB weight 35 times as 35 single-row products instead of once.  When the product's
+only reader adds a constant bias along the last axis (the Linear's bias, broadcast over the batch
+axes), the bias is added to the rows before the reshape back: add(reshape(y2), b) ==
+reshape(add(y2, b)), and the add then fuses into the GEMM's epilogue instead of running as a
+second pass over the re-indexed result.
 """
 from __future__ import annotations
 
@@ -30,8 +34,12 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
     names = NameGen(v.name for v in _values(graph))
     nodes = []
     packed: dict = {}
+    readers = _readers(graph)
+    hoisted: set = set()             # bias adds moved before the reshape back
     changed = False
     for n in graph.nodes:
+        if id(n) in hoisted:
+            continue
         if not _packable(n, params):
             nodes.append(n)
             continue
@@ -55,6 +63,15 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
             y2 = Value(names(f"{y.name}_rows"), (rows, units), y.dtype)
             nodes.append(Node("reshape", (x,), (x2,), {"shape": x2.shape}, f"{n.name}_rows"))
             nodes.append(Node("matmul_packed", (x2, wp), (y2,), {"units": units}, n.name))
+            add = _bias_add(y, readers, params, graph.outputs)
+            if add is not None:
+                hoisted.add(id(add))
+                bias = add.inputs[1] if add.inputs[0] is y else add.inputs[0]
+                b1 = Value(names(f"{bias.name}_row"), (units,), bias.dtype)
+                params[b1] = np.ascontiguousarray(params[bias].reshape(units))
+                z2 = Value(names(f"{add.outputs[0].name}_rows"), (rows, units), y.dtype)
+                nodes.append(Node("add", (y2, b1), (z2,), {}, add.name))
+                y2, y = z2, add.outputs[0]
             nodes.append(Node("reshape", (y2,), (y,), {"shape": y.shape}, f"{n.name}_unrows"))
         else:
             nodes.append(Node("matmul_packed", (x, wp), n.outputs, {"units": units}, n.name))
@@ -70,6 +87,34 @@ def _values(graph: Graph):
     yield from graph.params
     for n in graph.nodes:
         yield from (v for v in n.outputs if v is not None)
+
+
+def _readers(graph: Graph) -> dict:
+    """Value -> the nodes that read it."""
+    readers: dict = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                readers.setdefault(v, []).append(n)
+    return readers
+
+
+def _bias_add(y: Value, readers: dict, params: dict, outputs) -> Node | None:
+    """The node add(y, b) when it is y's only reader and b a constant that varies along the last
+    axis only (shape (N,) or (1, ..., 1, N)), so that it adds the same row to every row of y."""
+    users = readers.get(y, [])
+    if len(users) != 1 or y in outputs or users[0].op != "add" or len(users[0].inputs) != 2:
+        return None
+    add = users[0]
+    a, b = add.inputs
+    bias = b if a is y else a
+    if bias is y or bias not in params or bias.dtype != y.dtype:
+        return None
+    shape = tuple(bias.shape)
+    if (len(shape) > y.ndim or len(shape) == 0 or shape[-1] != y.shape[-1]
+            or any(d != 1 for d in shape[:-1]) or add.outputs[0].shape != y.shape):
+        return None
+    return add
 
 
 def _packable(n: Node, params: dict) -> bool:

@@ -21,6 +21,9 @@ PARALLEL_MIN_MACS multiply-adds.  Knobs:
   order   tile loops panel-first (a column panel of the right operand stays in cache) or rows-first;
   pack_b  (matmul.cpu only) copy the (K x nr) panel of the right operand into a contiguous
           buffer once per panel (`cache_read` attached at the panel loop).
+A right operand packed at compile time is prefetched a panel ahead when a panel serves more than
+one row tile (`Stage.prefetch`): the first row tile of each panel would otherwise wait on memory
+for the panel while the other tiles only compute.
 """
 from __future__ import annotations
 
@@ -89,9 +92,27 @@ def _main_stage(s, master_outs):
 
 def _elementwise_reader(s, out, main) -> bool:
     """Whether `out` reads `main` only at its own index (so it can take the tile from registers);
-    `main` may be wider than `out` (whole panels)."""
-    own = tuple(iv.var for iv in s[out].op.axis)
-    return const_shape(out)[:-1] == const_shape(main)[:-1] and reads_only_at(s, out, main, own)
+    `main` may be wider than `out` (whole panels), and `out` may have unit axes that `main` has not
+    (a reshape back to a batched shape, (B*M, N) -> (B*M, 1, N): see `_tile_axes`)."""
+    axes = list(s[out].op.axis)
+    batch, i, j = _tile_axes(axes, len(main.shape))
+    if len(axes) > len(main.shape):
+        batch = [iv for iv in batch if _ext(iv) != 1]
+    own = tuple(iv.var for iv in batch + [i, j])
+    return tuple(_ext(iv) for iv in batch + [i]) == const_shape(main)[:-1] and reads_only_at(s, out, main, own)
+
+
+def _tile_axes(axes, main_rank: int) -> tuple[list, object, object]:
+    """(batch axes, row axis, column axis) of an output stage: its last two axes, or, when it has
+    more axes than the product (unit axes a reshape inserted), its last axis of extent above one
+    before the column axis as the rows, the unit axes among the batch loops."""
+    *batch, i, j = axes
+    if len(axes) > main_rank:
+        rows = [iv for iv in axes[:-1] if _ext(iv) != 1]
+        if len(rows) == main_rank - 1:
+            i = rows[-1]
+            batch = [iv for iv in axes[:-1] if iv is not i]
+    return list(batch), i, j
 
 
 def _blockable(main, target) -> bool:
@@ -121,6 +142,23 @@ def _right_operand(main):
     def fn(node):
         if isinstance(node, TensorLoad) and isinstance(node.tensor.op, PlaceholderOp) and len(node.indices) >= 2:
             if node.indices[-2] is k and node.indices[-1] is j:     # `==` would build an expression
+                found.append(node.tensor)
+    post_order_visit(main.op.body[0], fn)
+    return found[0] if len(found) == 1 else None
+
+
+def _packed_operand(main):
+    """The placeholder the main stage reads as a right operand packed into column panels
+    (panel, k, column in the panel: ops/nn_dense_packed.py), or None."""
+    from ...ir.expr import TensorLoad
+    from ...ir.functor import post_order_visit
+
+    k = main.op.reduce_axis[0].var
+    found = []
+
+    def fn(node):
+        if isinstance(node, TensorLoad) and isinstance(node.tensor.op, PlaceholderOp) and len(node.indices) == 3:
+            if node.indices[1] is k:
                 found.append(node.tensor)
     post_order_visit(main.op.body[0], fn)
     return found[0] if len(found) == 1 else None
@@ -159,7 +197,7 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
         for t in epilogue:
             schedule_elementwise_stage(s, t, target)
     ost = s[out]
-    *batch, i, j = ost.op.axis
+    batch, i, j = _tile_axes(list(ost.op.axis), len(main.shape))
     io, ii = cfg["tile_m"].apply(s, ost, i)
     jo, jv, jl = cfg["tile_n"].apply(s, ost, j)
     first, second = cfg["order"].apply(s, ost, [jo, io])
@@ -172,12 +210,18 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     (ak,) = s[acc].op.reduce_axis
     ajo, aji = s[acc].split(aj, factor=vl)
     ki = cfg["tile_k"].size[1]
+    kloop = ak
     if ki > 1:
-        ako, aki = cfg["tile_k"].apply(s, s[acc], ak)
-        s[acc].reorder(ako, aki, ai, ajo, aji)
-        s[acc].unroll(aki)
+        ako, kloop = cfg["tile_k"].apply(s, s[acc], ak)
+        s[acc].reorder(ako, kloop, ai, ajo, aji)
+        s[acc].unroll(kloop)
     else:
         s[acc].reorder(ak, ai, ajo, aji)
+    panels = _packed_operand(main) if packed_nr is not None else None
+    if panels is not None and m > cfg["tile_m"].size[-1]:
+        # the next panel, a row of it per k step, while this one serves its row tiles: the
+        # first row tile of a panel then finds it in cache instead of waiting on memory
+        s[acc].prefetch(panels, kloop, kk)
     s[acc].unroll(ai)
     s[acc].unroll(ajo)
     s[acc].vectorize(aji)

@@ -6,15 +6,25 @@ accumulates in G L-wide vectors (`<op>_gates`, a local buffer the C compiler kee
 registers) while the k loop streams the block's (H x G*L) slice of the packed R with unit
 stride; the gate math then reads those registers: for the LSTM the block's new cell state into
 a local vector (`lstm_cell_c`), then h and c written out (the state axis unrolled, the units
-vectorized); for the GRU the new h.  The blocks are independent: they run on the thread pool
-when the step has enough multiply-adds to pay for a parallel region, which splits the GEMV, the
-step's whole cost, over the cores.  Elementwise consumers fused onto the step (rare: the state
-is read by the next step and by slices) are scheduled as stages of their own.
+vectorized); for the GRU the new h.  The blocks are independent: they run on the thread pool, one
+chunk of consecutive blocks per core, when the step has enough multiply-adds to pay for a
+parallel region, which splits the GEMV, the step's whole cost, over the cores.  Within a chunk
+the blocks are a serial loop, which loop partitioning splits so that every block whose units
+are all in range runs its gate math on whole vectors (the vector math library), without the
+guard of the last, partial block.
+
+Readers fused onto the step are scheduled as stages of their own, row by row: the leading axes
+one loop, the last (the hidden units) split by the vector width and vectorized.  The one that
+matters is the layer's output sequence, the concatenation of every step's h (35 slices for a
+35-step layer) fused onto the last step: with the axes fused into one flat loop, each element
+would decode its step with a division and pick its source through a chain of 35 selects; along
+rows, the step is the row index, the selects depend on it alone and the units are a plain
+vector copy.
 """
 from __future__ import annotations
 
 from . import template
-from .common import const_shape, schedule_elementwise_stage
+from .common import PARALLEL_MIN_ELEMS, const_shape, num_elements
 from .cpu import complex_out
 
 PARALLEL_MIN_MACS = 1 << 16       # below this a step runs on one thread: a parallel region costs more
@@ -32,6 +42,24 @@ def _stages(out) -> dict:
     return found
 
 
+def schedule_rows(s, t, target) -> None:
+    """`t` as rows: its leading axes fused into one loop (on the thread pool when `t` has
+    PARALLEL_MIN_ELEMS elements), its last axis split by the vector width, the lanes vectorized."""
+    st = s[t]
+    axes = list(st.op.axis)
+    if not axes or num_elements(t) == 0:
+        return
+    *lead, last = axes
+    lanes = max(1, target.simd_lanes(t.dtype))
+    if const_shape(t)[-1] >= lanes:
+        _, inner = st.split(last, factor=lanes)
+        st.vectorize(inner)
+    if lead:
+        rows = st.fuse(*lead) if len(lead) > 1 else lead[0]
+        if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+            st.parallel(rows)
+
+
 @template("rnn_cell_packed.cpu")
 def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     out = master_outs[0]
@@ -42,7 +70,7 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     z = gates[0]
     for t in outs:
         if t is not out:
-            schedule_elementwise_stage(s, t, target)
+            schedule_rows(s, t, target)
     batch, hidden = const_shape(out)[0], const_shape(out)[-1]
     num_gates, lanes = const_shape(z)[-2:]
 
@@ -54,6 +82,13 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
         ost.unroll(ax)
     ost.vectorize(ul)
     block = ost.fuse(b, uo) if batch > 1 else uo
+    if target.num_cores > 1 and batch * num_gates * hidden * hidden >= PARALLEL_MIN_MACS:
+        # one chunk of blocks per core, the blocks of a chunk a serial loop: loop partitioning
+        # (tir/passes/partition_loops.py, which leaves parallel loops whole) then peels the
+        # blocks that pass the last unit off that loop, so the others run their gate math on
+        # whole vectors without a guard
+        chunk, block = ost.split(block, nparts=target.num_cores)
+        ost.parallel(chunk)
 
     cell = stages.get("lstm_cell_c")
     if cell is not None:
@@ -70,6 +105,3 @@ def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     zst.reorder(zb, zub, k, zg, zl)
     zst.unroll(zg)
     zst.vectorize(zl)
-
-    if target.num_cores > 1 and batch * num_gates * hidden * hidden >= PARALLEL_MIN_MACS:
-        ost.parallel(block)

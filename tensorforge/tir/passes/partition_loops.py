@@ -5,8 +5,9 @@ vectorization and costs a branch per iteration.  For each loop `o` with a consta
 guard (an `if` without `else`) inside it that depends on `o`, binary search finds the largest k
 such that the guard provably holds for every o in [min, min + k) (with the loops between `o` and
 the guard at their ranges).  The loop becomes `for o in [min, min+k): body-without-guard` then
-`for o in [min+k, end): body`.  Meaning is unchanged: the guard is only dropped where it is
-proven true.
+`for o in [min+k, end): body`; the head is partitioned again by the guards it still holds (two
+non-dividing splits of one loop nest, say), so the first part of the loop has no guard at all.
+Meaning is unchanged: a guard is only dropped where it is proven true.
 """
 from __future__ import annotations
 
@@ -80,7 +81,9 @@ class _Partition(Mutator):
                              node.thread_tag, node.annotations)
                 tail = N.For(node.loop_var, const(lo + k), const(node.extent.value - k), node.kind, node.body,
                              node.thread_tag, node.annotations)
-                return [head, tail]
+                # the head may still hold guards that fail in its last iterations (a second split
+                # that does not divide): peel those too, so that the main part has none
+                return self._split(head) + [tail]
         return [node]
 
     def _proven_prefix(self, loop: N.For, guard: N.IfThenElse, path: list) -> int:
