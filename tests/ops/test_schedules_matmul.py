@@ -158,3 +158,17 @@ def test_tile_shapes():
     assert panel_width(128, 256, 16) == 32 and panel_width(35, 10000, 16) == 32
     assert panel_width(4, 5, 16) == 16
     assert row_tile(35, 32, 16) == 12 and row_tile(1, 64, 16) == 1 and row_tile(128, 48, 16) == 8
+
+
+def test_a_product_reshaped_to_a_vector_keeps_its_scratch_tile():
+    """(8, K) x (K, 1) reshaped to (8,): the epilogue is a vector, not a tile of rows and columns
+    (this crashed the template when the reshape-back rule asked for two axes)."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("vec")
+    x = b.input("x", (8, 24), "float32")
+    w = b.const(rng.standard_normal((24, 1)).astype("float32"), "w")
+    y = b.add1("reshape", [b.add1("matmul", [x, w])], {"shape": (8,)})
+    g = b.finish([b.add1("relu", [y])])
+    xs = rng.standard_normal((8, 24)).astype("float32")
+    model = tensorforge.compile(g)
+    np.testing.assert_allclose(model(xs)[0], np.maximum((xs @ b.params[w]).reshape(8), 0), rtol=1e-5, atol=1e-5)

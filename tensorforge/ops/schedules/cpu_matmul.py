@@ -95,6 +95,8 @@ def _elementwise_reader(s, out, main) -> bool:
     `main` may be wider than `out` (whole panels), and `out` may have unit axes that `main` has not
     (a reshape back to a batched shape, (B*M, N) -> (B*M, 1, N): see `_tile_axes`)."""
     axes = list(s[out].op.axis)
+    if len(axes) < 2:
+        return False           # a vector (a reshape of an (M, 1) product): not a tile of rows x columns
     batch, i, j = _tile_axes(axes, len(main.shape))
     if len(axes) > len(main.shape):
         batch = [iv for iv in batch if _ext(iv) != 1]
