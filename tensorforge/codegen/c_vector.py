@@ -132,6 +132,12 @@ class VectorExtensions:
                 return self.vvalue(e.value)
             if c_bfloat16.is_bf16_cast(e.value.dtype, e.dtype):
                 return c_bfloat16.vector_cast(self, e.value.dtype, e.dtype, self.vvalue(e.value))
+            src = dt.element_of(e.value.dtype)
+            if src in ("uint8", "int8") and dt.itemsize(elem) >= 4:
+                # GCC builds a byte -> 32-bit convertvector lane by lane; through 16 bits it is
+                # the vector zero/sign extensions (vpmovzxbw, vpmovzxwd ...)
+                mid = self.vec_type("uint16" if src == "uint8" else "int16", lanes)
+                return f"__builtin_convertvector(__builtin_convertvector({self.vvalue(e.value)}, {mid}), {T})"
             return f"__builtin_convertvector({self.vvalue(e.value)}, {T})"
         if isinstance(e, E.Call):
             return self._vcall(e, T, elem, lanes)
