@@ -132,6 +132,9 @@ class VectorExtensions:
                 return self.vvalue(e.value)
             if c_bfloat16.is_bf16_cast(e.value.dtype, e.dtype):
                 return c_bfloat16.vector_cast(self, e.value.dtype, e.dtype, self.vvalue(e.value))
+            src = dt.element_of(e.value.dtype)
+            if src in ("uint8", "int8") and dt.itemsize(elem) >= 4:
+                return self._widen_bytes(self.vvalue(e.value), src, elem, lanes, T)
             return f"__builtin_convertvector({self.vvalue(e.value)}, {T})"
         if isinstance(e, E.Call):
             return self._vcall(e, T, elem, lanes)
@@ -177,6 +180,25 @@ class VectorExtensions:
         body = "".join(f"  {line}\n" for line in lines)
         name = self._vhelper(f"{kind}_{elem}x{lanes}", f"static inline {T} NAME({T} a, {T} b) {{\n{body}}}")
         return f"{name}({a}, {b})"
+
+    def _widen_bytes(self, text: str, src: str, elem: str, lanes: int, T: str) -> str:
+        """A vector of 8-bit integers cast to 32-bit (or wider) lanes.  GCC builds a direct byte ->
+        32-bit __builtin_convertvector one lane at a time; through 16 bits it is vector zero/sign
+        extensions, and 16 lanes with AVX-512 are one vpmovzxbd/vpmovsxbd."""
+        wide = "uint16" if src == "uint8" else "int16"
+        generic = f"__builtin_convertvector(__builtin_convertvector(v, {self.vec_type(wide, lanes)}), {T})"
+        if lanes != 16:
+            return generic.replace("(v,", f"({text},", 1)
+        ext = "zx" if src == "uint8" else "sx"
+        I = self.vec_type("int32", 16)
+        body = (f"#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
+                f"  typedef char tf_v16qi __attribute__((vector_size(16)));\n"
+                f"  {I} w = ({I})__builtin_ia32_pmov{ext}bd512_mask((tf_v16qi)v, ({I}){{0}}, (unsigned short)0xFFFF);\n"
+                f"  return {'w' if elem == 'int32' else f'__builtin_convertvector(w, {T})'};\n"
+                f"#else\n  return {generic};\n#endif\n")
+        name = self._vhelper(f"widen_{src}x16_{elem}",
+                             f"static inline {T} NAME({self.vec_type(src, 16)} v) {{\n{body}}}")
+        return f"{name}({text})"
 
     def _vcall(self, e: E.Call, T: str, elem: str, lanes: int) -> str:
         arg_elem = dt.element_of(e.args[0].dtype)

@@ -13,7 +13,8 @@ exact and FMA units (two per core, where the int32 multiply has one) do the work
 converts back to int32 exactly.  Attributes: image (N, H, W), kernel (KH, KW), strides,
 padding (top, left, bottom, right), dilations, pad_value.
 
-Stages: "dw_pad" (xp as float32, converted once rather than once per tap), "dw_acc" (the float sum, (N * OH * OW, C)) and the main stage
+Stages: "dw_pad" (xp, 8-bit like x: the copy is a quarter of a float32 one, and a tap converts
+its vector of bytes on the way to the FMA), "dw_acc" (the float sum, (N * OH * OW, C)) and the main stage
 (int32, the correction subtracted).  Its CPU template `depthwise_integer_rows.cpu` keeps a tile
 of pixels x one vector of channels in registers across the KH * KW taps and applies the
 epilogue (bias, requantize, relu) to it.  Pattern complex-out-fusable.
@@ -73,8 +74,7 @@ class depthwise_integer_rows:
 
         def padded(b, y, z, ch):
             inside = (y >= p[0]) & (y < p[0] + h) & (z >= p[1]) & (z < p[1] + wd)
-            return te.if_then_else(inside, x[(b * h + y - p[0]) * wd + z - p[1], ch].astype("float32"),
-                                   const(float(pad_value), "float32"))
+            return te.if_then_else(inside, x[(b * h + y - p[0]) * wd + z - p[1], ch], const(pad_value, x.dtype))
 
         xp = te.compute((n, hp, wp, c), padded, name="dw_pad")
         ry = te.reduce_axis((0, kh), name="ry")
@@ -84,7 +84,7 @@ class depthwise_integer_rows:
             b, rest = r // (oh * ow), r % (oh * ow)
             y = (rest // ow) * s[0] + ry * d[0]
             z = (rest % ow) * s[1] + rx * d[1]
-            return te.sum(xp[b, y, z, ch] * w[ry * kw + rx, ch], axis=[ry, rx])
+            return te.sum(xp[b, y, z, ch].astype("float32") * w[ry * kw + rx, ch], axis=[ry, rx])
 
         acc = te.compute((n * oh * ow, c), tap, name="dw_acc", attrs={"window": (oh, ow)})
         return te.compute((n * oh * ow, c), lambda r, ch: acc[r, ch].astype("int32") - corr[ch],

@@ -15,6 +15,10 @@ run channel fastest:
     im2col(x, image)[(n * OH + oh) * OW + ow, (kh * KW + kw) * C + c]
         = x[(n * H + oh * sh - ph + kh * dh) * W + ow * sw - pw + kw * dw, c]
 
+With columns=K (more than C * KH * KW), the result has K columns, the ones past the window's
+holding pad_value: a product whose depth is padded (the int8 units take k in groups of 4)
+then reads the im2col matrix itself instead of a padded copy of it.
+
 Pattern complex-out-fusable, though the op is a gather: it reads each input element up to
 KH * KW times, so fusing its producers into it (as an injective op would be) recomputes them
 that often; as a master it stays a kernel of its own.  Its template `im2col.cpu` splits the
@@ -31,7 +35,8 @@ from .common import const_shape
 from .nn_window import out_spatial, spatial_attrs
 from .registry import COMPLEX, OpError, TensorType, op
 
-_DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0, "image": None}
+_DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0, "image": None,
+             "columns": None}
 
 
 def _nchw_shape(shape: tuple, image) -> tuple:
@@ -42,6 +47,15 @@ def _nchw_shape(shape: tuple, image) -> tuple:
     if len(shape) != 2 or int(shape[0]) != n * h * w:
         raise OpError(f"im2col: with image={tuple(image)} x must be rows ({n * h * w}, C), got shape {tuple(shape)}")
     return (n, int(shape[1]), h, w)
+
+
+def _columns(width: int, columns) -> int:
+    """The column count: the window's `width`, or `columns` when given (at least `width`)."""
+    if columns is None:
+        return width
+    if int(columns) < width:
+        raise OpError(f"im2col: columns={columns} is fewer than the window's {width} columns")
+    return int(columns)
 
 
 def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
@@ -57,20 +71,22 @@ def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
 class im2col:
     @staticmethod
     def infer(x: TensorType, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-              image=None) -> TensorType:
+              image=None, columns=None) -> TensorType:
         if x is None:
             raise OpError("im2col: needs x")
         shape = _nchw_shape(tuple(x.shape), image)
         (kh, kw), _, _, _, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
         n, c = shape[:2]
-        return TensorType((n * oh * ow, c * kh * kw), x.dtype)
+        return TensorType((n * oh * ow, _columns(c * kh * kw, columns)), x.dtype)
 
     @staticmethod
     def compute(x: te.Tensor, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-                image=None) -> te.Tensor:
+                image=None, columns=None) -> te.Tensor:
         shape = _nchw_shape(const_shape(x), image)
         (kh, kw), s, p, d, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
         _, c, h, w = shape
+        width = c * kh * kw
+        ncols = _columns(width, columns)
 
         def body(r, col):
             n, rest = r // (oh * ow), r % (oh * ow)
@@ -81,23 +97,36 @@ class im2col:
             y = (rest // ow) * s[0] - p[0] + (kk // kw) * d[0]
             z = (rest % ow) * s[1] - p[1] + (kk % kw) * d[1]
             inside = (y >= 0) & (y < h) & (z >= 0) & (z < w)
+            if ncols > width:
+                inside = (col < width) & inside           # first: the extra columns read nothing
             value = x[n, ci, y, z] if image is None else x[(n * h + y) * w + z, ci]
             return te.if_then_else(inside, value, const(pad_value, x.dtype))
 
-        return te.compute((shape[0] * oh * ow, c * kh * kw), body, name="im2col", tag="im2col",
+        return te.compute((shape[0] * oh * ow, ncols), body, name="im2col", tag="im2col",
                           attrs={"window": (oh, ow, kh, kw), "channels_last": c if image is not None else 0})
 
     @staticmethod
     def reference(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-                  image=None) -> np.ndarray:
-        if image is not None:
-            n, h, w = image
-            x4 = x.reshape(n, h, w, x.shape[1]).transpose(0, 3, 1, 2)
-            cols = _reference_nchw(x4, kernel, strides, padding, dilations, pad_value)
-            kh, kw = kernel
-            c = x.shape[1]
-            return np.ascontiguousarray(cols.reshape(-1, c, kh, kw).transpose(0, 2, 3, 1).reshape(cols.shape[0], -1))
-        return _reference_nchw(x, kernel, strides, padding, dilations, pad_value)
+                  image=None, columns=None) -> np.ndarray:
+        cols = _reference_window(x, kernel, strides, padding, dilations, pad_value, image)
+        ncols = _columns(cols.shape[1], columns)
+        if ncols == cols.shape[1]:
+            return cols
+        out = np.full((cols.shape[0], ncols), pad_value, x.dtype)
+        out[:, :cols.shape[1]] = cols
+        return out
+
+
+def _reference_window(x: np.ndarray, kernel, strides, padding, dilations, pad_value, image) -> np.ndarray:
+    """The window columns, (N * OH * OW, C * KH * KW), of x or of the rows image."""
+    if image is not None:
+        n, h, w = image
+        x4 = x.reshape(n, h, w, x.shape[1]).transpose(0, 3, 1, 2)
+        cols = _reference_nchw(x4, kernel, strides, padding, dilations, pad_value)
+        kh, kw = kernel
+        c = x.shape[1]
+        return np.ascontiguousarray(cols.reshape(-1, c, kh, kw).transpose(0, 2, 3, 1).reshape(cols.shape[0], -1))
+    return _reference_nchw(x, kernel, strides, padding, dilations, pad_value)
 
 
 def _reference_nchw(x: np.ndarray, kernel, strides, padding, dilations, pad_value) -> np.ndarray:

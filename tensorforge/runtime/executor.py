@@ -52,7 +52,7 @@ class GraphExecutor:
         self.spec = spec
         self.memory = memory
         self.lib = load_library(lib_path) if lib_path else None
-        self.params = {k: memory.from_host(v) for k, v in params.items()}
+        self.params = {k: memory.constant(v) for k, v in params.items()}
         self.arena = memory.empty((max(spec.arena_bytes, 1),), np.uint8)
         self.fixed: dict[str, np.ndarray] = {}
         for name, info in spec.values.items():

@@ -20,19 +20,44 @@ class Memory(Protocol):
     def from_host(self, array: np.ndarray) -> Any:
         """A device buffer holding `array`'s values (C-contiguous)."""
 
+    def constant(self, array: np.ndarray) -> Any:
+        """A buffer holding `array`'s values for as long as the executor lives (its params)."""
+
     def to_host(self, buffer: Any) -> np.ndarray:
         """The values of `buffer` as a NumPy array."""
 
 
+ALIGN = 64      # bytes: a cache line, and one 512-bit vector
+
+
+def aligned_empty(shape: tuple, dtype: Any, align: int = ALIGN) -> np.ndarray:
+    """An uninitialized C-contiguous array whose data starts on an `align`-byte boundary."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + align, np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
+
+
 class HostMemory:
     """The host: buffers are C-contiguous NumPy arrays; a copy in only makes an array contiguous
-    (a contiguous array is passed as is, zero-copy)."""
+    (a contiguous array is passed as is, zero-copy).  Buffers the executor owns (the arena, the
+    params) start on a cache line: a vector load that straddles two lines (the 512-bit loads of
+    packed int8 weights) measured up to 1.7x slower per kernel."""
 
     def empty(self, shape: tuple, dtype: Any) -> np.ndarray:
-        return np.empty(shape, dtype)
+        return aligned_empty(shape, dtype)
 
     def from_host(self, array: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(array).reshape(np.shape(array))
+
+    def constant(self, array: np.ndarray) -> np.ndarray:
+        array = np.asarray(array)
+        if array.flags.c_contiguous and array.ctypes.data % ALIGN == 0:
+            return array
+        out = aligned_empty(array.shape, array.dtype)
+        out[...] = array
+        return out
 
     def to_host(self, buffer: np.ndarray) -> np.ndarray:
         return buffer

@@ -179,3 +179,20 @@ def test_residual_blocks_run_on_rows(tmp_path, make, shape, pools, transposes):
     for seed in range(3):
         x = np.random.default_rng(400 + seed).standard_normal(shape).astype(np.float32)
         assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_im2col_pads_the_depth_of_the_product(tmp_path):
+    """A conv whose window is not a multiple of 4 deep (3 channels x 3 x 3 = 27: ResNet's stem has
+    147) has im2col write the padded depth (28 columns) itself, so the int8 product reads the
+    im2col matrix in place instead of copying it into a padded buffer first."""
+    path = quantized(cnn(), tmp_path, (1, 3, 16, 16))
+    graph = from_onnx(path)
+    first = [n for n in optimize(graph, "c -mcpu=native").nodes if n.op == "im2col"][0]
+    assert first.attrs.get("columns") == 28 and first.outputs[0].shape == (256, 28)
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    assert "A_pad" not in model.source
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(500 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

@@ -142,6 +142,25 @@ def test_im2col_of_an_image_as_rows_is_the_convolution(strides, padding, dilatio
     np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
 
 
+@pytest.mark.parametrize("image", [None, (2, 7, 6)])
+def test_im2col_pads_columns_past_the_window(image):
+    """columns=K writes the window's 18 columns and then pad_value up to K (the padded depth of
+    an int8 product); fewer columns than the window has is an error."""
+    from tensorforge.ops.registry import OpError
+    rng = np.random.default_rng(10)
+    x = rng.integers(0, 256, (2, 3, 7, 6)).astype(np.uint8)
+    if image is not None:
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1).reshape(-1, 3))
+    attrs = {"kernel": (3, 2), "strides": (2, 1), "padding": (1, 0, 1, 0), "pad_value": 9, "image": image}
+    plain = check_op("im2col", [x], attrs)[0]
+    padded = check_op("im2col", [x], {**attrs, "columns": 20})[0]
+    assert plain.shape[1] == 18 and padded.shape == (plain.shape[0], 20)
+    np.testing.assert_array_equal(padded[:, :18], plain)
+    assert np.all(padded[:, 18:] == 9)
+    with pytest.raises(OpError, match="fewer than"):
+        check_op("im2col", [x], {**attrs, "columns": 17})
+
+
 @pytest.mark.parametrize("channels, strides, padding, dilations", [
     (16, (1, 1), (1, 1, 1, 1), (1, 1)), (5, (2, 1), (0, 2, 1, 0), (1, 2))])
 def test_depthwise_integer_rows_is_the_depthwise_conv_integer(channels, strides, padding, dilations):
@@ -160,6 +179,20 @@ def test_depthwise_integer_rows_is_the_depthwise_conv_integer(channels, strides,
     got = check_op("depthwise_integer_rows", [rows, taps.astype(np.float32), corr], attrs)[0]
     n, c, oh, ow = conv.shape
     np.testing.assert_array_equal(got, conv.transpose(0, 2, 3, 1).reshape(-1, c))
+
+
+def test_depthwise_integer_rows_pads_a_copy_of_the_8_bit_image():
+    """The padded copy of the image keeps x's 8-bit type (a float32 copy is 4x the memory traffic:
+    MobileNet's stride-2 layers read a 3.3 MB one); taps convert to float on the way to the sum."""
+    from tensorforge import te
+    from tensorforge.ops.schedules.cpu_matmul_int8_group import _stage
+    x = te.placeholder((2 * 7 * 6, 16), "uint8", name="x")
+    w = te.placeholder((6, 16), "float32", name="w")
+    corr = te.placeholder((16,), "int32", name="corr")
+    out = get("depthwise_integer_rows").compute(x, w, corr, image=(2, 7, 6), kernel=(3, 2), strides=(2, 1),
+                                                padding=(1, 0, 1, 0), pad_value=9)
+    pad = _stage(out, "dw_pad")
+    assert pad is not None and pad.dtype == "uint8"
 
 
 @pytest.mark.parametrize("dtype, strides, padding", [("uint8", (2, 2), (1, 1, 1, 1)), ("int8", (1, 2), (0, 1, 2, 0))])

@@ -265,22 +265,28 @@ def _rewrite_conv(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | 
              "dilations": n.attrs.get("dilations"), "pad_value": za}
     new: list = []
     width = int(np.prod(weight.shape[1:]))
+    ncols = -(-width // packing[1]) * packing[1]      # im2col pads the depth: no padded copy of it
     if x in rows.twin:
         src = rows.twin[x]
         wmat = weight.transpose(0, 2, 3, 1).reshape(m, -1)           # columns in (kh, kw, c) order
         if _pointwise(weight.shape, attrs):
             cols = src
         else:
-            cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
-            new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:])},
-                            f"{n.name}_im2col"))
+            cols = Value(f"{out.name}_cols", (batch * oh * ow, ncols), "uint8")
+            new.append(Node("im2col", (src,), (cols,), {**attrs, "image": (x.shape[0],) + tuple(x.shape[2:]),
+                                                         **_columns_attr(width, ncols)}, f"{n.name}_im2col"))
     else:
         wmat = weight.reshape(m, -1)
-        cols = Value(f"{out.name}_cols", (batch * oh * ow, width), "uint8")
-        new.append(Node("im2col", (x,), (cols,), attrs, f"{n.name}_im2col"))
+        cols = Value(f"{out.name}_cols", (batch * oh * ow, ncols), "uint8")
+        new.append(Node("im2col", (x,), (cols,), {**attrs, **_columns_attr(width, ncols)}, f"{n.name}_im2col"))
     new.append(_packed_product(cols, wmat.T, za, prod, params, packing, n.name))
     rows.add(out, prod)
     return new
+
+
+def _columns_attr(width: int, ncols: int) -> dict:
+    """im2col's `columns` attribute when the depth is padded past the window's `width`."""
+    return {"columns": ncols} if ncols != width else {}
 
 
 def _rewrite_depthwise(n: Node, params: dict, rows: _Rows) -> list | None:
