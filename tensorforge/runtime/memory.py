@@ -6,6 +6,7 @@ contiguous; a device backend gives device buffers and real transfers behind the 
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 import numpy as np
@@ -33,7 +34,10 @@ ALIGN = 64      # bytes: a cache line, and one 512-bit vector
 def aligned_empty(shape: tuple, dtype: Any, align: int = ALIGN) -> np.ndarray:
     """An uninitialized C-contiguous array whose data starts on an `align`-byte boundary."""
     dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
+    array = np.empty(shape, dtype)
+    if array.ctypes.data % align == 0:      # large arrays come page-aligned from the allocator
+        return array
+    count = math.prod(shape)
     raw = np.empty(count * dtype.itemsize + align, np.uint8)
     start = -raw.ctypes.data % align
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
@@ -49,6 +53,8 @@ class HostMemory:
         return aligned_empty(shape, dtype)
 
     def from_host(self, array: np.ndarray) -> np.ndarray:
+        if array.flags.c_contiguous:
+            return array
         return np.ascontiguousarray(array).reshape(np.shape(array))
 
     def constant(self, array: np.ndarray) -> np.ndarray:

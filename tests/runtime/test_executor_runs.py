@@ -73,3 +73,26 @@ def test_sequence_source_reports_the_failed_call():
         _sequence("tf_run_0", [("nope", [0])], {"k0": "k0"})
     with pytest.raises(CodegenError, match="not a free C identifier"):
         _sequence("k0", [("k0", [0])], {"k0": "k0"})
+
+
+def test_each_call_returns_fresh_outputs_and_leaves_inputs_alone():
+    """The per-call path (only kernel runs, no copy of the model's fixed values) gives each call
+    its own output arrays, reads an input that is not C-contiguous correctly and never writes it."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("fresh")
+    x = b.input("x", (6, 8), "float32")
+    w = b.const(rng.standard_normal((8, 4)).astype("float32"), "w")
+    g = b.finish([b.add1("relu", [b.add1("matmul", [x, w])]), b.add1("exp", [x])])
+    model = tensorforge.compile(g)
+    a = rng.standard_normal((6, 8)).astype("float32")
+    first = model(a)
+    kept = [o.copy() for o in first]
+    second = model(a * 2)
+    for f, k, s in zip(first, kept, second):
+        np.testing.assert_array_equal(f, k)                      # not overwritten by the second call
+        assert not np.shares_memory(f, s)
+    t = np.asfortranarray(a * 3)
+    t_before = t.copy()
+    for got, want in zip(model(t), run_reference(g, np.ascontiguousarray(t))):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(t, t_before)
