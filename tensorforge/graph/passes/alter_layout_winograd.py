@@ -17,6 +17,8 @@ transforms.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ...ops.nn_conv_nchwc import blocked_layout
@@ -39,22 +41,9 @@ def winograd_tile(c: int, k: int, oh: int, ow: int) -> int:
 def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
     if not target.prefers("winograd"):
         return graph
-    params = dict(graph.params)
-    nodes = []
-    changed = False
-    done: dict = {}
-    for n in graph.nodes:
-        m = _tile_for(n, params)
-        if not m:
-            nodes.append(n)
-            continue
-        w = n.inputs[1]
-        u = done.get((w, m))
-        if u is None:
-            arr = transform_weight(params[w], m)
-            u = Value(f"{w.name}_wino{m}", arr.shape, arr.dtype.name)
-            params[u] = arr
-            done[(w, m)] = u
+
+    def emit(n: Node, u: Value, m: int) -> list[Node]:
+        nodes = []
         data, layout = n.inputs[0], n.attrs.get("data_layout", "NCHW")
         if layout == "NCHW":
             block = block_for(data.shape[1], data.dtype, target)
@@ -64,7 +53,32 @@ def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
             nodes.append(Node("nchw_to_nchwc", (data,), (blocked,), {"block": block}, f"{n.name}_in"))
             data = blocked
         attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
-        nodes.append(Node("conv2d_winograd_nchwc", (data, u), n.outputs, attrs, n.name))
+        return nodes + [Node("conv2d_winograd_nchwc", (data, u), n.outputs, attrs, n.name)]
+
+    return rewrite_winograd(graph, _tile_for, transform_weight, emit)
+
+
+def rewrite_winograd(graph: Graph, tile_for: Callable, transform: Callable, emit: Callable) -> Graph:
+    """Each conv node with a tile size m = tile_for(node, params) > 0 replaced by emit(node, U,
+    m), U = transform(weight, m) its transformed weight (made once per weight and tile size); the
+    shared walk of this pass and of alter_layout_winograd_nchw (the GPUs')."""
+    params = dict(graph.params)
+    nodes: list[Node] = []
+    changed = False
+    done: dict = {}
+    for n in graph.nodes:
+        m = tile_for(n, params)
+        if not m:
+            nodes.append(n)
+            continue
+        w = n.inputs[1]
+        u = done.get((w, m))
+        if u is None:
+            arr = transform(params[w], m)
+            u = Value(f"{w.name}_wino{m}", arr.shape, arr.dtype.name)
+            params[u] = arr
+            done[(w, m)] = u
+        nodes += emit(n, u, m)
         changed = True
     if not changed:
         return graph

@@ -15,35 +15,18 @@ import numpy as np
 from ...ops.nn_conv_winograd_nchw import transform_weight_nchw
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_winograd import winograd_tile
+from .alter_layout_winograd import rewrite_winograd, winograd_tile
 
 
 def alter_layout_winograd_nchw(graph: Graph, target: Target) -> Graph:
     if not target.prefers("winograd_nchw") or target.option("winograd") == "0":
         return graph
-    params = dict(graph.params)
-    nodes = []
-    changed = False
-    done: dict = {}
-    for n in graph.nodes:
-        m = _tile_for(n, params)
-        if not m:
-            nodes.append(n)
-            continue
-        w = n.inputs[1]
-        u = done.get((w, m))
-        if u is None:
-            arr = transform_weight_nchw(params[w], m)
-            u = Value(f"{w.name}_wino{m}", arr.shape, arr.dtype.name)
-            params[u] = arr
-            done[(w, m)] = u
+
+    def emit(n: Node, u: Value, m: int) -> list[Node]:
         attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0)))}
-        nodes.append(Node("conv2d_winograd_nchw", (n.inputs[0], u), n.outputs, attrs, n.name))
-        changed = True
-    if not changed:
-        return graph
-    from .eliminate_dead_code import eliminate_dead_code
-    return eliminate_dead_code(graph.with_nodes(nodes, params=params))
+        return [Node("conv2d_winograd_nchw", (n.inputs[0], u), n.outputs, attrs, n.name)]
+
+    return rewrite_winograd(graph, _tile_for, transform_weight_nchw, emit)
 
 
 def _tile_for(n: Node, params: dict) -> int:
