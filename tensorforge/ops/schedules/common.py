@@ -100,6 +100,19 @@ def inner_data_stages(s, master_outs) -> list:
     return seen
 
 
+def stages_by_name(out) -> dict:
+    """The compute stages of `out` and of its producers, by name (a template finds the named
+    stages of its op: `lstm_cell_gates`, `wino_m`, ...)."""
+    found, todo = {}, [out]
+    while todo:
+        t = todo.pop()
+        if not isinstance(t.op, ComputeOp) or t.op.name in found:
+            continue
+        found[t.op.name] = t
+        todo.extend(t.op.input_tensors())
+    return found
+
+
 def schedule_pad(s, t, target) -> None:
     """The zero-padded copy of a conv's input, (N, C, H', W') or blocked (N, C/b, H', W', b):
     a loop per image and channel (block) (on the thread pool), one per row, the row's elements

@@ -24,22 +24,11 @@ vector copy.
 from __future__ import annotations
 
 from . import template
-from .common import PARALLEL_MIN_ELEMS, const_shape, num_elements
+from .common import PARALLEL_MIN_ELEMS, const_shape, num_elements, stages_by_name
 from .cpu import complex_out
 
 PARALLEL_MIN_MACS = 1 << 16       # below this a step runs on one thread: a parallel region costs more
 
-
-def _stages(out) -> dict:
-    """The op's compute stages by name, producers of `out` included."""
-    found, todo = {}, [out]
-    while todo:
-        t = todo.pop()
-        if t.op.name in found or not hasattr(t.op, "axis"):
-            continue
-        found[t.op.name] = t
-        todo.extend(t.op.input_tensors())
-    return found
 
 
 def schedule_rows(s, t, target) -> None:
@@ -63,7 +52,7 @@ def schedule_rows(s, t, target) -> None:
 @template("rnn_cell_packed.cpu")
 def rnn_cell_packed(s, master_outs, outs, target, cfg=None) -> None:
     out = master_outs[0]
-    stages = _stages(out)
+    stages = stages_by_name(out)
     gates = [t for name, t in stages.items() if name.endswith("_cell_gates")]
     if len(gates) != 1 or any(d == 0 for d in const_shape(out)):
         return complex_out(s, master_outs, outs, target, cfg)

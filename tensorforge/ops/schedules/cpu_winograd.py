@@ -23,9 +23,15 @@ Knobs:
 from __future__ import annotations
 
 from ...te.space import as_config
-from ...te.tensor import ComputeOp
 from . import template
-from .common import blocked_epilogue, const_extent, divisor_at_most, schedule_elementwise_stage, schedule_pad
+from .common import (
+    blocked_epilogue,
+    const_extent,
+    divisor_at_most,
+    schedule_elementwise_stage,
+    schedule_pad,
+    stages_by_name,
+)
 
 ACCUMULATORS = 24            # output vectors in the product's register tile
 
@@ -33,17 +39,6 @@ ACCUMULATORS = 24            # output vectors in the product's register tile
 def _ext(iv) -> int:
     return const_extent(iv, 0)
 
-
-def _stages(y):
-    """name -> tensor for the Winograd stages feeding the output `y`."""
-    found, todo = {}, [y]
-    while todo:
-        t = todo.pop()
-        if not isinstance(t.op, ComputeOp) or t.op.name in found:
-            continue
-        found[t.op.name] = t
-        todo.extend(t.op.input_tensors())
-    return found
 
 
 def _vectorize_block(st, ax, lanes: int) -> None:
@@ -61,7 +56,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     the heuristic default (the space's default point)."""
     cfg = as_config(cfg)
     y = master_outs[0]
-    st = _stages(y)
+    st = stages_by_name(y)
     wt, wv, wm, ws = st["wino_t"], st["wino_v"], st["wino_m"], st["wino_s"]
     pad = st.get("pad")
     lanes = max(1, target.simd_lanes(y.dtype))

@@ -66,18 +66,6 @@ def inline_data_stages(s, master_outs, keep=()) -> None:
             st.compute_inline()
 
 
-def stages_by_name(out) -> dict:
-    """The compute stages of `out` and of its producers, by name (a template finds the named
-    stages of its op: `lstm_cell_gates`, `wino_m`, ...)."""
-    found, todo = {}, [out]
-    while todo:
-        t = todo.pop()
-        if t.op.name in found or not hasattr(t.op, "axis"):
-            continue
-        found[t.op.name] = t
-        todo.extend(t.op.input_tensors())
-    return found
-
 
 def _is_output(s, op) -> bool:
     return op in s.outputs

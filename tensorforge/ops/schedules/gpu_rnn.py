@@ -23,8 +23,8 @@ from __future__ import annotations
 from ...te import thread_axis
 from ...te.space import as_config
 from . import template
-from .common import const_shape
-from .gpu import THREADS, complex_out, schedule_roots, stages_by_name
+from .common import const_shape, stages_by_name
+from .gpu import THREADS, complex_out, schedule_roots
 
 THREAD_CHOICES = (32, 64, 128, 256)
 

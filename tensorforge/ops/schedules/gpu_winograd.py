@@ -19,8 +19,8 @@ from __future__ import annotations
 from ...te import thread_axis
 from ...te.space import as_config
 from . import template
-from .common import num_elements
-from .gpu import bind_flat, complex_out, inline_data_stages, schedule_roots, stages_by_name
+from .common import num_elements, stages_by_name
+from .gpu import bind_flat, complex_out, inline_data_stages, schedule_roots
 from .gpu_tiled import schedule_tiled
 
 
