@@ -14,7 +14,6 @@ import argparse
 import functools
 import math
 import statistics
-import time
 
 import numpy as np
 
@@ -83,16 +82,6 @@ def cases(count: int, seed: int) -> list:
     return out
 
 
-def _median_ms(fn, repeat: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cases", type=int, default=40)
@@ -105,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorforge
     from tensorforge.frontend import from_onnx
     from tensorforge.runtime.module import set_num_threads
+    from tensorforge.testing.timing import median_seconds
     set_num_threads(args.threads)
     rows = []
     for text, model, feeds in cases(args.cases, args.seed):
@@ -119,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         run_tf = functools.partial(compiled, feeds["x"])
         run_ort = functools.partial(sess.run, None, feeds)
         for _ in range(3):
-            tf.append(_median_ms(run_tf, max(1, args.repeat // 3)))
-            ort_ms.append(_median_ms(run_ort, max(1, args.repeat // 3)))
+            tf.append(1e3 * median_seconds(run_tf, max(1, args.repeat // 3)))
+            ort_ms.append(1e3 * median_seconds(run_ort, max(1, args.repeat // 3)))
         row = (statistics.median(tf) / statistics.median(ort_ms), statistics.median(tf), statistics.median(ort_ms), text)
         rows.append(row)
         print(f"{row[0]:6.2f}  tf {row[1]:8.3f} ms  ort {row[2]:8.3f} ms  {text}", flush=True)
