@@ -34,18 +34,26 @@ MAX_TAPS = 512          # taps whose exact float32 sum of u8 x s8 products fits 
 _DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0}
 
 
-def _geometry(x_shape: tuple, image, kernel, strides, padding, dilations) -> tuple:
+def rows_window_geometry(name: str, x_shape: tuple, image, kernel, strides, padding, dilations,
+                         max_taps: int | None = None) -> tuple:
+    """(n, h, w, kernel, strides, padding, dilations, oh, ow) of a window op on rows x of an
+    (N, H, W) image (this op's and max_pool_rows'), OpError naming `name` when they disagree or
+    the window has more than `max_taps` taps."""
     n, h, w = (int(d) for d in image)
     if len(x_shape) != 2 or int(x_shape[0]) != n * h * w:
-        raise OpError(f"depthwise_integer_rows: x must be rows ({n * h * w}, C) of image {tuple(image)}, "
-                      f"got shape {tuple(x_shape)}")
+        raise OpError(f"{name}: x must be rows ({n * h * w}, C) of image {tuple(image)}, got shape {tuple(x_shape)}")
     kernel = tuple(int(k) for k in kernel)
-    if kernel[0] * kernel[1] > MAX_TAPS:
-        raise OpError(f"depthwise_integer_rows: a {kernel} window has more than {MAX_TAPS} taps, whose float32 "
+    if max_taps is not None and kernel[0] * kernel[1] > max_taps:
+        raise OpError(f"{name}: a {kernel} window has more than {max_taps} taps, whose float32 "
                       "sum would not be exact")
-    s, p, d = spatial_attrs("depthwise_integer_rows", 2, strides, padding, dilations)
-    oh, ow = out_spatial("depthwise_integer_rows", (h, w), kernel, s, p, d)
+    s, p, d = spatial_attrs(name, 2, strides, padding, dilations)
+    oh, ow = out_spatial(name, (h, w), kernel, s, p, d)
     return n, h, w, kernel, s, p, d, oh, ow
+
+
+def _geometry(x_shape: tuple, image, kernel, strides, padding, dilations) -> tuple:
+    return rows_window_geometry("depthwise_integer_rows", x_shape, image, kernel, strides, padding, dilations,
+                                MAX_TAPS)
 
 
 @op("depthwise_integer_rows", COMPLEX, schedule={"cpu": "depthwise_integer_rows.cpu"}, attr_defaults=_DEFAULTS)

@@ -19,21 +19,14 @@ from .. import te
 from ..ir import dtype as dt
 from ..ir.expr import const
 from .common import const_shape
-from .nn_window import out_spatial, spatial_attrs
+from .quant_depthwise_rows import rows_window_geometry
 from .registry import COMPLEX, OpError, TensorType, op
 
 _DEFAULTS = {"strides": None, "padding": None, "dilations": None}
 
 
 def _geometry(x_shape: tuple, image, kernel, strides, padding, dilations) -> tuple:
-    n, h, w = (int(d) for d in image)
-    if len(x_shape) != 2 or int(x_shape[0]) != n * h * w:
-        raise OpError(f"max_pool_rows: x must be rows ({n * h * w}, C) of image {tuple(image)}, got shape "
-                      f"{tuple(x_shape)}")
-    kernel = tuple(int(k) for k in kernel)
-    s, p, d = spatial_attrs("max_pool_rows", 2, strides, padding, dilations)
-    oh, ow = out_spatial("max_pool_rows", (h, w), kernel, s, p, d)
-    return n, h, w, kernel, s, p, d, oh, ow
+    return rows_window_geometry("max_pool_rows", x_shape, image, kernel, strides, padding, dilations)
 
 
 @op("max_pool_rows", COMPLEX, schedule={"cpu": "max_pool_rows.cpu"}, attr_defaults=_DEFAULTS)
