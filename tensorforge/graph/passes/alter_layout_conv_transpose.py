@@ -25,11 +25,7 @@ def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
     if not target.prefers("NCHWc"):
         return graph
     params = dict(graph.params)
-    users: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                users.setdefault(v, []).append(n)
+    users = graph.consumers()
     folded: set = set()          # batch_norm nodes whose work moved into the convolution
     nodes: list = []
     for n in graph.nodes:

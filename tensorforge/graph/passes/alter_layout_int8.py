@@ -55,11 +55,8 @@ def alter_layout_int8(graph: Graph, target: Target) -> Graph:
     lanes = X.LANES[unit]
     align = k_align(unit)
     params = dict(graph.params)
-    rows = _Rows({v: n for n in graph.nodes for v in n.outputs}, params)
-    users: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            users.setdefault(v, []).append(n)
+    rows = _Rows(graph.producers(), params)
+    users = graph.consumers()
     nodes, changed = [], False
     skip: set = set()
     for n in graph.nodes:

@@ -18,12 +18,8 @@ WEIGHTED = ("conv1d", "conv2d", "conv3d", "dense")
 
 def fold_batch_norm(graph: Graph) -> Graph:
     params = dict(graph.params)
-    producer = {v: n for n in graph.nodes for v in n.outputs}
-    users: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                users.setdefault(v, []).append(n)
+    producer = graph.producers()
+    users = graph.consumers()
     outputs = set(graph.outputs)
     replace: dict = {}       # node -> replacement node (or None to drop)
     mapping: dict = {}

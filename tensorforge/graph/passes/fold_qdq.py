@@ -33,12 +33,8 @@ class _Index:
 
     def __init__(self, graph: Graph):
         self.params = graph.params
-        self.producer = {v: n for n in graph.nodes for v in n.outputs}
-        self.users: dict = {}
-        for n in graph.nodes:
-            for v in n.inputs:
-                if v is not None:
-                    self.users.setdefault(v, []).append(n)
+        self.producer = graph.producers()
+        self.users = graph.consumers()
         self.outputs = set(graph.outputs)
 
     def sole_producer(self, v: Value, ops: tuple) -> Node | None:

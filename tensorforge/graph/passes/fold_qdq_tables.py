@@ -40,11 +40,7 @@ TABLE_OPS = frozenset({
 
 def fold_qdq_tables(graph: Graph) -> Graph:
     params = dict(graph.params)
-    users: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                users.setdefault(v, []).append(n)
+    users = graph.consumers()
     outputs = set(graph.outputs)
     sources = [v for v in graph.inputs if v.dtype in EIGHT_BIT]
     sources += [v for n in graph.nodes for v in n.outputs if v.dtype in EIGHT_BIT]
