@@ -84,13 +84,20 @@ def _geometry(data: tuple, u: tuple, padding, tile, data_layout):
     if len(u) != 5 or tuple(u[:2]) != (alpha, alpha) or u[3] != data[1] * data[4]:
         raise OpError(f"{NAME}: transformed weight must be ({alpha}, {alpha}, F/B, {data[1] * data[4]}, B) "
                       f"for tile {m}, got {tuple(u)}")
+    p, (oh, ow) = padded_output(NAME, padding, data[2], data[3])
+    return m, alpha, data[4], (p[0], p[1]), (oh, ow), (-(-oh // m), -(-ow // m))
+
+
+def padded_output(name: str, padding, h: int, w: int) -> tuple:
+    """(padding as 4 ints, (OH, OW)) of a 3x3 stride-1 conv on an h x w input; OpError naming
+    `name` for a bad padding or a window larger than the padded input."""
     p = tuple(int(v) for v in padding)
     if len(p) != 4 or any(v < 0 for v in p):
-        raise OpError(f"{NAME}: padding must be 4 non-negative values (top, left, bottom, right), got {padding}")
-    oh, ow = data[2] + p[0] + p[2] - 2, data[3] + p[1] + p[3] - 2
+        raise OpError(f"{name}: padding must be 4 non-negative values (top, left, bottom, right), got {padding}")
+    oh, ow = h + p[0] + p[2] - 2, w + p[1] + p[3] - 2
     if oh <= 0 or ow <= 0:
-        raise OpError(f"{NAME}: the 3x3 window is larger than the padded input")
-    return m, alpha, data[4], (p[0], p[1]), (oh, ow), (-(-oh // m), -(-ow // m))
+        raise OpError(f"{name}: the 3x3 window is larger than the padded input")
+    return p, (oh, ow)
 
 
 def _combine(coeffs, terms):

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
-from .nn_conv_winograd import TILES, _combine, _pick, winograd_matrices
+from .nn_conv_winograd import TILES, _combine, _pick, padded_output, winograd_matrices
 from .nn_window import np_pad, pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
 
@@ -50,12 +50,7 @@ def _geometry(data: tuple, u: tuple, padding, tile):
     if len(u) != 4 or tuple(u[:2]) != (alpha, alpha) or u[2] != data[1]:
         raise OpError(f"{NAME}: transformed weight must be ({alpha}, {alpha}, {data[1]}, K) for tile {m}, "
                       f"got {tuple(u)}")
-    p = tuple(int(v) for v in padding)
-    if len(p) != 4 or any(v < 0 for v in p):
-        raise OpError(f"{NAME}: padding must be 4 non-negative values (top, left, bottom, right), got {padding}")
-    oh, ow = data[2] + p[0] + p[2] - 2, data[3] + p[1] + p[3] - 2
-    if oh <= 0 or ow <= 0:
-        raise OpError(f"{NAME}: the 3x3 window is larger than the padded input")
+    p, (oh, ow) = padded_output(NAME, padding, data[2], data[3])
     return m, alpha, (p[0], p[1]), (oh, ow), (-(-oh // m), -(-ow // m))
 
 
