@@ -102,10 +102,10 @@ class OnnxProgram:
         self.output_names = [o.name for o in graph.output]
         self.reason = reason
         self.is_subgraph = outer
+        self._free: dict[int, tuple[str, ...]] = {}
         self.last_use = self._last_uses()
         self._subprograms: dict[int, OnnxProgram] = {}
         self._attrs: dict[int, dict] = {}
-        self._free: dict[int, tuple[str, ...]] = {}
         self._reads: dict[int, tuple[bool, tuple[str, ...]]] = {}    # is_host's per-node facts
 
     # -- construction --------------------------------------------------------------------------
@@ -142,7 +142,7 @@ class OnnxProgram:
         A body graph's reads of the enclosing scope count as reads by the node holding it."""
         last: dict[str, int] = {}
         for k, node in enumerate(self.nodes):
-            for name in list(node.input) + sorted(_free_names(node)):
+            for name in (*node.input, *self.free_names(k)):
                 if name:
                     last[name] = k
         for name in self.output_names:
