@@ -18,6 +18,7 @@ A model description is plain data (`ModelSpec`), so it serializes to JSON:
 from __future__ import annotations
 
 import ctypes
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -86,6 +87,10 @@ class GraphExecutor:
         self._fresh_outputs = [(n, tuple(spec.values[n]["shape"]), spec.values[n]["dtype"]) for n in spec.outputs
                                if spec.values[n]["where"] == "output"]
         self._copied = [spec.values[n]["where"] in ("param", "input", "arena") for n in spec.outputs]
+        # the output arrays the last call returned (host memory only): a call reuses one that
+        # nothing else references any more (module docstring of `_reusable`)
+        self._returned: dict[str, np.ndarray] = {}
+        self._recycle = memory is HOST and _REFCOUNTS_EXACT
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps
         self._plan: list = []
         by_first = {r["steps"][0]: r for r in spec.runs} if self.lib is not None else {}
@@ -162,7 +167,9 @@ class GraphExecutor:
         # what varies per call (inputs, their views, outputs); params and arena values are fixed
         local = self._check(named)
         for name, shape, dtype in self._fresh_outputs:
-            local[name] = self.memory.empty(shape, dtype)
+            local[name] = self._reusable(name) if self._recycle else None
+            if local[name] is None:
+                local[name] = self.memory.empty(shape, dtype)
         # a call that is only kernel runs reads nothing else; host steps and timings see all values
         env = local if timings is None and self._runs_only else {**self.fixed, **local}
         if timings is None:
@@ -183,6 +190,24 @@ class GraphExecutor:
             self._step(k, env)
             timings[k] += time.perf_counter() - start
         return self._results(env)
+
+    def _reusable(self, name: str) -> np.ndarray | None:
+        """The array this output was returned in last time, when nothing references it any more
+        (the caller dropped it and every view of it; a view, a torch tensor sharing its memory or
+        a buffer export would each hold a reference): the call writes into it again.
+
+        A fresh array of a few hundred KB or more is fresh pages from the operating system
+        whenever the allocator has trimmed its heap in between (another library freeing large
+        buffers does that), and touching them costs about 2 us per 4 KB page: more than the
+        kernels of a conv layer with a large output."""
+        last = self._returned.get(name)
+        if last is None or sys.getrefcount(last) != _HELD_BY_TABLE:
+            return None
+        # an aligned output is a view of the bytes it was cut from: views the caller took of it
+        # reference those, so they must have no holder but `last` either
+        if last.base is not None and sys.getrefcount(last.base) != _HELD_BY_VIEW:
+            return None
+        return last
 
     def _step(self, k: int, env: dict) -> None:
         step = self._steps[k]
@@ -206,6 +231,13 @@ class GraphExecutor:
         for name, copied in zip(self.spec.outputs, self._copied):
             a = self.memory.to_host(env[name] if name in env else self.fixed[name])
             results.append(a.copy() if copied else a)
+        if self._recycle:
+            for name, a, copied in zip(self.spec.outputs, results, self._copied):
+                # an array that owns its memory, or a view of one that does (aligned_empty):
+                # further views reference the owner, whose count `_reusable` checks too
+                if not copied and type(a) is np.ndarray and (a.base is None or (
+                        type(a.base) is np.ndarray and a.base.base is None)):
+                    self._returned[name] = a
         return results
 
     def profile(self, *arrays, repeat: int = 10) -> list[tuple[str, float]]:
@@ -218,6 +250,15 @@ class GraphExecutor:
         labels = self.spec.labels or [str(k) for k in range(len(self._steps))]
         rows = [(labels[k], timings[k] / repeat) for k in range(len(self._steps))]
         return sorted(rows, key=lambda r: -r[1])
+
+
+# `sys.getrefcount` of an output referenced only by the executor: the table, the local name in
+# `_reusable` and getrefcount's own argument; of the bytes under an aligned output: the output's
+# base pointer and the argument.  Exact under the GIL; builds without it defer reference counts,
+# so there outputs are never reused.
+_HELD_BY_TABLE = 3
+_HELD_BY_VIEW = 2
+_REFCOUNTS_EXACT = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 # Input checks shared by the host and device executors ---------------------------------------
