@@ -184,3 +184,33 @@ def test_reverse_pair_cancels_and_the_pass_is_idempotent():
     graph, _ = _chain()
     once = alter_layout_propagate(alter_layout(graph, AVX512), AVX512)
     assert _ops(alter_layout_propagate(once, AVX512)) == _ops(once)
+
+
+@pytest.mark.parametrize("op, keepdims, axes", [("reduce_mean", 1, (-1, -2)), ("reduce_max", 1, (2, 3)),
+                                                 ("reduce_mean", 0, (3, 2))])
+def test_a_spatial_mean_or_max_is_the_blocked_global_pool(op, keepdims, axes):
+    """torch.mean(x, (2, 3)) exports as ReduceMean over the spatial axes: it pools the blocked
+    twin, and only the pooled values go back to NCHW."""
+    rng = np.random.default_rng(10)
+    b = GraphBuilder("spatial")
+    x = b.input("x", (1, 16, 6, 6), "float32")
+    w = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w")
+    h = b.add1("relu", [b.add1("conv2d", [x, w], CONV)])
+    graph = b.finish([b.add1(op, [h], {"axes": axes, "keepdims": keepdims})])
+    g = _check(graph, rng.standard_normal((1, 16, 6, 6)).astype("float32"))
+    pool = {"reduce_mean": "global_avg_pool_nchwc", "reduce_max": "global_max_pool_nchwc"}[op]
+    assert _ops(g)[:3] == ["conv2d_nchwc", "relu", pool] and op not in _ops(g)
+    (back,) = [n for n in g.nodes if n.op == "nchwc_to_nchw"]
+    assert back.inputs[0].shape == (1, 1, 1, 1, 32)
+    assert g.outputs[0].shape == ((1, 32, 1, 1) if keepdims else (1, 32))
+
+
+def test_a_reduction_over_other_axes_stays_nchw():
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("channels")
+    x = b.input("x", (1, 16, 6, 6), "float32")
+    w = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w")
+    h = b.add1("conv2d", [x, w], CONV)
+    graph = b.finish([b.add1("reduce_mean", [h], {"axes": (1, 3), "keepdims": 1})])
+    g = _check(graph, rng.standard_normal((1, 16, 6, 6)).astype("float32"))
+    assert "reduce_mean" in _ops(g) and "global_avg_pool_nchwc" not in _ops(g)

@@ -15,7 +15,8 @@ the blocked layout when it can:
   NCHW values of the output's shape (they get an nchw_to_nchwc);
 - max_pool2d / avg_pool2d, global_avg_pool / global_max_pool and depthwise conv2d (groups ==
   channels, constant float32 weights) become their NCHW[b]c ops (ops/nn_pool_nchwc.py,
-  ops/nn_depthwise_nchwc.py), which keep the block;
+  ops/nn_depthwise_nchwc.py), which keep the block; so do reduce_mean / reduce_max over both
+  spatial axes, which are the global pools;
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants.
 
@@ -43,6 +44,7 @@ from .rewrite import replace_values
 TRANSFORMS = ("nchwc_to_nchw", "nchw_to_nchwc")
 WINDOW_POOLS = {"max_pool2d": "max_pool2d_nchwc", "avg_pool2d": "avg_pool2d_nchwc"}
 GLOBAL_POOLS = {"global_avg_pool": "global_avg_pool_nchwc", "global_max_pool": "global_max_pool_nchwc"}
+SPATIAL_REDUCES = {"reduce_mean": "global_avg_pool_nchwc", "reduce_max": "global_max_pool_nchwc"}
 POOL_ATTRS = ("kernel", "strides", "padding", "dilations", "ceil_mode", "count_include_pad")
 
 
@@ -162,6 +164,8 @@ class _Propagation:
             return self._conv(n)
         if n.op in WINDOW_POOLS or n.op in GLOBAL_POOLS:
             return self._pool(n)
+        if n.op in SPATIAL_REDUCES:
+            return self._spatial_reduce(n)
         if n.op == "conv2d":
             return self._depthwise(n)
         if n.op == "batch_norm":
@@ -187,6 +191,22 @@ class _Propagation:
         op = WINDOW_POOLS.get(n.op) or GLOBAL_POOLS[n.op]
         attrs = {k: v for k, v in n.attrs.items() if k in POOL_ATTRS}
         self._emit(Node(op, (t,), (self._new_twin(y, t.shape[4]),), attrs, n.name))
+        return True
+
+    def _spatial_reduce(self, n: Node) -> bool:
+        """A mean or max over both spatial axes (what `torch.mean(x, (2, 3))` exports) is the
+        global pool: it reads the blocked twin, and the pooled values convert back (a few
+        elements) instead of the whole input."""
+        x, y = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or len(n.inputs) != 1 or x.ndim != 4 or not y.dtype.startswith("float"):
+            return False
+        if sorted(a % 4 for a in n.attrs.get("axes") or ()) != [2, 3]:
+            return False
+        pooled = y if n.attrs.get("keepdims", 1) else Value(y.name + "_pooled", (*y.shape, 1, 1), y.dtype)
+        self._emit(Node(SPATIAL_REDUCES[n.op], (t,), (self._new_twin(pooled, t.shape[4]),), {}, n.name))
+        if pooled is not y:
+            self._emit(Node("reshape", (self._plain(pooled),), (y,), {"shape": y.shape}, n.name + "_flat"))
         return True
 
     def _depthwise(self, n: Node) -> bool:
