@@ -195,12 +195,12 @@ def _key(program: OnnxProgram, start: int, sig: tuple, env) -> tuple | None:
         a = env.get(name)
         if not isinstance(a, np.ndarray):
             return None
-        parts.append((a.shape, a.dtype.str))
+        parts.append((a.shape, a.dtype))
     for name in bound:
         a = env.get(name)
         if not isinstance(a, np.ndarray):
             return None
-        parts.append((a.shape, a.dtype.str, a.tobytes()))
+        parts.append((a.shape, a.dtype, a.tobytes()))
     return (id(program), start, sig, tuple(parts))
 
 

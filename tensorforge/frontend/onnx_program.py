@@ -352,7 +352,7 @@ def _checked(spec: InputSpec, value: Any, symbols: dict) -> Any:
             if a.dtype.kind not in "OUS":
                 raise TypeError(f"input {spec.name!r}: expected strings, got dtype {a.dtype.name}")
             a = a.astype(object)
-        elif a.dtype.name != spec.dtype:
+        elif _dtype_name(a.dtype) != spec.dtype:
             raise TypeError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype.name}")
     if spec.dims is None:
         return a
@@ -369,7 +369,20 @@ def _checked(spec: InputSpec, value: Any, symbols: dict) -> Any:
     return a
 
 
+_DTYPE_NAMES: dict = {}
+
+
+def _dtype_name(dtype: np.dtype) -> str:
+    """`dtype.name`, which NumPy builds as a new string on every access, looked up once."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = dtype.name
+    return name
+
+
 def _as_array(name: str, value: Any) -> np.ndarray:
+    if type(value) is np.ndarray:             # the common case, before the attribute probes
+        return value
     if hasattr(value, "numpy") and not isinstance(value, np.ndarray):
         value = value.detach().numpy() if hasattr(value, "detach") else value.numpy()
     if not isinstance(value, np.ndarray):

@@ -90,6 +90,10 @@ class GraphExecutor:
         # the output arrays the last call returned (host memory only): a call reuses one that
         # nothing else references any more (module docstring of `_reusable`)
         self._returned: dict[str, np.ndarray] = {}
+        # name -> (array, its data address) of the last call's inputs and outputs: NumPy builds
+        # an object to answer `.ctypes.data` (about 1.5 us); holding the array keeps the
+        # address valid (an array another reference holds cannot be resized)
+        self._addresses: dict[str, tuple] = {}
         self._recycle = memory is HOST and _REFCOUNTS_EXACT
         # the plan of a call: kernel runs (one foreign call per run) and the remaining steps
         self._plan: list = []
@@ -180,7 +184,7 @@ class GraphExecutor:
                     continue
                 _, fn, slots, varying, first = item
                 for i, name in varying:
-                    slots[i] = env[name].ctypes.data
+                    slots[i] = self._address(name, env[name])
                 status = fn(slots, ctypes.byref(failed))
                 if status:
                     raise self._failure(first + failed.value, status)
@@ -190,6 +194,14 @@ class GraphExecutor:
             self._step(k, env)
             timings[k] += time.perf_counter() - start
         return self._results(env)
+
+    def _address(self, name: str, a: np.ndarray) -> int:
+        known = self._addresses.get(name)
+        if known is not None and known[0] is a:
+            return known[1]
+        address = a.ctypes.data
+        self._addresses[name] = (a, address)
+        return address
 
     def _reusable(self, name: str) -> np.ndarray | None:
         """The array this output was returned in last time, when nothing references it any more
@@ -201,7 +213,10 @@ class GraphExecutor:
         buffers does that), and touching them costs about 2 us per 4 KB page: more than the
         kernels of a conv layer with a large output."""
         last = self._returned.get(name)
-        if last is None or sys.getrefcount(last) != _HELD_BY_TABLE:
+        if last is None:
+            return None
+        held = _HELD_BY_TABLE + (self._addresses.get(name, (None,))[0] is last)
+        if sys.getrefcount(last) != held:
             return None
         # an aligned output is a view of the bytes it was cut from: views the caller took of it
         # reference those, so they must have no holder but `last` either
@@ -252,10 +267,10 @@ class GraphExecutor:
         return sorted(rows, key=lambda r: -r[1])
 
 
-# `sys.getrefcount` of an output referenced only by the executor: the table, the local name in
-# `_reusable` and getrefcount's own argument; of the bytes under an aligned output: the output's
-# base pointer and the argument.  Exact under the GIL; builds without it defer reference counts,
-# so there outputs are never reused.
+# `sys.getrefcount` of an output referenced only by the executor: `_returned`, the local name in
+# `_reusable` and getrefcount's own argument (and `_addresses`, when it holds the output too); of
+# the bytes under an aligned output: the output's base pointer and the argument.  Exact under the
+# GIL; builds without it defer reference counts, so there outputs are never reused.
 _HELD_BY_TABLE = 3
 _HELD_BY_VIEW = 2
 _REFCOUNTS_EXACT = getattr(sys, "_is_gil_enabled", lambda: True)()
