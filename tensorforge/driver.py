@@ -70,6 +70,9 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     with _timed(timings, "graph passes + fusion"):
         graph, precision_units = lower_precision_units(graph, host, precision)
         graph = optimize(graph, host, opt_level)
+        # an output that is a reshape of a value the model computes is that value's buffer
+        # under the output's shape: the producer writes it there, with no reshape in its kernel
+        graph, output_views = split_output_views(graph) if backend.memory is HOST else (graph, {})
         groups = fuse(graph, enabled=opt_level >= 1)
         # a lone reshape of a tensor in a host arena reinterprets its bytes: no kernel, no copy
         groups, views = split_views(graph, groups) if backend.memory is HOST else (groups, {})
@@ -81,7 +84,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     with _timed(timings, "compile"):
         module, runs = build_kernels(kernels, host)
     plan = plan_values(graph, groups, views)
-    spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views)
+    spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views,
+                      output_views)
     params = {v.name: a for v, a in graph.params.items()}
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
@@ -200,6 +204,37 @@ def split_views(graph, groups) -> tuple[list, dict]:
     return kept, views
 
 
+def split_output_views(graph) -> tuple:
+    """(the graph, {output Value: the Value whose buffer it reinterprets}): a graph output made
+    by a view op (reshape, flatten, ...) of a value some node computes, which nothing else reads
+    and which is no graph input, param or other output, is dropped; that value becomes the graph
+    output in its place, and the model returns its buffer under the output's shape.  (A reshape
+    fused into the producer's kernel would make it write a scratch tile and copy it.)"""
+    outputs = list(graph.outputs)
+    produced = {v: n for n in graph.nodes for v in n.outputs}
+    readers: dict = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            readers[v] = readers.get(v, 0) + 1
+    external = set(graph.inputs) | set(graph.params)
+    dropped, views = set(), {}
+    for i, out in enumerate(outputs):
+        node = produced.get(out)
+        if node is None or node.op not in VIEW_OPS or len(node.outputs) != 1 or outputs.count(out) != 1:
+            continue
+        source = node.inputs[0]
+        if source is None or source in external or source in outputs or readers.get(source) != 1 \
+                or source not in produced or readers.get(out) or source.dtype != out.dtype \
+                or source.size != out.size:
+            continue
+        outputs[i] = source
+        views[out] = source
+        dropped.add(node)
+    if not views:
+        return graph, {}
+    return graph.with_nodes([n for n in graph.nodes if n not in dropped], outputs=outputs), views
+
+
 def plan_values(graph, groups, views: dict | None = None):
     """The static memory plan of the values passed between groups (graph inputs, params and
     outputs live outside the arena); a view shares its source's bytes, which stay live as long
@@ -216,9 +251,11 @@ def plan_values(graph, groups, views: dict | None = None):
 
 
 def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name: str,
-               views: dict | None = None) -> ModelSpec:
+               views: dict | None = None, output_views: dict | None = None) -> ModelSpec:
     """The plain-data description the executor runs: every value with its shape, dtype and
-    place (input, param, output, or an offset in the arena), the steps and the kernel runs."""
+    place (input, param, output, or an offset in the arena), the steps and the kernel runs.
+    `output_views` ({output: the graph output whose buffer it is}, split_output_views) name the
+    outputs the caller gets in place of those graph outputs."""
     _check_unique_names(graph)
     values = {}
     for v in graph.inputs:
@@ -238,7 +275,11 @@ def model_spec(graph, groups, plan, steps: list, labels: list, runs: list, name:
                           "source": source.name} if source in inputs else \
             {"shape": list(v.shape), "dtype": v.dtype, "where": "arena", "offset": plan.offsets[v],
              "source": source.name}
-    return ModelSpec(name, [v.name for v in graph.inputs], [v.name for v in graph.outputs],
+    returned = {source: out for out, source in (output_views or {}).items()}
+    for out, source in (output_views or {}).items():
+        values[out.name] = {"shape": list(out.shape), "dtype": out.dtype, "where": "output_view", "offset": 0,
+                            "source": source.name}
+    return ModelSpec(name, [v.name for v in graph.inputs], [returned.get(v, v).name for v in graph.outputs],
                      values, steps, plan.total_bytes, labels, runs)
 
 

@@ -5,8 +5,9 @@ kernels of runtime/host_kernels.py; an exported model (`tensorforge.load`) runs 
 compiler.
 
 A model description is plain data (`ModelSpec`), so it serializes to JSON:
-  values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset), "output"
-           or "input_view" (an input's bytes under another shape: "source" names the input)
+  values:  name -> (shape, dtype, where): where is "input", "param", "arena" (byte offset), "output",
+           "input_view" (an input's bytes under another shape: "source" names the input) or
+           "output_view" (returned as the buffer of the "output" value "source" names, reshaped)
   steps:   ("kernel", symbol, [value names]) or ("opaque", op, attrs, [inputs], [outputs])
   runs:    stretches of consecutive kernel steps compiled into one C function each
            ({"symbol", "steps": [first, end), "slots": [value names]}): the function takes the
@@ -84,9 +85,12 @@ class GraphExecutor:
         self._input_views = [(n, info["source"], tuple(info["shape"])) for n, info in spec.values.items()
                              if info["where"] == "input_view"]
         # per call: the outputs to allocate, and which results are copied (a value the model keeps)
-        self._fresh_outputs = [(n, tuple(spec.values[n]["shape"]), spec.values[n]["dtype"]) for n in spec.outputs
-                               if spec.values[n]["where"] == "output"]
+        self._fresh_outputs = [(n, tuple(info["shape"]), info["dtype"]) for n, info in spec.values.items()
+                               if info["where"] == "output"]
         self._copied = [spec.values[n]["where"] in ("param", "input", "arena") for n in spec.outputs]
+        # outputs returned as another output's buffer under their own shape ("output_view")
+        self._output_views = {n: (info["source"], tuple(info["shape"])) for n, info in spec.values.items()
+                              if info["where"] == "output_view"}
         # the output arrays the last call returned (host memory only): a call reuses one that
         # nothing else references any more (module docstring of `_reusable`)
         self._returned: dict[str, np.ndarray] = {}
@@ -244,13 +248,20 @@ class GraphExecutor:
     def _results(self, env: dict) -> list[np.ndarray]:
         results = []
         for name, copied in zip(self.spec.outputs, self._copied):
+            view = self._output_views.get(name)
+            if view is not None:
+                results.append(self.memory.to_host(env[view[0]]).reshape(view[1]))
+                continue
             a = self.memory.to_host(env[name] if name in env else self.fixed[name])
             results.append(a.copy() if copied else a)
         if self._recycle:
-            for name, a, copied in zip(self.spec.outputs, results, self._copied):
+            # the buffers, not the reshaped views of them the caller got: a caller's view
+            # references its buffer (or the bytes under it), which `_reusable` counts
+            for name, _, _ in self._fresh_outputs:
+                a = env[name]
                 # an array that owns its memory, or a view of one that does (aligned_empty):
                 # further views reference the owner, whose count `_reusable` checks too
-                if not copied and type(a) is np.ndarray and (a.base is None or (
+                if type(a) is np.ndarray and (a.base is None or (
                         type(a.base) is np.ndarray and a.base.base is None)):
                     self._returned[name] = a
         return results

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import dtype as dt
 
-PLACES = ("input", "param", "arena", "output", "input_view")
+PLACES = ("input", "param", "arena", "output", "input_view", "output_view")
 
 
 class SpecError(ValueError):
@@ -86,13 +86,14 @@ def validate_spec(spec, params: dict) -> None:
             source = values.get(info["source"])
             if not isinstance(source, dict) or source.get("where") != "arena" or source.get("offset") != info.get("offset"):
                 raise SpecError(f"value {name!r} is a view of {info['source']!r}, which is not at its offset in the arena")
-        if where == "input_view":
+        if where in ("input_view", "output_view"):
+            kind = where[:-len("_view")]
             source = values.get(info.get("source"))
-            if not isinstance(source, dict) or source.get("where") != "input":
-                raise SpecError(f"value {name!r} is a view of {info.get('source')!r}, which is not an input")
+            if not isinstance(source, dict) or source.get("where") != kind:
+                raise SpecError(f"value {name!r} is a view of {info.get('source')!r}, which is not an {kind}")
             if int(np.prod(_shape(info["source"], source), dtype=object)) * _dtype(info["source"], source).itemsize \
                     != nbytes:
-                raise SpecError(f"value {name!r} ({nbytes} bytes) is a view of input {info['source']!r} "
+                raise SpecError(f"value {name!r} ({nbytes} bytes) is a view of {kind} {info['source']!r} "
                                 "of another size")
         layout[name] = (shape, dtype, where)
     extra = sorted(set(params) - {n for n, v in layout.items() if v[2] == "param"})
@@ -108,6 +109,7 @@ def validate_spec(spec, params: dict) -> None:
         raise SpecError("the model's steps are not a list")
     for k, step in enumerate(spec.steps):
         written |= _check_step(k, step, values, layout)
+    written |= {n for n, v in layout.items() if v[2] == "output_view" and values[n]["source"] in written}
     for n, (_, _, where) in layout.items():
         if n not in written:
             raise SpecError(f"value {n!r} ({where}) is written by no step")
