@@ -22,6 +22,7 @@ from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propaga
 from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
+from tensorforge.graph.passes.conv_transpose_as_conv import conv_transpose_as_conv
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
@@ -42,7 +43,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_tables", "fold_constants"
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw"}
+          "alter_layout_winograd_nchw", "conv_transpose_as_conv"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -354,6 +355,47 @@ def test_alter_layout_column_conv_leaves_wide_and_1x1_convs_alone():
     z = b.add1("conv2d", [col, b.const(rand(16, 4, 1, 1))], dict(CONV, padding=(0, 0, 0, 0)))  # 1x1
     g = b.finish([y, z])
     assert alter_layout_column_conv(g, AVX512) is g
+
+
+# -- conv_transpose_as_conv ----------------------------------------------------------------------
+
+def test_conv_transpose_as_conv_flips_the_kernel_and_swaps_its_channels():
+    w = rand(6, 2, 3, 2)                       # (C, M/g, KH, KW), 2 groups of 3 -> 2 channels
+    b = builder()
+    x = b.input("x", (1, 6, 7, 5), "float32")
+    y = b.add1("conv_transpose2d", [x, b.const(w)], {"strides": (1, 1), "padding": (1, 0, 2, 1),
+                                                      "output_padding": (0, 0), "dilations": (2, 1),
+                                                      "groups": 2})
+    before = b.finish([y])
+
+    flipped = np.empty((4, 3, 3, 2), "float32")   # (M, C/g, KH, KW), written out tap by tap
+    for g in range(2):
+        for o in range(2):
+            for c in range(3):
+                for i in range(3):
+                    for j in range(2):
+                        flipped[2 * g + o, c, i, j] = w[3 * g + c, o, 2 - i, 1 - j]
+    e = builder()
+    x = e.input("x", (1, 6, 7, 5), "float32")
+    y = e.add1("conv2d", [x, e.const(flipped)], {"strides": (1, 1), "dilations": (2, 1), "groups": 2,
+                                                  "padding": (3, 1, 2, 0)})     # d (K - 1) - p
+    after = conv_transpose_as_conv(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(1, 6, 7, 5)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_transpose_as_conv_leaves_strided_and_spreading_layers_alone():
+    b = builder()
+    x = b.input("x", (1, 4, 8, 8), "float32")
+    one = b.input("one", (1, 4, 1, 1), "float32")
+    attrs = {"strides": (2, 2), "padding": (1, 1, 1, 1), "output_padding": (0, 0), "dilations": (1, 1),
+             "groups": 1}
+    y = b.add1("conv_transpose2d", [x, b.const(rand(4, 8, 4, 4))], attrs)                   # stride 2
+    z = b.add1("conv_transpose2d", [one, b.const(rand(4, 8, 4, 4))],
+               dict(attrs, strides=(1, 1), padding=(0, 0, 0, 0)))                          # 1x1 -> 4x4
+    g = b.finish([y, z])
+    assert conv_transpose_as_conv(g, AVX512) is g
 
 
 # -- alter_layout_im2col --------------------------------------------------------------------------

@@ -1,0 +1,69 @@
+"""A transposed convolution with stride 1 is a convolution.
+
+With stride 1, conv_transpose adds x[j] * w[c, o, k] into y[j - p + d k]; read from the output's
+side that is
+
+    y[n, o, i] = sum over c, k' of x[n, c, i - (d (K - 1) - p) + d k'] * w[c, o, K - 1 - k']
+
+a plain convolution with the kernel flipped, its two channel axes swapped (within each group),
+the same dilation, and padding d (K - 1) - p on each side.  The convolution has the tuned paths
+(blocked, im2col, Winograd); the transposed-conv templates are built for strides above 1, where
+each output phase reads its own taps.  The rewrite applies when every padding is at most
+d (K - 1) (the convolution's padding is then not negative) and the weight is a constant, which
+is re-laid out once, at compile time.  The convolution computes every tap of every output, the
+transposed conv only the taps that land on data: a small input that the kernel spreads over a
+larger output (a generator's first layer on one pixel, which alter_layout_conv_transpose makes
+one GEMM) stays transposed, as does any layer whose output holds more than `MAX_GROWTH` times
+its input's positions.  The graph computes the same values.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...target import Target
+from ..ir import Graph, Node, Value
+from .rewrite import rewrite_nodes
+
+_RANKS = {"conv_transpose1d": 1, "conv_transpose2d": 2}
+MAX_GROWTH = 1.25      # output positions per input position beyond which the taps on padding cost too much
+
+
+def conv_transpose_as_conv(graph: Graph, target: Target) -> Graph:
+    return rewrite_nodes(graph, _rewrite)
+
+
+def conv_weight(w: np.ndarray, groups: int) -> np.ndarray:
+    """The convolution weight (M, C/g, K...) of a stride-1 transposed conv's weight (C, M/g, K...):
+    each group's two channel axes swapped and every spatial axis flipped."""
+    c, mg, *kernel = w.shape
+    per = w.reshape(groups, c // groups, mg, *kernel)
+    swapped = np.swapaxes(per, 1, 2).reshape(groups * mg, c // groups, *kernel)
+    return np.ascontiguousarray(np.flip(swapped, axis=tuple(range(2, 2 + len(kernel)))))
+
+
+def _rewrite(n: Node, params: dict) -> list[Node] | None:
+    rank = _RANKS.get(n.op)
+    if rank is None or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return None
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    strides = tuple(n.attrs.get("strides") or (1,) * rank)
+    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
+    output_padding = tuple(n.attrs.get("output_padding") or (0,) * rank)
+    pads = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
+    if any(s != 1 for s in strides) or any(output_padding) or not x.dtype.startswith("float"):
+        return None
+    if math.prod(y.shape[2:]) > MAX_GROWTH * math.prod(x.shape[2:]):
+        return None
+    kernel = w.shape[2:]
+    span = [d * (k - 1) for d, k in zip(dilations, kernel)]
+    if any(p > span[i % rank] for i, p in enumerate(pads)):
+        return None
+    groups = int(n.attrs.get("groups", 1))
+    weight = conv_weight(params[w], groups)
+    w_conv = Value(f"{w.name}_conv", weight.shape, weight.dtype.name)
+    params[w_conv] = weight
+    attrs = {"strides": strides, "dilations": dilations, "groups": groups,
+             "padding": tuple(span[i % rank] - p for i, p in enumerate(pads))}
+    return [Node(f"conv{rank}d", (x, w_conv), (y,), attrs, n.name)]
