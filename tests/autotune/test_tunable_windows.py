@@ -32,11 +32,11 @@ TASKS = {
                             {"kernel": (3, 3), "strides": (2, 2), "padding": (1, 1, 1, 1)}),
     "avg_pool": Task.for_op("avg_pool2d_nchwc", [((1, 1, 12, 12, 32), "float32")],
                             {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1)}),
-    "transpose": Task.for_op("conv_transpose2d_nchwc", [((1, 16, 5, 6), "float32"), ((2, 16, 4, 4, 16), "float32")],
+    "transpose": Task.for_op("conv_transpose2d_nchwc", [((1, 16, 5, 6), "float32"), ((2, 2, 2, 16, 2, 2, 16), "float32")],
                              {"strides": (2, 2), "out_hw": (10, 12), "kernel": (4, 4), "padding": (1, 1, 1, 1)}),
     # fewer channels than a vector (an RGB output layer): vectors along the phase rows
     "transpose_narrow": Task.for_op("conv_transpose2d_nchwc", [((1, 8, 9, 7), "float32"),
-                                                               ((1, 8, 4, 4, 3), "float32")],
+                                                               ((1, 2, 2, 8, 2, 2, 3), "float32")],
                                     {"strides": (2, 2), "out_hw": (18, 14), "kernel": (4, 4),
                                      "padding": (1, 1, 1, 1)}),
 }
@@ -56,7 +56,7 @@ def test_default_configs_are_the_heuristics():
         "tile_x": [7, 8], "tile_ci": [1, 2], "order": [0, 1, 2], "unroll_taps": ["unroll", "unroll"],
         "pad_rows": "inline", "parallel": "planes" if Target.parse(avx512).num_cores <= 4 else "rows"}
     assert [e.to_json() for e in dw.config_space.knob("pad_rows").entities] == ["inline", 0, 1, 2, 4, 8, 15]
-    ct = Task.for_op("conv_transpose2d_nchwc", [((1, 512, 4, 4), "float32"), ((16, 512, 4, 4, 16), "float32")],
+    ct = Task.for_op("conv_transpose2d_nchwc", [((1, 512, 4, 4), "float32"), ((16, 2, 2, 512, 2, 2, 16), "float32")],
                      {"strides": (2, 2), "out_hw": (8, 8), "kernel": (4, 4), "padding": (1, 1, 1, 1)}, target=avx512)
     assert ct.config_space.default_config().to_json() == {
         "tile_x": [1, 4], "tile_y": [1, 4], "tile_rc": [512, 1], "order_reduce": [0, 1, 2],

@@ -555,9 +555,9 @@ def test_alter_layout_conv_transpose_packs_per_phase():
 
     padded = np.zeros((8, 16, 4, 4), "float32")                 # the kernel padded to the strides
     padded[:, :, :3, :3] = w
-    packed = np.empty((1, 8, 4, 4, 16), "float32")
-    for m in range(16):
-        packed[0, :, :, :, m] = padded[:, m]
+    packed = np.empty((1, 2, 2, 8, 2, 2, 16), "float32")      # (M/B, sy, sx, C, KH'/sy, KW'/sx, B)
+    for qy, qx, ty, tx in np.ndindex(2, 2, 2, 2):                # each phase's taps together
+        packed[0, qy, qx, :, ty, tx, :] = padded[:, :, qy + 2 * ty, qx + 2 * tx]
     (conv, back) = got.nodes
     e = builder()
     x = e.input("x", (1, 8, 4, 4), "float32")

@@ -1,6 +1,8 @@
-"""Tiny window ops and reductions run without a parallel region; larger ones keep it."""
+"""Tiny window ops, reductions and Winograd convs run without a parallel region; larger ones
+keep it."""
 import tensorforge
 from tensorforge import te
+from tensorforge.autotune.task import Task, build_candidate
 from tensorforge.ops.nn_depthwise import depthwise_conv2d
 from tensorforge.ops.schedules.cpu import reduction
 from tensorforge.ops.schedules.cpu_window import window2d
@@ -33,3 +35,20 @@ def test_tiny_window_ops_and_reductions_skip_the_parallel_region(monkeypatch):
     assert "parallel" in _depthwise(32, 56)
     assert "parallel" not in _row_sums(64, 4)          # 64 rows of 4: 256 elements read
     assert "parallel" in _row_sums(256, 256)
+
+
+def _winograd(channels: int, hw: int, tile: int) -> str:
+    """A channels -> channels 3x3 Winograd conv of an hw x hw input (NCHW32c, no padding)."""
+    data = ((1, channels // 32, hw, hw, 32), "float32")
+    u = ((tile + 2, tile + 2, channels // 32, channels, 32), "float32")
+    task = Task.for_op("conv2d_winograd_nchwc", [data, u], {"tile": tile, "padding": (0, 0, 0, 0),
+                                                               "data_layout": "NCHW32c"}, target=TARGET)
+    return str(build_candidate(task, None))
+
+
+def test_small_winograd_convs_run_serially(monkeypatch):
+    """Its three loop nests hand data to each other split differently: DQN's third conv (64
+    channels, 9x9 input: 1M multiply-adds in the product) is faster on one thread."""
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    assert "parallel" not in _winograd(64, 9, 2)
+    assert _winograd(64, 30, 4).count("parallel") >= 3     # 49 tiles x 36 positions x 64 x 64

@@ -90,7 +90,10 @@ def test_conv_transpose_nchwc_op_reference():
     x = rng.standard_normal((1, 3, 4, 5)).astype("float32")
     w = rng.standard_normal((3, 16, 3, 3)).astype("float32")
     wp = pack_transpose_weight(w, 16, (2, 2))
-    assert wp.shape == (1, 3, 4, 4, 16)
+    assert wp.shape == (1, 2, 2, 3, 2, 2, 16)              # (M/B, sy, sx, C, KH'/sy, KW'/sx, B)
+    # each phase's taps together: tap (ky, kx) = (qy + 2 ty, qx + 2 tx), zero past the 3x3 kernel
+    np.testing.assert_array_equal(wp[0, 1, 0, 2, 0, 1, 5], w[2, 5, 1, 2])
+    np.testing.assert_array_equal(wp[0, 0, 1, :, 1, 1, :], 0.0)
     np.testing.assert_array_equal(unpack_transpose_weight(wp, (3, 3)), w)
     want = conv_transpose_reference(x, w, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1)
     got = check_op("conv_transpose2d_nchwc", [x, wp], {"strides": (2, 2), "out_hw": want.shape[2:],
@@ -98,6 +101,24 @@ def test_conv_transpose_nchwc_op_reference():
                    rtol=1e-4, atol=1e-4)[0]
     np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
+
+
+def test_conv_transpose_nchwc_unequal_strides_and_a_narrow_block():
+    """Strides (3, 2) with a 5x3 kernel (padded to 6x4: zero taps in each phase's block) and a
+    block of 3 channels (the narrow form): pack and unpack invert each other, and the op matches
+    the reference."""
+    rng = _rng("op-uneven")
+    x = rng.standard_normal((1, 4, 3, 5)).astype("float32")
+    w = rng.standard_normal((4, 3, 5, 3)).astype("float32")
+    wp = pack_transpose_weight(w, 3, (3, 2))
+    assert wp.shape == (1, 3, 2, 4, 2, 2, 3)
+    np.testing.assert_array_equal(unpack_transpose_weight(wp, (5, 3)), w)
+    np.testing.assert_array_equal(wp[0, 2, 1, 1, 0, 0, 2], w[1, 2, 2, 1])     # tap (2 + 3*0, 1 + 2*0)
+    want = conv_transpose_reference(x, w, (3, 2), (1, 0, 1, 0), (0, 0), (1, 1), 1)
+    got = check_op("conv_transpose2d_nchwc", [x, wp], {"strides": (3, 2), "out_hw": want.shape[2:],
+                                                       "kernel": (5, 3), "padding": (1, 0, 1, 0)},
+                   rtol=1e-4, atol=1e-4)[0]
+    np.testing.assert_allclose(got.transpose(0, 1, 4, 2, 3).reshape(want.shape), want, rtol=1e-4, atol=1e-4)
 
 # -- depthwise convolution -----------------------------------------------------------------------
 def _depthwise_graph(c, h, w, k, stride, pad, dilation=1, epilogue="bias_relu"):

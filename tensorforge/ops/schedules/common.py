@@ -113,7 +113,7 @@ def stages_by_name(out) -> dict:
     return found
 
 
-def schedule_pad(s, t, target) -> None:
+def schedule_pad(s, t, target, parallel: bool = True) -> None:
     """The zero-padded copy of a conv's input, (N, C, H', W') or blocked (N, C/b, H', W', b):
     a loop per image and channel (block) (on the thread pool), one per row, the row's elements
     inside, so no index needs a div/mod per element.
@@ -124,10 +124,11 @@ def schedule_pad(s, t, target) -> None:
     row is split into vectors.  (Scheduled as one flat loop like other elementwise stages,
     this copy took 15-20% of a 56x56, 64-channel 3x3 conv.)  In the blocked layout the test
     depends on the row and column only, not on the channel within the block: the block is the
-    vector loop, and each vector is one guarded contiguous copy or zeros."""
+    vector loop, and each vector is one guarded contiguous copy or zeros.  With `parallel` False
+    it stays off the thread pool whatever its size (a kernel too small to split)."""
     st = s[t]
     if len(st.op.axis) not in (4, 5):
-        schedule_elementwise_stage(s, t, target)
+        schedule_elementwise_stage(s, t, target, parallel=parallel)
         return
     n, c, h, w, *block = st.op.axis
     lanes = max(1, target.simd_lanes(t.dtype))
@@ -144,7 +145,7 @@ def schedule_pad(s, t, target) -> None:
     elif width >= 2 * lanes:
         _, wi = st.split(w, factor=lanes)
         st.vectorize(wi)
-    if target.num_cores > 1 and num_elements(t) >= PARALLEL_MIN_ELEMS:
+    if parallel and target.num_cores > 1 and num_elements(t) >= PARALLEL_MIN_ELEMS:
         # planes to the threads; rows too when planes are few (an RGB image), for balance
         few = (const_extent(n, 0) or 1) * (const_extent(c, 0) or 1) < 4 * target.num_cores
         st.parallel(st.fuse(n, c, h) if few else st.fuse(n, c))

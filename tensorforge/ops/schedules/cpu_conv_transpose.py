@@ -22,7 +22,7 @@ The template is tunable; its knobs (the heuristic above is the default point of 
   tile_rc       an inner part of the input channel loop (up to MAX_INNER_RC channels),
                 unrolled right outside the tile (1: none);
   order_reduce  order of the input channel and kernel row and column loops (channel outermost
-                reads the OIHW[x]o weights in memory order);
+                reads a phase's packed weights in memory order);
   unroll_taps   unroll of the kernel row and column loops;
   order_outer   "phases": (image, block, phase) outside the tiles, on the thread pool (default);
                 "tiles": the phases inside each tile position, so the four phases of a 2x2

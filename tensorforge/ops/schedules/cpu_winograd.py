@@ -1,6 +1,6 @@
 """CPU template for the Winograd conv (ops/nn_conv_winograd.py); tunable.
 
-Three loop nests, each on the thread pool:
+Three loop nests, each on the thread pool when the product has PARALLEL_MIN_MACS multiply-adds:
 - input transform, per (image, input channel block, tile): the padded input tile (or, with
   `pad_inline`, the input read under bounds tests, no padded copy), B^T along its columns into a
   small local buffer, then along its rows into V; the positions of the tile are unrolled, so each
@@ -13,6 +13,13 @@ Three loop nests, each on the thread pool:
 - output transform, per (image, output channel block, row of tiles, tile): A^T along the
   columns into a local buffer, then along the rows, written through the fused epilogue (bias,
   activation, residual add in NCHW[x]c) as whole vectors.
+
+A smaller conv runs all three serially: each nest splits its work differently (channel blocks,
+positions, rows of tiles), so with two threads half of what one nest wrote crosses to the other
+core's cache before the next can read it, and with three hand-overs that exchange costs more than
+the split saves.  DQN's 64-channel 3x3 conv on a 9x9 input (1M multiply-adds in the product,
+16 us on one thread) took 21 us on two; serial it stays at 16 us, while single-nest convs of
+that size still gain from a second thread.
 
 Knobs:
   tile_p      tiles per register tile (xb), tails allowed;
@@ -27,6 +34,7 @@ from . import template
 from .common import (
     blocked_epilogue,
     const_extent,
+    const_shape,
     divisor_at_most,
     schedule_elementwise_stage,
     schedule_pad,
@@ -34,6 +42,17 @@ from .common import (
 )
 
 ACCUMULATORS = 24            # output vectors in the product's register tile
+PARALLEL_MIN_MACS = 1 << 21  # multiply-adds of the product below which the nests run serially
+
+
+def product_macs(wm, wv) -> int:
+    """Multiply-adds of the batched product: every output of `wm` (images, output channels,
+    tiles, alpha x alpha positions) sums over V's input channels."""
+    macs = 1
+    for d in const_shape(wm):
+        macs *= d
+    _, cb, *_, ci = const_shape(wv)
+    return macs * cb * ci
 
 
 def _ext(iv) -> int:
@@ -60,6 +79,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     wt, wv, wm, ws = st["wino_t"], st["wino_v"], st["wino_m"], st["wino_s"]
     pad = st.get("pad")
     lanes = max(1, target.simd_lanes(y.dtype))
+    parallel = target.num_cores > 1 and product_macs(wm, wv) >= PARALLEL_MIN_MACS
 
     # the batched product: knobs first (the space is declared before any choice applies)
     n, kb, p, eps, nu, ki = s[wm].op.axis
@@ -81,7 +101,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         if cfg["pad_inline"].val:
             s[pad].compute_inline()
         else:
-            schedule_pad(s, pad, target)
+            schedule_pad(s, pad, target, parallel=parallel)
     vn, vc, vp, ve, vnu, vci = s[wv].op.axis
     s[wv].reorder(vn, vc, vp, ve, vnu, vci)
     s[wv].unroll(ve)
@@ -93,7 +113,9 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     s[wt].unroll(ta)
     s[wt].unroll(tnu)
     _vectorize_block(s[wt], tci, lanes)
-    s[wv].parallel(s[wv].fuse(vn, vc))
+    fused = s[wv].fuse(vn, vc)
+    if parallel:
+        s[wv].parallel(fused)
 
     # the batched product
     acc = s.cache_write(wm, "local")
@@ -104,7 +126,8 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     s[acc].compute_at(s[wm], po)
     _vectorize_block(s[wm], ki, lanes)
     outer = s[wm].fuse(n, first)
-    s[wm].parallel(outer)
+    if parallel:
+        s[wm].parallel(outer)
     an, akb, ap, aeps, anu, aki = s[acc].op.axis
     rco, rci = s[acc].op.reduce_axis
     afo, afi = cfg["tile_fi"].apply(s, s[acc], aki)
@@ -118,7 +141,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     out = epilogue[0] if len(epilogue) == 1 and blocked_epilogue(s, epilogue[0], y) else None
     if out is None:
         for t in epilogue:
-            schedule_elementwise_stage(s, t, target)
+            schedule_elementwise_stage(s, t, target, parallel=parallel)
         out = y
     else:
         s[y].compute_inline()
@@ -136,4 +159,6 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     s[ws].unroll(se)
     s[ws].unroll(sj)
     _vectorize_block(s[ws], ski, lanes)
-    s[out].parallel(s[out].fuse(on, okb, yo))
+    rows = s[out].fuse(on, okb, yo)
+    if parallel:
+        s[out].parallel(rows)
