@@ -175,7 +175,8 @@ def test_two_threads_sharing_one_cpu_finish_with_every_share_done():
         for _ in range(200):
             out = (ctypes.c_double * 16)()
             lib.busy(out, 16, 2000)
-            assert list(out) == want, list(out)
+            # (a compiler may contract the multiply-add: the same values up to rounding)
+            assert all(abs(a - b) <= 1e-9 * abs(b) for a, b in zip(out, want)), list(out)
         print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
