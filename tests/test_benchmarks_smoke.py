@@ -208,3 +208,23 @@ def test_torch_compile_benchmark_runs(tmp_path):
     row = next(line for line in lines if line.startswith("| dqn |")).strip("|").split("|")
     onnx_cpu, alone, bound = float(row[4]), float(row[10]), float(row[11])
     assert alone > 0 and bound == pytest.approx((onnx_cpu + alone) / onnx_cpu, rel=1e-2)   # the table rounds to 3 places
+
+
+def test_torch_compile_costs_runs(tmp_path):
+    """benchmarks/torch_compile_costs.py on DQN: the parts of a torch.compile call add up to the
+    whole, and dynamo's cost alone is printed hot and after each cache sweep."""
+    pytest.importorskip("torch", reason="benchmarks/torch_compile_costs.py compiles with torch.compile")
+    pytest.importorskip("onnx", reason="benchmarks/torch_compile_costs.py exports to ONNX")
+    proc = subprocess.run([sys.executable, str(BENCH / "torch_compile_costs.py"), "--models", "dqn", "--repeat", "3"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    header = [c.strip() for c in next(line for line in lines if line.startswith("| model |")).strip("|").split("|")]
+    assert header[-5:] == ["alone hot", "alone 1 MB", "alone 4 MB", "alone 16 MB", "alone 64 MB"]
+    row = [c.strip() for c in next(line for line in lines if line.startswith("| dqn |")).strip("|").split("|")]
+    got = dict(zip(header, row))
+    assert all(float(got[c]) > 0 for c in ("onnx", "torch.compile", "dynamo in", "weights", "model", "alone hot"))
+    assert got["faults onnx"].isdigit() and got["faults torch.compile"].isdigit()
+    # medians of parts need not add up to the median of the whole, but they are of the same calls
+    parts = sum(float(got[c]) for c in ("dynamo in", "weights", "convert", "model", "dynamo out"))
+    assert 0.5 < parts / float(got["torch.compile"]) < 2.0
