@@ -87,7 +87,8 @@ class CompiledGraph:
 
     A call first tries the most recently used variant (its input shapes match, which needs no
     check for a graph dynamo did not make shape-generic, and its weights are current), which
-    costs a few C-level passes over the arguments and no Python loop per weight."""
+    costs a few C-level passes over the arguments and no Python loop per weight; otherwise it
+    looks the variant up by the input shapes and the weights' identities (`_key`)."""
 
     MAX_VARIANTS = 16
 
@@ -108,6 +109,7 @@ class CompiledGraph:
         self._weights = sorted(_weight_positions(gm, concrete))
         self._varying = [k for k in range(len(concrete)) if k not in self._weights]
         self._pick_varying = _picker(self._varying)
+        self._pick_weights = _picker(self._weights)
         # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
         # a graph is only ever called with its example's: a call need only check the weights
         self._generic = any(_symbolic(x) for x in example_inputs)
@@ -115,7 +117,12 @@ class CompiledGraph:
         self._variants[self._key(concrete)] = self._last
 
     def _key(self, args) -> tuple:
-        return _key(self._pick_varying(args))
+        """What tells the variants apart: the inputs' shapes and dtypes, the sizes, and which weight
+        tensors the call passes.  Two instances of one module class share dynamo's graph (their
+        parameters are its inputs), so calls that alternate between them alternate between two
+        variants instead of recompiling one on every call.  A variant holds the weights it baked,
+        so no other object can take their ids while its key is in the table."""
+        return _key(self._pick_varying(args)), tuple(map(id, self._pick_weights(args)))
 
     @property
     def model(self):
