@@ -121,7 +121,9 @@ class CompiledGraph:
         tensors the call passes.  Two instances of one module class share dynamo's graph (their
         parameters are its inputs), so calls that alternate between them alternate between two
         variants instead of recompiling one on every call.  A variant holds the weights it baked,
-        so no other object can take their ids while its key is in the table."""
+        so no other object can take their ids while its key is in the table (and weights a module
+        replaced by new tensors stay alive, with their variant, until it is dropped as least
+        recently used: at most MAX_VARIANTS are kept)."""
         return _key(self._pick_varying(args)), tuple(map(id, self._pick_weights(args)))
 
     @property
