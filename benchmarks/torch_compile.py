@@ -21,7 +21,8 @@ work and the compiled model), the rest of the call being dynamo's ("dynamo": its
 gathering the parameters, its frame around the backend's function), the calls interleaved with
 the ONNX path's as before.  And dynamo's cost alone ("dynamo alone"): the module compiled with a
 backend whose function returns the outputs it computed once at compile time (nothing of
-tensorforge's runs), its calls interleaved with the ONNX path's in the same way.  "bound" is the CPU
+tensorforge's runs), each call right after a call of the ONNX path (with --block too: a real
+torch.compile call always follows a model's run, its own or the other path's).  "bound" is the CPU
 ratio torch.compile/ONNX that a backend costing exactly what the ONNX path costs would reach:
 (ONNX + dynamo alone) / ONNX.  Dynamo's guards and its frame touch thousands of Python and C++
 objects per call, and after a model has streamed its weights through the caches they are cache
@@ -115,16 +116,17 @@ def _constant_backend(gm, example_inputs, options=None):
     return lambda *args: outputs
 
 
-def _dynamo_alone(module, via_onnx, args, arrays, repeat: int, block: int, lean: bool, skip_guards: bool) -> float:
-    """Median CPU seconds of a call of `module` compiled with `_constant_backend`, interleaved
-    with the ONNX path's calls as in `_interleaved`."""
+def _dynamo_alone(module, via_onnx, args, arrays, repeat: int, lean: bool, skip_guards: bool) -> float:
+    """Median CPU seconds of a call of `module` compiled with `_constant_backend`, each right after
+    a call of the ONNX path: a constant backend runs no model, so calls of it in a row would find
+    dynamo's objects in the caches, which the real calls never do."""
     import torch
     torch._dynamo.reset()
     with _dynamo_settings(lean), torch.no_grad():
         constant = torch.compile(module, backend=_constant_backend)
         constant(*args)
         with _stance(skip_guards):
-            times = _interleaved(lambda: via_onnx(*arrays), lambda: constant(*args), repeat, block)
+            times = _interleaved(lambda: via_onnx(*arrays), lambda: constant(*args), repeat, 1)
     torch._dynamo.reset()
     return times["cpu", 1]
 
@@ -232,7 +234,7 @@ def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 
         split(*args)
         with _stance(skip_guards):
             inside, outside = _split(split, via_onnx, args, arrays, spent, repeat, block)
-    alone = _dynamo_alone(module, via_onnx, args, arrays, repeat, block, lean, skip_guards)
+    alone = _dynamo_alone(module, via_onnx, args, arrays, repeat, lean, skip_guards)
     row = dict(name=name, onnx_compile_s=onnx_s, dynamo_compile_s=dynamo_s, err=err,
                onnx_ms=1e3 * timed["wall", 0], dynamo_ms=1e3 * timed["wall", 1],
                onnx_cpu_ms=1e3 * timed["cpu", 0], dynamo_cpu_ms=1e3 * timed["cpu", 1],
