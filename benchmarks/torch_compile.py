@@ -19,7 +19,15 @@ Where the torch.compile call's time goes is measured afterwards: the module comp
 the same backend, its function's CPU time taken from inside ("backend": tensorforge's per-call
 work and the compiled model), the rest of the call being dynamo's ("dynamo": its guards,
 gathering the parameters, its frame around the backend's function), the calls interleaved with
-the ONNX path's as before.  --lean-guards compiles with dynamo's install_free_tensors and
+the ONNX path's as before.  And dynamo's cost alone ("dynamo alone"): the module compiled with a
+backend whose function returns the outputs it computed once at compile time (nothing of
+tensorforge's runs), each call right after a call of the ONNX path (with --block too: a real
+torch.compile call always follows a model's run, its own or the other path's).  "bound" is the CPU
+ratio torch.compile/ONNX that a backend costing exactly what the ONNX path costs would reach:
+(ONNX + dynamo alone) / ONNX.  Dynamo's guards and its frame touch thousands of Python and C++
+objects per call, and after a model has streamed its weights through the caches they are cache
+misses: its cost per call is several times larger here than in a loop of calls that run no model.
+--lean-guards compiles with dynamo's install_free_tensors and
 use_recursive_dict_tags_for_guards settings, which shrink dynamo's part; --skip-guard-eval-unsafe
 times the calls under torch.compiler.set_stance(skip_guard_eval_unsafe=True).  Dynamo runs with
 allow_rnn (by default it leaves a module with an nn.LSTM to eager PyTorch).  A graph that
@@ -99,6 +107,28 @@ def _timed_backend(spent: list):
             return out
         return call
     return backend
+
+
+def _constant_backend(gm, example_inputs, options=None):
+    """A backend that runs the graph once, now, and returns a function that gives those outputs
+    back on every call: what remains of a call is dynamo's own work."""
+    outputs = gm(*example_inputs)
+    return lambda *args: outputs
+
+
+def _dynamo_alone(module, via_onnx, args, arrays, repeat: int, lean: bool, skip_guards: bool) -> float:
+    """Median CPU seconds of a call of `module` compiled with `_constant_backend`, each right after
+    a call of the ONNX path: a constant backend runs no model, so calls of it in a row would find
+    dynamo's objects in the caches, which the real calls never do."""
+    import torch
+    torch._dynamo.reset()
+    with _dynamo_settings(lean), torch.no_grad():
+        constant = torch.compile(module, backend=_constant_backend)
+        constant(*args)
+        with _stance(skip_guards):
+            times = _interleaved(lambda: via_onnx(*arrays), lambda: constant(*args), repeat, 1)
+    torch._dynamo.reset()
+    return times["cpu", 1]
 
 
 def _split(fast, via_onnx, args, arrays, spent: list, repeat: int, block: int) -> tuple[float, float]:
@@ -204,14 +234,15 @@ def bench(name: str, repeat: int, target: str, lean: bool = False, block: int = 
         split(*args)
         with _stance(skip_guards):
             inside, outside = _split(split, via_onnx, args, arrays, spent, repeat, block)
-    torch._dynamo.reset()
+    alone = _dynamo_alone(module, via_onnx, args, arrays, repeat, lean, skip_guards)
     row = dict(name=name, onnx_compile_s=onnx_s, dynamo_compile_s=dynamo_s, err=err,
                onnx_ms=1e3 * timed["wall", 0], dynamo_ms=1e3 * timed["wall", 1],
                onnx_cpu_ms=1e3 * timed["cpu", 0], dynamo_cpu_ms=1e3 * timed["cpu", 1],
-               inside_cpu_ms=1e3 * inside, outside_cpu_ms=1e3 * outside)
+               inside_cpu_ms=1e3 * inside, outside_cpu_ms=1e3 * outside, alone_cpu_ms=1e3 * alone)
     row["ratio"] = row["dynamo_ms"] / row["onnx_ms"]
     row["cpu_ratio"] = row["dynamo_cpu_ms"] / row["onnx_cpu_ms"]
     row["inside_ratio"] = row["inside_cpu_ms"] / row["onnx_cpu_ms"]
+    row["bound"] = (row["onnx_cpu_ms"] + row["alone_cpu_ms"]) / row["onnx_cpu_ms"]
     return row
 
 
@@ -238,15 +269,15 @@ def main(argv: list[str] | None = None) -> None:
               f"ratio {row['ratio']:.3f}  cpu: onnx {row['onnx_cpu_ms']:8.3f} ms  "
               f"torch.compile {row['dynamo_cpu_ms']:8.3f} ms  ratio {row['cpu_ratio']:.3f}  "
               f"backend {row['inside_cpu_ms']:8.3f} ms  dynamo {row['outside_cpu_ms']:6.3f} ms  "
-              f"max err {row['err']:.1e}", flush=True)
+              f"dynamo alone {row['alone_cpu_ms']:6.3f} ms  bound {row['bound']:.3f}  max err {row['err']:.1e}", flush=True)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("| model | ONNX ms | torch.compile ms | ratio | CPU ms ONNX | CPU ms torch.compile | CPU ratio "
-          "| CPU ms in the backend | CPU ms in dynamo | backend/ONNX (CPU) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU ms in the backend | CPU ms in dynamo | backend/ONNX (CPU) | CPU ms dynamo alone | bound |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['name']} | {r['onnx_ms']:.3f} | {r['dynamo_ms']:.3f} | {r['ratio']:.3f} | {r['onnx_cpu_ms']:.3f} "
               f"| {r['dynamo_cpu_ms']:.3f} | {r['cpu_ratio']:.3f} | {r['inside_cpu_ms']:.3f} "
-              f"| {r['outside_cpu_ms']:.3f} | {r['inside_ratio']:.3f} |")
+              f"| {r['outside_cpu_ms']:.3f} | {r['inside_ratio']:.3f} | {r['alone_cpu_ms']:.3f} | {r['bound']:.3f} |")
 
 
 if __name__ == "__main__":

@@ -160,3 +160,71 @@ def test_gpu_benchmark_without_a_cuda_device_exits_cleanly():
     proc = subprocess.run([sys.executable, str(GPU), "--quick"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nothing to measure on target 'cuda'" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def _torch_compile_bench():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("tf_bench_torch_compile", BENCH / "torch_compile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_torch_compile_dynamo_alone_runs_no_backend_work():
+    """The "dynamo alone" measurement compiles the module with a backend that computed its outputs
+    once: every later call returns them without running the graph (an update of the weight does not
+    show), so what it times is dynamo's own per-call work."""
+    torch = pytest.importorskip("torch", reason="benchmarks/torch_compile.py compiles with torch.compile")
+    bench = _torch_compile_bench()
+    module = torch.nn.Linear(4, 3).eval()
+    x = torch.randn(2, 4)
+    calls = []
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            fast = torch.compile(module, backend=bench._constant_backend)
+            first = fast(x).clone()
+            module.weight.mul_(2.0)
+            again = fast(x)
+            seconds = bench._dynamo_alone(module, lambda *a: calls.append(a), (x,), [x.numpy()], repeat=3,
+                                          lean=False, skip_guards=False)
+    finally:
+        torch._dynamo.reset()
+    assert torch.equal(first, again) and not torch.equal(again, module(x))
+    assert len(calls) == 3 and seconds > 0       # each call after one of the ONNX path's
+
+
+def test_torch_compile_benchmark_runs(tmp_path):
+    """benchmarks/torch_compile.py on DQN: both paths checked against eager PyTorch, and the table
+    with dynamo's cost alone and the bound it sets on the ratio."""
+    pytest.importorskip("torch", reason="benchmarks/torch_compile.py compiles with torch.compile")
+    pytest.importorskip("onnx", reason="benchmarks/torch_compile.py exports to ONNX")
+    proc = subprocess.run([sys.executable, str(BENCH / "torch_compile.py"), "--models", "dqn", "--repeat", "2"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("| model |"))
+    assert header.endswith("| CPU ms dynamo alone | bound |")
+    row = next(line for line in lines if line.startswith("| dqn |")).strip("|").split("|")
+    onnx_cpu, alone, bound = float(row[4]), float(row[10]), float(row[11])
+    assert alone > 0 and bound == pytest.approx((onnx_cpu + alone) / onnx_cpu, rel=1e-2)   # the table rounds to 3 places
+
+
+def test_torch_compile_costs_runs(tmp_path):
+    """benchmarks/torch_compile_costs.py on DQN: the parts of a torch.compile call add up to the
+    whole, and dynamo's cost alone is printed hot and after each cache sweep."""
+    pytest.importorskip("torch", reason="benchmarks/torch_compile_costs.py compiles with torch.compile")
+    pytest.importorskip("onnx", reason="benchmarks/torch_compile_costs.py exports to ONNX")
+    proc = subprocess.run([sys.executable, str(BENCH / "torch_compile_costs.py"), "--models", "dqn", "--repeat", "3"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    header = [c.strip() for c in next(line for line in lines if line.startswith("| model |")).strip("|").split("|")]
+    assert header[-5:] == ["alone hot", "alone 1 MB", "alone 4 MB", "alone 16 MB", "alone 64 MB"]
+    row = [c.strip() for c in next(line for line in lines if line.startswith("| dqn |")).strip("|").split("|")]
+    got = dict(zip(header, row))
+    assert all(float(got[c]) > 0 for c in ("onnx", "torch.compile", "dynamo in", "weights", "model", "alone hot"))
+    assert got["faults onnx"].isdigit() and got["faults torch.compile"].isdigit()
+    # medians of parts need not add up to the median of the whole, but they are of the same calls
+    parts = sum(float(got[c]) for c in ("dynamo in", "weights", "convert", "model", "dynamo out"))
+    assert 0.5 < parts / float(got["torch.compile"]) < 2.0

@@ -32,10 +32,16 @@ input or buffer in place, runs in eager PyTorch with the one-line warning, so it
 as they would without torch.compile (tracing runs on copies and leaves them alone).
 
 Each call also pays dynamo's own cost around the backend's function: its guards (thousands of
-checks on the module tree and every parameter for a CNN) and the gathering of the parameters as
-arguments, mostly cache misses after a model has streamed its weights.  Dynamo's
-`install_free_tensors` and `use_recursive_dict_tags_for_guards` settings make it smaller
-(benchmarks/results/torch_compile.txt has the figures).
+checks on the module tree and every parameter for a CNN: 2,800 for MobileNet) and the gathering
+of the parameters as arguments.  In a loop that runs no model that is 16-50 us per call; after a
+model has streamed its weights through the caches nearly all of it misses them, 0.3-0.6 ms for
+the CNNs and transformers of benchmarks/exports/models.py, and this, not the backend, is what a
+torch.compile call costs beyond the same model through ONNX (the kernels take the same time on
+both paths; the backend's own work per call, the weight check and the tensor conversions, is
+0.03-0.2 ms cold and a few microseconds warm).  Dynamo's `install_free_tensors` and
+`use_recursive_dict_tags_for_guards` settings make its part smaller.  benchmarks/torch_compile.py
+measures it ("dynamo alone"), benchmarks/torch_compile_costs.py splits a call into its parts, and
+benchmarks/results/torch_compile.txt has the figures.
 """
 from __future__ import annotations
 
@@ -81,7 +87,8 @@ class CompiledGraph:
 
     A call first tries the most recently used variant (its input shapes match, which needs no
     check for a graph dynamo did not make shape-generic, and its weights are current), which
-    costs a few C-level passes over the arguments and no Python loop per weight."""
+    costs a few C-level passes over the arguments and no Python loop per weight; otherwise it
+    looks the variant up by the input shapes and the weights' identities (`_key`)."""
 
     MAX_VARIANTS = 16
 
@@ -102,6 +109,7 @@ class CompiledGraph:
         self._weights = sorted(_weight_positions(gm, concrete))
         self._varying = [k for k in range(len(concrete)) if k not in self._weights]
         self._pick_varying = _picker(self._varying)
+        self._pick_weights = _picker(self._weights)
         # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
         # a graph is only ever called with its example's: a call need only check the weights
         self._generic = any(_symbolic(x) for x in example_inputs)
@@ -109,7 +117,14 @@ class CompiledGraph:
         self._variants[self._key(concrete)] = self._last
 
     def _key(self, args) -> tuple:
-        return _key(self._pick_varying(args))
+        """What tells the variants apart: the inputs' shapes and dtypes, the sizes, and which weight
+        tensors the call passes.  Two instances of one module class share dynamo's graph (their
+        parameters are its inputs), so calls that alternate between them alternate between two
+        variants instead of recompiling one on every call.  A variant holds the weights it baked,
+        so no other object can take their ids while its key is in the table (and weights a module
+        replaced by new tensors stay alive, with their variant, until it is dropped as least
+        recently used: at most MAX_VARIANTS are kept)."""
+        return _key(self._pick_varying(args)), tuple(map(id, self._pick_weights(args)))
 
     @property
     def model(self):

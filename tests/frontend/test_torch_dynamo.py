@@ -142,6 +142,31 @@ def test_updated_buffer_recompiles_and_weights_convert_once(monkeypatch):
     assert len(converted) == 3 * baked
 
 
+def test_two_instances_of_one_module_class_compile_once_each(monkeypatch):
+    """Dynamo hands two instances of one module class the same graph (their parameters are its
+    inputs): calls that alternate between them run a variant per instance, not a recompile per
+    call, and an in-place update of one instance's weight recompiles that one only."""
+    built = []
+    original = torch_dynamo._Variant.__init__
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__",
+                        lambda self, *args, **kwargs: built.append(1) or original(self, *args, **kwargs))
+    torch.manual_seed(0)
+    first, second = (nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval() for _ in range(2))
+    fast_first = torch.compile(first, backend="tensorforge")
+    fast_second = torch.compile(second, backend="tensorforge")
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(fast_first(x).numpy(), first(x).numpy(), atol=1e-5, rtol=0)
+            np.testing.assert_allclose(fast_second(x).numpy(), second(x).numpy(), atol=1e-5, rtol=0)
+        assert len(built) == 2
+        second[0].weight.mul_(-1.0)
+        for _ in range(2):
+            np.testing.assert_allclose(fast_first(x).numpy(), first(x).numpy(), atol=1e-5, rtol=0)
+            np.testing.assert_allclose(fast_second(x).numpy(), second(x).numpy(), atol=1e-5, rtol=0)
+    assert len(built) == 3
+
+
 def test_weights_held_as_graph_attributes():
     """With dynamo's install_free_tensors the weights reach the backend as attributes of the
     graph module (get_attr nodes), not as inputs: they compile as constants, and an in-place
