@@ -16,6 +16,12 @@ edges of a one-op graph (NCHW in and out).  ONNX Runtime runs the same model (in
 torch.matmul with torch.set_num_threads(threads).  Every tensorforge (and PyTorch) output is
 checked against ONNX Runtime before timing.
 
+A conv layer is also timed as it runs inside a model ("blocked"): its input in the blocked
+layout NCHW[b]c the layer before it writes (the stem conv C1 reads the image), its output left
+blocked for the next layer, so no layout change at either edge; the same conv2d_nchwc kernel, and
+the Winograd form for 3x3 stride-1 convs, as in ResNet-18.  Its "%peak" is that kernel's share of
+the FMA peak; a one-node graph's NCHW edges cost a 1x1 conv a large part of its time.
+
 Timing: one sample is a warm-up call and then enough calls to last about 2 ms, timed together;
 the three runtimes take turns sample by sample (the order rotates), and each reports the median
 of `--repeat` samples.  Small layers (D7-D9, dense) therefore include each runtime's per-call
@@ -141,6 +147,40 @@ def make_workload(layer: Layer, rng: np.random.Generator) -> Workload:
     return Workload(feeds, weight, model)
 
 
+def blocked_model(layer: Layer, work: Workload):
+    """(compiled model, its input) of a conv layer as it runs between the other layers of a
+    model: its input in the blocked layout the layer before it writes (NCHW[b]c; the image itself
+    for a stem conv, whose few channels do not fill a block), its output left blocked for the
+    layer after it, no layout change at either edge.  None for other kinds of layers."""
+    if layer.kind != "conv":
+        return None
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    from tensorforge.graph.passes.alter_layout import block_for
+    from tensorforge.ops.nn_conv_nchwc import blocked_layout, pack_weight
+    from tensorforge.target import Target
+
+    target = Target.parse(TARGET)
+    x = work.feeds["x"]
+    half = max(target.simd_lanes("float32") // 2, 1)
+    b = GraphBuilder(f"{layer.name}_blocked")
+    attrs = {"strides": (layer.s, layer.s), "padding": (layer.k // 2,) * 4, "dilations": (1, 1)}
+    if layer.ic % half == 0:
+        bi = block_for(layer.ic, "float32", target)
+        x = np.ascontiguousarray(x.reshape(1, layer.ic // bi, bi, layer.hw, layer.hw).transpose(0, 1, 3, 4, 2))
+        attrs["data_layout"] = blocked_layout(bi)
+    xin = b.input("x", x.shape, "float32")
+    w = b.const(pack_weight(work.weight, block_for(layer.oc, "float32", target)), "w")
+    model = tensorforge.compile(b.finish([b.add1("conv2d_nchwc", [xin, w], attrs)]), target=TARGET)
+    return model, x
+
+
+def unblocked(y: np.ndarray) -> np.ndarray:
+    """NCHW[b]c -> NCHW."""
+    n, cb, h, w, blk = y.shape
+    return y.transpose(0, 1, 4, 2, 3).reshape(n, cb * blk, h, w)
+
+
 def torch_call(torch, layer: Layer, work: Workload) -> Callable:
     """A no-argument callable running the layer in PyTorch on the same arrays."""
     F = torch.nn.functional
@@ -199,6 +239,7 @@ class Row:
     ort_gflops: float
     torch_gflops: float | None
     peak_gflops: float
+    tf_blocked_gflops: float | None = None
 
     @property
     def tf_over_ort(self) -> float:
@@ -212,10 +253,14 @@ class Row:
     def tf_pct_peak(self) -> float:
         return 100.0 * self.tf_gflops / self.peak_gflops
 
+    @property
+    def blocked_pct_peak(self) -> float | None:
+        return 100.0 * self.tf_blocked_gflops / self.peak_gflops if self.tf_blocked_gflops else None
+
     def to_json(self) -> dict:
         d = asdict(self)
         d.update(tf_over_ort=self.tf_over_ort, tf_over_torch=self.tf_over_torch,
-                 tf_pct_peak=self.tf_pct_peak,
+                 tf_pct_peak=self.tf_pct_peak, tf_blocked_pct_peak=self.blocked_pct_peak,
                  ort_pct_peak=100.0 * self.ort_gflops / self.peak_gflops,
                  torch_pct_peak=100.0 * self.torch_gflops / self.peak_gflops if self.torch_gflops else None)
         return d
@@ -234,6 +279,7 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
     model = tensorforge.compile(from_onnx(work.model), target=TARGET)
     compile_s = time.perf_counter() - start
     inputs = [work.feeds[n] for n in model.input_names]
+    blocked = blocked_model(layer, work)
     rows = []
     for threads in thread_counts:
         so = ort.SessionOptions()
@@ -246,6 +292,11 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
         np.testing.assert_allclose(model(*inputs)[0], expected, rtol=1e-3, atol=1e-3,
                                    err_msg=f"{layer.name}: tensorforge differs from ONNX Runtime")
         fns = {"tf": lambda: model(*inputs), "ort": lambda sess=sess: sess.run(None, work.feeds)}
+        if blocked is not None:
+            bmodel, bx = blocked
+            np.testing.assert_allclose(unblocked(bmodel(bx)[0]), expected, rtol=1e-3, atol=1e-3,
+                                       err_msg=f"{layer.name}: the blocked layer differs from ONNX Runtime")
+            fns["tf_blocked"] = lambda bmodel=bmodel, bx=bx: bmodel(bx)
         with torch.inference_mode() if torch is not None else contextlib.nullcontext():
             if torch is not None:
                 torch.set_num_threads(threads)
@@ -255,19 +306,22 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
             seconds = interleaved_medians(fns, repeat)
         gflops = {n: layer.flops / s / 1e9 for n, s in seconds.items()}
         rows.append(Row(layer.name, layer.shape(), threads, layer.flops / 1e9, compile_s,
-                        gflops["tf"], gflops["ort"], gflops.get("torch"), peak.gflops[threads]))
+                        gflops["tf"], gflops["ort"], gflops.get("torch"), peak.gflops[threads],
+                        gflops.get("tf_blocked")))
     return rows
 
 
 # -- report ----------------------------------------------------------------------------------------
 HEADER = (f"{'layer':6s} {'T':>2s} {'shape':24s} {'tf':>7s} {'ort':>7s} {'torch':>7s} "
-          f"{'tf/ort':>7s} {'tf %peak':>8s}")
+          f"{'tf/ort':>7s} {'tf %peak':>8s} {'blocked':>7s} {'%peak':>6s}")
 
 
 def format_row(r: Row) -> str:
     torch_text = f"{r.torch_gflops:7.1f}" if r.torch_gflops is not None else f"{'-':>7s}"
+    blocked = (f" {r.tf_blocked_gflops:7.1f} {r.blocked_pct_peak:5.1f}%" if r.tf_blocked_gflops
+               else f" {'-':>7s} {'-':>6s}")
     return (f"{r.layer:6s} {r.threads:2d} {r.shape:24s} {r.tf_gflops:7.1f} {r.ort_gflops:7.1f} "
-            f"{torch_text} {r.tf_over_ort:7.2f} {r.tf_pct_peak:7.1f}%")
+            f"{torch_text} {r.tf_over_ort:7.2f} {r.tf_pct_peak:7.1f}%{blocked}")
 
 
 def geomean(xs: list[float]) -> float:
@@ -276,6 +330,7 @@ def geomean(xs: list[float]) -> float:
 
 GROUPS = {
     "3x3 conv2d": lambda layer: layer.kind == "conv" and layer.k == 3,
+    "conv2d C1-C12": lambda layer: layer.kind == "conv",
     "depthwise": lambda layer: layer.kind == "depthwise",
     "all layers": lambda layer: True,
 }
@@ -293,7 +348,9 @@ def summary(rows: list[Row]) -> list[dict]:
             out.append({"group": group, "threads": threads, "layers": [r.layer for r in sel],
                         "tf_over_ort": geomean([r.tf_over_ort for r in sel]),
                         "tf_over_torch": geomean(torch_ratios) if len(torch_ratios) == len(sel) else None,
-                        "tf_pct_peak": geomean([r.tf_pct_peak for r in sel])})
+                        "tf_pct_peak": geomean([r.tf_pct_peak for r in sel]),
+                        "blocked_pct_peak": geomean([r.blocked_pct_peak for r in sel])
+                        if all(r.blocked_pct_peak for r in sel) else None})
     return out
 
 
@@ -366,7 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     for s in lines:
         torch_text = f", tf/torch {s['tf_over_torch']:.2f}" if s["tf_over_torch"] is not None else ""
         print(f"geometric mean, {s['group']} ({len(s['layers'])}), {s['threads']} thread(s): "
-              f"tf/ort {s['tf_over_ort']:.2f}{torch_text}, tf {s['tf_pct_peak']:.1f}% of peak")
+              f"tf/ort {s['tf_over_ort']:.2f}{torch_text}, tf {s['tf_pct_peak']:.1f}% of peak"
+              + (f" ({s['blocked_pct_peak']:.1f}% blocked)" if s["blocked_pct_peak"] else ""))
     if opts.json:
         write_json(opts.json, {
             "machine": machine(), "target": TARGET, "repeat": opts.repeat,

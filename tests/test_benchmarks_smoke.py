@@ -33,6 +33,9 @@ def test_ops_benchmark_runs(tmp_path):
         assert row["tf_gflops"] > 0 and row["ort_gflops"] > 0 and row["peak_gflops"] > 0
         assert row["tf_over_ort"] == pytest.approx(row["tf_gflops"] / row["ort_gflops"])
     assert data["rows"][0]["gflop"] == pytest.approx(2 * 512 * 512 * 9 * 49 / 1e9)
+    # the conv is also timed blocked, as inside a model (checked against ONNX Runtime first)
+    assert "blocked" in header and data["rows"][0]["tf_blocked_gflops"] > 0
+    assert data["rows"][1]["tf_blocked_gflops"] is None
 
 
 BENCH = OPS.parent
