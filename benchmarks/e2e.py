@@ -266,9 +266,11 @@ def run_entry(entry: Entry, thread_counts: list[int], opts, peak, torch_peer) ->
         if peer is not None:
             runs["torch"] = functools.partial(peer, *found.inputs)
         samples: dict[str, list[float]] = {k: [] for k in runs}
-        for _ in range(3):  # interleave so that noise hits all peers
-            for k, fn in runs.items():
-                samples[k].append(median_ms(fn, each))
+        keys = list(runs)
+        for r in range(3):  # interleave so that noise hits all peers; rotate who follows whom,
+            # since a model that runs right after another finds its weights evicted by that one's
+            for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+                samples[k].append(median_ms(runs[k], each))
         med = {k: statistics.median(samples[k]) if k in samples else None for k in ("tf", "ort", "torch", "tuned")}
         tf, ortm, torchm, tunedm = med["tf"], med["ort"], med["torch"], med["tuned"]
         share = flops / (tf * 1e-3) / 1e9 / peak.gflops[threads]
