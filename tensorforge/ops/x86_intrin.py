@@ -75,6 +75,8 @@ def int8_unit(features: frozenset | None = None) -> str | None:
 
 
 LANES = {"amx": 16, "avx512vnni": 16, "avxvnni": 8}
+# vector registers the block helpers can use: zmm0-31 (EVEX), ymm0-15 (the VEX form of AVX-VNNI)
+VECTOR_REGISTERS = {"avx512vnni": 32, "avxvnni": 16}
 _TARGET_ATTR = {"avx512vnni": "avx512f,avx512vnni", "avxvnni": "avx2,avxvnni",
                 "amx": "amx-tile,amx-int8"}
 _REQUIRES = {"avx512vnni": ("avx512f", "avx512vnni"), "avxvnni": ("avxvnni",),

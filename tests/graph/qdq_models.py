@@ -16,6 +16,12 @@ class _Weights:
         self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
         return name
 
+    def shape_const(self, shape: tuple) -> str:
+        """An int64 initializer holding `shape` (a Reshape's target)."""
+        name = f"p{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array(np.array(shape, np.int64), name))
+        return name
+
 
 def cnn(seed: int = 0):
     """Conv-Relu, strided Conv-Relu, global average pool, Gemm: input x (1, 3, 16, 16)."""
@@ -101,6 +107,20 @@ def mlp(seed: int = 0):
         helper.make_node("MatMul", ["r2", p(48, 10)], ["y"]),
     ]
     return _model(nodes, p, (4, 32), (4, 10))
+
+
+def projection(seed: int = 0):
+    """A language model's head: the (seq, 1, hidden) states reshaped to rows, MatMul-Add onto
+    80 words (5 vectors of 16: no width 2..4 divides the panels), reshaped back to (seq, 1, 80):
+    input x (12, 1, 24)."""
+    p = _Weights(seed)
+    rows, back = p.shape_const((12, 24)), p.shape_const((12, 1, 80))
+    nodes = [
+        helper.make_node("Reshape", ["x", rows], ["h"]),
+        helper.make_node("MatMul", ["h", p(24, 80)], ["m"]), helper.make_node("Add", ["m", p(80, scale=0.1)], ["a"]),
+        helper.make_node("Reshape", ["a", back], ["y"]),
+    ]
+    return _model(nodes, p, (12, 1, 24), (12, 1, 80))
 
 
 def _model(nodes, p: _Weights, in_shape: tuple, out_shape: tuple):

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, input_residual, mlp, mobile, quantized, residual  # noqa: E402
+from qdq_models import cnn, input_residual, mlp, mobile, projection, quantized, residual  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -217,3 +217,25 @@ def test_int8_block_helper_is_compiled_apart_from_the_epilogue(tmp_path):
     assert "requantize" in model.source
     symbols = subprocess.run(["nm", model.lib_path], capture_output=True, text=True, check=True).stdout
     assert re.search(r"\btf_vnni\d+_block_\d+x\d+_k\d+\b", symbols), "the int8 block helper was inlined"
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_projection_onto_an_odd_panel_count_runs_wide_tiles_into_its_output(tmp_path):
+    """A product onto 80 columns (5 panels of 16: no width 2..4 divides them) is tiled 5 vectors
+    wide, not 1 (one vpdpbusd per load ran at half the unit's speed: a language model's 10000-word
+    head), and its epilogue writes the tile straight into the (seq, 1, words) output of the
+    reshape after it, with no whole intermediate buffer copied into it."""
+    from tensorforge.ops import x86_intrin
+    path = quantized(projection(), tmp_path, (12, 1, 24))
+    model = tensorforge.compile(from_onnx(path), target="c -mcpu=native")
+    kernel = model.source[model.source.index("matmul_integer_vnni("):]
+    kernel = kernel[:kernel.index("\n}\n")]
+    if x86_intrin.int8_unit() == "avx512vnni":
+        assert re.search(r"tensorized: vnni16_block_\d+x5_k", kernel)
+    assert "tf_alloc" not in kernel and "free(" not in kernel
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(600 + seed).standard_normal((12, 1, 24)).astype(np.float32)
+        got = model(x)[0]
+        assert got.shape == (12, 1, 80)
+        assert _within_one_step(got, _ort(path, x), step) >= 0.99
