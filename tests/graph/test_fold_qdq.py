@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, input_residual, mlp, mobile, projection, quantized, residual  # noqa: E402
+from qdq_models import attention, cnn, input_residual, mlp, mobile, projection, quantized, residual  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -239,3 +239,23 @@ def test_projection_onto_an_odd_panel_count_runs_wide_tiles_into_its_output(tmp_
         got = model(x)[0]
         assert got.shape == (12, 1, 80)
         assert _within_one_step(got, _ort(path, x), step) >= 0.99
+
+
+def test_attention_products_of_activations_fold_to_integers(tmp_path):
+    """Q K^T and P V, both operands quantized activations, become integer products with a
+    requantizing epilogue on every target (no float matmul is left), and on a CPU with VNNI
+    products on the unit (b packed at run time), agreeing with ONNX Runtime within one step."""
+    from tensorforge.ops import x86_intrin
+    path = quantized(attention(), tmp_path, (1, 24, 32))
+    graph = from_onnx(path)
+    ops = [n.op for n in fold_qdq(graph).nodes]
+    assert "matmul" not in ops and ops.count("matmul_integer") == 6
+    native = [n.op for n in optimize(graph, "c -mcpu=native").nodes]
+    if x86_intrin.int8_unit() is not None:
+        assert native.count("matmul_act_vnni") == 2 and native.count("pack_act_vnni") == 2
+        assert "matmul_integer" not in native
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(700 + seed).standard_normal((1, 24, 32)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99

@@ -228,3 +228,28 @@ def test_dequantize_of_a_quantize_reads_the_float_before_the_cast():
     want = get("dequantize_linear").run_reference(
         [get("quantize_linear").run_reference([xs, sv, zv], {"dtype": "uint8"})[0], sv, zv], {})[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("b_dtype, batch, m, k, n, za, zb", [
+    ("uint8", (2,), 5, 7, 20, 3, 131),          # padded rows, depth and columns
+    ("uint8", (1, 2), 12, 64, 32, 0, 128),      # attention's shapes, scaled down
+    ("int8", (3,), 9, 130, 48, 200, -5),
+])
+def test_matmul_act_vnni_of_packed_activations_is_matmul_integer(b_dtype, batch, m, k, n, za, zb):
+    """pack_act_vnni moves b to int8 in the unit's layout; matmul_act_vnni's row and column sums
+    put the shift and both zero points back: the result is matmul_integer(a, b, za, zb)."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (*batch, m, k)).astype(np.uint8)
+    lo, hi = (0, 256) if b_dtype == "uint8" else (-128, 128)
+    b = rng.integers(lo, hi, (*batch, k, n)).astype(b_dtype)
+    shift = 128 if b_dtype == "uint8" else 0
+    (bp,) = check_op("pack_act_vnni", [b], {"lanes": 16, "shift": shift})
+    assert bp.shape == (*batch, -(-n // 16), -(-k // 4), 16, 4) and bp.dtype == np.int8
+    want = get("matmul_integer").run_reference([a, b, np.array(za, np.uint8), np.array(zb, b.dtype)], {})[0]
+    got = check_op("matmul_act_vnni", [a, bp], {"units": n, "za": za, "zb": zb, "shift": shift})[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pack_act_vnni_refuses_a_shift_that_does_not_make_int8():
+    with pytest.raises(OpError, match="needs shift 128"):
+        get("pack_act_vnni").infer_types([TensorType((4, 8), "uint8")], {"lanes": 16, "shift": 0})

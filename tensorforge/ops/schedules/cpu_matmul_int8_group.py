@@ -1,4 +1,5 @@
-"""`matmul_integer_vnni.cpu`: the fused group of an int8 matrix product (ops/quant_integer_vnni.py)
+"""`matmul_integer_vnni.cpu`: the fused group of an int8 matrix product (ops/quant_integer_vnni.py,
+or ops/quant_act_vnni.py's product of two activations, batched: the same tiles in each batch)
 and its epilogue (bias, requantize, relu) on the CPU's int8 dot-product unit.
 
 The same register-blocked GEMM as the workload template `matmul_int8.cpu`: the group's output
@@ -43,7 +44,7 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
     main = master_outs[0]
     acc = _stage(main, "acc")
-    mp, ncols = const_shape(acc)
+    mp, ncols = const_shape(acc)[-2:]
     lanes = _lanes(acc)
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
     units = [u for u in available_units() if X.LANES[u] == lanes]
@@ -58,6 +59,14 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
                         _kb_choices(kp, block_unit), lambda mr, nv, kb: X.block_intrin(block_unit, mr, nv, kb),
                         registers=None if amx else X.VECTOR_REGISTERS[block_unit])
+    colsum = _stage(main, "colsum")
+    if colsum is not None:          # a product of activations: its column sums, one row on the unit
+        vnni = "avx512vnni" if unit == "amx" else unit
+        s[_stage(main, "ones")].compute_root()
+        *_, ci, cj = s[colsum].op.axis
+        cjo, cji = s[colsum].split(cj, factor=lanes)
+        s[colsum].reorder(cjo, ci, cji)
+        s[colsum].tensorize(ci, X.block_intrin(vnni, 1, 1, kp))
 
 
 def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: list, mr_default, nv_limit: int,
@@ -69,7 +78,7 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     `nv_choices`."""
     main = master_outs[0]
     acc, src = _stage(main, "acc"), _stage(main, "A_pad")
-    panels = const_shape(acc)[1] // lanes
+    panels = const_shape(acc)[-1] // lanes
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
     nvs, nv_default = nv_choices(panels, nv_limit, registers)
     fits = [r for r in rows if r <= 4 and (registers is None or (r + 1) * nv_default + 1 <= registers)]
@@ -78,8 +87,9 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     cfg.define_knob("kb", kbs, default=kbs[0])
     cfg.define_knob("order", ["panels", "rows"], default="panels")
     mr, nv, kb = cfg["mr"].val, cfg["nv"].val, cfg["kb"].val
-    if src is not None:
-        s[src].compute_root()
+    for t in (src, _stage(main, "rowsum"), _stage(main, "colsum")):
+        if t is not None:
+            s[t].compute_root()
     epilogue = [t for t in outs if t not in master_outs]
     if len(outs) == 1 and epilogue and _matrix_axes(s, outs[0], main) is not None:
         s[main].compute_inline()
@@ -94,12 +104,12 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     jo, ji = st.split(j, factor=nv * lanes)
     first, second = (jo, io) if cfg["order"].val == "panels" else (io, jo)
     st.reorder(first, second, ii, ji)
-    if const_shape(main)[1] % (nv * lanes) == 0:
+    if const_shape(main)[-1] % (nv * lanes) == 0:
         _, jv = st.split(ji, factor=lanes)          # one register of int32 sums per statement
         st.vectorize(jv)
     s[acc].set_scope("local")
     s[acc].compute_at(st, second)
-    ai, aj = s[acc].op.axis
+    ai, aj = s[acc].op.axis[-2:]
     (ak,) = s[acc].op.reduce_axis
     if kb < kp:
         ako, aki = s[acc].split(ak, factor=kb)
@@ -119,11 +129,11 @@ def _matrix_axes(s, t, main):
     shape, tshape = const_shape(main), const_shape(t)
     if tshape == shape:
         axes = tuple(s[t].op.axis)
-    elif 1 not in shape and tuple(d for d in tshape if d != 1) == shape:
+    elif len(shape) == 2 and 1 not in shape and tuple(d for d in tshape if d != 1) == shape:
         axes = tuple(iv for iv, d in zip(s[t].op.axis, tshape) if d != 1)
     else:
         return None
-    return axes if reads_only_at(s, t, main, tuple(iv.var for iv in axes)) else None
+    return axes[-2:] if reads_only_at(s, t, main, tuple(iv.var for iv in axes)) else None
 
 
 def nv_choices(panels: int, nv_limit: int, registers: int | None = None) -> tuple[list, int]:
@@ -254,9 +264,10 @@ def _column_axis(s, t, main) -> int | None:
 
 
 def _lanes(acc) -> int:
-    """The lane count L of the packed operand acc reads (its (N/L, Kp/g, L, g) shape)."""
+    """The lane count L of the packed operand acc reads (its (.., N/L, Kp/g, L, g) shape, two
+    axes more than acc's)."""
     for t in acc.op.input_tensors():
         shape = const_shape(t)
-        if len(shape) == 4 and shape[3] in (2, 4):
-            return shape[2]
+        if len(shape) == len(const_shape(acc)) + 2 and shape[-1] in (2, 4):
+            return shape[-2]
     raise ValueError("matmul_integer_vnni.cpu: the accumulator reads no packed (N/L, Kp/4, L, 4) operand")
