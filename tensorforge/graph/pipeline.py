@@ -39,7 +39,7 @@ def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph
 # (name, pass(graph, target), minimum opt_level)
 PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
-    ("fold_qdq", _any_target(fold_qdq), 1),           # before fold_constants dequantizes the weights
+    ("fold_qdq", fold_qdq, 1),                        # before fold_constants dequantizes the weights
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups

@@ -243,13 +243,16 @@ def test_projection_onto_an_odd_panel_count_runs_wide_tiles_into_its_output(tmp_
 
 def test_attention_products_of_activations_fold_to_integers(tmp_path):
     """Q K^T and P V, both operands quantized activations, become integer products with a
-    requantizing epilogue on every target (no float matmul is left), and on a CPU with VNNI
-    products on the unit (b packed at run time), agreeing with ONNX Runtime within one step."""
+    requantizing epilogue (no float matmul is left), and on a CPU with VNNI products on the
+    unit (b packed at run time), agreeing with ONNX Runtime within one step.  A target without
+    the unit keeps them float."""
     from tensorforge.ops import x86_intrin
+    from tensorforge.target import Target
     path = quantized(attention(), tmp_path, (1, 24, 32))
     graph = from_onnx(path)
     ops = [n.op for n in fold_qdq(graph).nodes]
     assert "matmul" not in ops and ops.count("matmul_integer") == 6
+    assert [n.op for n in fold_qdq(graph, Target.parse("cuda")).nodes].count("matmul") == 2
     native = [n.op for n in optimize(graph, "c -mcpu=native").nodes]
     if x86_intrin.int8_unit() is not None:
         assert native.count("matmul_act_vnni") == 2 and native.count("pack_act_vnni") == 2

@@ -50,12 +50,16 @@ from ...target import Target
 from ..ir import Graph, Node, Value
 
 
+def runs_on_int8_unit(target: Target) -> bool:
+    """Whether this pass puts int8 products on a dot-product unit for `target` (a native CPU
+    target on a CPU that has one)."""
+    return target.template_suffix == "cpu" and target.mcpu == "native" and X.int8_unit() is not None
+
+
 def alter_layout_int8(graph: Graph, target: Target) -> Graph:
-    if target.template_suffix != "cpu" or target.mcpu != "native":
+    if not runs_on_int8_unit(target):
         return graph
     unit = X.int8_unit()
-    if unit is None:
-        return graph
     lanes = X.LANES[unit]
     align = k_align(unit)
     params = dict(graph.params)

@@ -14,14 +14,18 @@ are the arithmetic ONNX Runtime's QLinearConv / QLinearMatMul use.
 Applies when the activation scale and zero point are per tensor, the weight is a constant int8 /
 uint8 tensor with per-tensor or per-output-channel parameters, all parameters are constants,
 and each intermediate value feeds only the next node of the chain.  A matmul of two quantized
-activations (attention's Q K^T and P V) folds the same way, both with per-tensor parameters.  Other QDQ pairs stay float
+activations (attention's Q K^T and P V) folds the same way, both with per-tensor parameters,
+where the target runs it on an int8 dot-product unit (alter_layout_int8 packs the right operand
+at run time); elsewhere it stays float, which the plain integer loops do not beat.  Other QDQ pairs stay float
 (fold_constants turns a constant weight's dequantize into a float constant).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout_int8 import runs_on_int8_unit
 from .eliminate_dead_code import eliminate_dead_code
 
 CONVS = ("conv1d", "conv2d", "conv3d")
@@ -73,14 +77,17 @@ def _channel_params(scale: np.ndarray, zp: np.ndarray | None, axis: int, w: np.n
     return scale.reshape(-1), (zp.reshape(-1) if zp is not None else None)
 
 
-def fold_qdq(graph: Graph) -> Graph:
+def fold_qdq(graph: Graph, target: Target | None = None) -> Graph:
+    """`graph` with its QDQ products folded; products of two activations only for a `target`
+    with an int8 dot-product unit, or for any when `target` is None."""
+    activations = target is None or runs_on_int8_unit(target)
     ix = _Index(graph)
     params = dict(graph.params)
     replace: dict = {}
     for q in graph.nodes:
         if q.op != "quantize_linear" or q.attrs.get("block_size", 0):
             continue
-        folded = _fold_one(ix, q, params)
+        folded = _fold_one(ix, q, params, activations)
         if folded is None:
             continue
         dropped, new_nodes = folded
@@ -98,7 +105,7 @@ def fold_qdq(graph: Graph) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _fold_one(ix: _Index, q: Node, params: dict):
+def _fold_one(ix: _Index, q: Node, params: dict, activations_too: bool = True):
     """(nodes to drop, nodes that replace `q`) for the chain that ends at `q`, or None."""
     y, s, z = (list(q.inputs) + [None])[:3]
     sy, zy = ix.const(s), ix.const(z)
@@ -126,7 +133,7 @@ def _fold_one(ix: _Index, q: Node, params: dict):
     if x_dq is None:
         return None
     w_dq = _dequantized(ix, prod.inputs[1], weight=True)
-    activations = w_dq is None and prod.op == "matmul"
+    activations = w_dq is None and prod.op == "matmul" and activations_too
     if activations:       # both operands quantized activations (attention's Q K^T and P V)
         w_dq = _dequantized(ix, prod.inputs[1], weight=False)
         if w_dq is None or prod.attrs.get("transpose_a") or prod.attrs.get("transpose_b") \
