@@ -253,3 +253,16 @@ def test_matmul_act_vnni_of_packed_activations_is_matmul_integer(b_dtype, batch,
 def test_pack_act_vnni_refuses_a_shift_that_does_not_make_int8():
     with pytest.raises(OpError, match="needs shift 128"):
         get("pack_act_vnni").infer_types([TensorType((4, 8), "uint8")], {"lanes": 16, "shift": 0})
+
+
+@pytest.mark.parametrize("padding, columns", [((3, 3, 3, 3), None), ((0, 2, 1, 0), 40), ((0, 0, 0, 0), None)])
+def test_im2col_of_a_padded_nchw_image_gathers_from_a_padded_copy(padding, columns):
+    """An NCHW image with padding is copied once with its border ("im2col_pad"), so the gather
+    tests no borders; the columns are the window's as before (extra columns hold pad_value)."""
+    from tensorforge import te
+    x = np.random.default_rng(8).integers(0, 256, (1, 3, 9, 8)).astype(np.uint8)
+    attrs = {"kernel": (3, 4), "strides": (2, 1), "padding": padding, "pad_value": 125, "columns": columns}
+    check_op("im2col", [x], attrs)
+    cols = get("im2col").build_compute([te.placeholder(x.shape, "uint8", name="x")], attrs)[0]
+    producers = [t.op.name for t in cols.op.input_tensors()]
+    assert producers == (["im2col_pad"] if any(padding) else ["x"])

@@ -13,6 +13,9 @@ from . import template
 def im2col(s, master_outs, outs, target, cfg=None) -> None:
     t = master_outs[0]
     oh, ow, kh, kw = t.op.attrs["window"]
+    for u in t.op.input_tensors():
+        if u.op.name == "im2col_pad":        # the padded copy of an NCHW image, made first
+            s[u].compute_root()
     st = s[t]
     r, col = st.op.axis
     r_outer, x_ow = st.split(r, factor=ow)
