@@ -262,3 +262,30 @@ def test_attention_products_of_activations_fold_to_integers(tmp_path):
     for seed in range(3):
         x = np.random.default_rng(700 + seed).standard_normal((1, 24, 32)).astype(np.float32)
         assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+def _activation_matmul(qtype):
+    """MatMul of two quantized inputs, a (2, 8, 16) and b (2, 16, 8), quantized again."""
+    zero = 128 if qtype == TensorProto.UINT8 else 0
+    np_type = np.uint8 if qtype == TensorProto.UINT8 else np.int8
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(zero, np_type), "z")]
+    nodes = []
+    for name in ("a", "b", "y"):
+        src = "m" if name == "y" else name
+        nodes += [helper.make_node("QuantizeLinear", [src, "s", "z"], [f"{name}_q"]),
+                  helper.make_node("DequantizeLinear", [f"{name}_q", "s", "z"], [f"{name}_dq"])]
+        if name == "b":
+            nodes.append(helper.make_node("MatMul", ["a_dq", "b_dq"], ["m"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, (2, 8, 16)),
+                                           helper.make_tensor_value_info("b", TensorProto.FLOAT, (2, 16, 8))],
+                              [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, (2, 8, 8))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("qtype, folds", [(TensorProto.UINT8, True), (TensorProto.INT8, False)])
+def test_activation_product_folds_only_in_the_form_the_unit_runs(qtype, folds):
+    """uint8 x 8-bit activations of the same batch axes fold to an integer product; a signed
+    left operand, which the unit's u8 x s8 products do not take, stays a float matmul."""
+    ops = [n.op for n in fold_qdq(from_onnx(_activation_matmul(qtype))).nodes]
+    assert ("matmul_integer" in ops) == folds and ("matmul" in ops) != folds

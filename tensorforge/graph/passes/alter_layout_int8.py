@@ -189,13 +189,19 @@ def _rewrite(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
             Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
 
 
+def packs_at_run_time(a: Value, b: Value) -> bool:
+    """Whether a product of activations a x b runs on the unit: uint8 a, 8-bit b, both of
+    rank 2 or more with the same batch axes (the zero points are checked on the node)."""
+    return a.dtype == "uint8" and b.dtype in ("uint8", "int8") and a.ndim >= 2 and a.ndim == b.ndim \
+        and tuple(a.shape[:-2]) == tuple(b.shape[:-2])
+
+
 def _activation_product(n: Node, params: dict, lanes: int) -> list | None:
     """matmul_integer(a, b) of two activations (uint8 a, 8-bit b, the same batch axes, constant
     per-tensor zero points) as pack_act_vnni(b) and matmul_act_vnni (ops/quant_act_vnni.py); else
     None."""
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
-    if a.dtype != "uint8" or b.dtype not in ("uint8", "int8") or a.ndim < 2 or a.ndim != b.ndim \
-            or tuple(a.shape[:-2]) != tuple(b.shape[:-2]):
+    if not packs_at_run_time(a, b):
         return None
     zero = []
     for z in (za, zb):

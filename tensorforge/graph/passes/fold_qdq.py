@@ -16,7 +16,8 @@ uint8 tensor with per-tensor or per-output-channel parameters, all parameters ar
 and each intermediate value feeds only the next node of the chain.  A matmul of two quantized
 activations (attention's Q K^T and P V) folds the same way, both with per-tensor parameters,
 where the target runs it on an int8 dot-product unit (alter_layout_int8 packs the right operand
-at run time); elsewhere it stays float, which the plain integer loops do not beat.  Other QDQ pairs stay float
+at run time: a uint8 left operand, the same batch axes); elsewhere it stays float, which the
+plain integer loops do not beat.  Other QDQ pairs stay float
 (fold_constants turns a constant weight's dequantize into a float constant).
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_int8 import runs_on_int8_unit
+from .alter_layout_int8 import packs_at_run_time, runs_on_int8_unit
 from .eliminate_dead_code import eliminate_dead_code
 
 CONVS = ("conv1d", "conv2d", "conv3d")
@@ -137,7 +138,7 @@ def _fold_one(ix: _Index, q: Node, params: dict, activations_too: bool = True):
     if activations:       # both operands quantized activations (attention's Q K^T and P V)
         w_dq = _dequantized(ix, prod.inputs[1], weight=False)
         if w_dq is None or prod.attrs.get("transpose_a") or prod.attrs.get("transpose_b") \
-                or prod.inputs[1].ndim < 2 or y.ndim < 2:
+                or not packs_at_run_time(x_dq[0], w_dq[0]):
             return None
     elif w_dq is None:
         return None
