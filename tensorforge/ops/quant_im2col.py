@@ -108,7 +108,7 @@ class im2col:
                 return value
 
             return te.compute((shape[0] * oh * ow, ncols), padded_body, name="im2col", tag="im2col",
-                              attrs={"window": (oh, ow, kh, kw), "channels_last": 0})
+                              attrs={"window": (oh, ow, kh, kw), "channels_last": 0, "padded_copy": d[1]})
 
         def body(r, col):
             n, rest = r // (oh * ow), r % (oh * ow)

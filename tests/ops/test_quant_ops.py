@@ -266,3 +266,24 @@ def test_im2col_of_a_padded_nchw_image_gathers_from_a_padded_copy(padding, colum
     cols = get("im2col").build_compute([te.placeholder(x.shape, "uint8", name="x")], attrs)[0]
     producers = [t.op.name for t in cols.op.input_tensors()]
     assert producers == (["im2col_pad"] if any(padding) else ["x"])
+
+
+@pytest.mark.parametrize("kernel, vectorized", [((7, 7), True), ((3, 3), False)])
+def test_im2col_copies_long_window_rows_of_the_padded_image_as_vectors(kernel, vectorized):
+    """From the padded copy, a window row of 7 bytes (ResNet's stem) is one vector copy; one of
+    3 stays scalar (faster at that length); the result is the reference either way."""
+    import tensorforge
+    from tensorforge import te
+    from tensorforge.ops.schedules import get_template
+    from tensorforge.target import Target
+    x = np.random.default_rng(9).integers(0, 256, (1, 3, 20, 20)).astype(np.uint8)
+    attrs = {"kernel": kernel, "strides": (2, 2), "padding": (3, 3, 3, 3), "pad_value": 125, "columns": None}
+    xp = te.placeholder(x.shape, "uint8", name="x")
+    (cols,) = get("im2col").build_compute([xp], attrs)
+    s = te.create_schedule(cols.op)
+    get_template("im2col.cpu")(s, [cols], [cols], Target.parse("c"))
+    mod = tensorforge.build(s, [xp, cols])
+    assert ("omp simd" in mod.source) == vectorized
+    got = np.full(tuple(int(d.value) for d in cols.shape), 7, np.uint8)
+    mod(x, got)
+    np.testing.assert_array_equal(got, get("im2col").run_reference([x], attrs)[0])
