@@ -81,7 +81,7 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     panels = const_shape(acc)[-1] // lanes
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
     nvs, nv_default = nv_choices(panels, nv_limit, registers)
-    fits = [r for r in rows if r <= 4 and (registers is None or (r + 1) * nv_default + 1 <= registers)]
+    fits = [r for r in rows if r <= 4 and (nv_default <= 4 or (r + 1) * nv_default + 1 <= registers)]
     cfg.define_knob("mr", rows, default=mr_default or max(fits or rows[:1]))
     cfg.define_knob("nv", nvs, default=nv_default)
     cfg.define_knob("kb", kbs, default=kbs[0])
