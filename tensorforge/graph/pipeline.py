@@ -25,6 +25,7 @@ from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
 from .passes.fold_qdq import fold_qdq
+from .passes.fold_qdq_gather import fold_qdq_gather
 from .passes.fold_qdq_tables import fold_qdq_tables
 from .passes.simplify_graph import simplify_graph
 
@@ -40,7 +41,8 @@ def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph
 # (name, pass(graph, target), minimum opt_level)
 PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
-    ("fold_qdq", _any_target(fold_qdq), 1),           # before fold_constants dequantizes the weights
+    ("fold_qdq", fold_qdq, 1),                        # before fold_constants dequantizes the weights
+    ("fold_qdq_gather", _any_target(fold_qdq_gather), 1),   # ... and the embedding tables
     ("fold_constants", _any_target(fold_constants), 1),
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups

@@ -19,6 +19,9 @@ With columns=K (more than C * KH * KW), the result has K columns, the ones past 
 holding pad_value: a product whose depth is padded (the int8 units take k in groups of 4)
 then reads the im2col matrix itself instead of a padded copy of it.
 
+An NCHW x with padding is first copied into a padded image ("im2col_pad"), so the gather itself
+tests no borders (the image is KH * KW / (stride^2) times smaller than the windows).
+
 Pattern complex-out-fusable, though the op is a gather: it reads each input element up to
 KH * KW times, so fusing its producers into it (as an injective op would be) recomputes them
 that often; as a master it stays a kernel of its own.  Its template `im2col.cpu` splits the
@@ -87,6 +90,25 @@ class im2col:
         _, c, h, w = shape
         width = c * kh * kw
         ncols = _columns(width, columns)
+        if image is None and any(p):
+            # an NCHW image is copied once with its border of pad_value (a few rows: the
+            # image's size, not the windows'), so the KH * KW reads per element test nothing
+            top, left = p[0], p[1]
+            hp, wp = h + p[0] + p[2], w + p[1] + p[3]
+            padded = te.compute((shape[0], c, hp, wp), lambda n, ci, y, z: te.if_then_else(
+                (y >= top) & (y < top + h) & (z >= left) & (z < left + w), x[n, ci, y - top, z - left],
+                const(pad_value, x.dtype)), name="im2col_pad")
+
+            def padded_body(r, col):
+                n, rest = r // (oh * ow), r % (oh * ow)
+                ci, kk = col // (kh * kw), col % (kh * kw)
+                value = padded[n, ci, (rest // ow) * s[0] + (kk // kw) * d[0], (rest % ow) * s[1] + (kk % kw) * d[1]]
+                if ncols > width:
+                    return te.if_then_else(col < width, value, const(pad_value, x.dtype))
+                return value
+
+            return te.compute((shape[0] * oh * ow, ncols), padded_body, name="im2col", tag="im2col",
+                              attrs={"window": (oh, ow, kh, kw), "channels_last": 0, "padded_copy": d[1]})
 
         def body(r, col):
             n, rest = r // (oh * ow), r % (oh * ow)

@@ -75,6 +75,8 @@ def int8_unit(features: frozenset | None = None) -> str | None:
 
 
 LANES = {"amx": 16, "avx512vnni": 16, "avxvnni": 8}
+# vector registers the block helpers can use: zmm0-31 (EVEX), ymm0-15 (the VEX form of AVX-VNNI)
+VECTOR_REGISTERS = {"avx512vnni": 32, "avxvnni": 16}
 _TARGET_ATTR = {"avx512vnni": "avx512f,avx512vnni", "avxvnni": "avx2,avxvnni",
                 "amx": "amx-tile,amx-int8"}
 _REQUIRES = {"avx512vnni": ("avx512f", "avx512vnni"), "avxvnni": ("avxvnni",),
@@ -138,12 +140,18 @@ def block_pattern(mr: int, ncols: int, kb: int, lanes: int):
 
 def _vnni_block_helper(name: str, unit: str, mr: int, nv: int, kb: int, lanes: int) -> str:
     # the instruction as inline assembly: with the intrinsic, GCC 12 copies every accumulator
-    # after each vpdpbusd and spills some, which halves the speed of the loop
+    # after each vpdpbusd and spills some, which halves the speed of the loop.
+    # The helper is never inlined: inlined into a kernel whose epilogue keeps a dozen vectors
+    # live across the tile loop (requantize's bias, correction and multiplier per vector, zero
+    # point, clamp bounds), the 4x4 block has too few registers left for its nv B vectors and
+    # GCC reloads B before every vpdpbusd (mr*nv loads per k step instead of nv): ResNet-18's
+    # 3x3 convs ran at ~75% of the int8 peak instead of ~95%.  A call per tile costs a few
+    # cycles against the kb/4 * mr * nv instructions of the block.
     vt, load, store, set1, dp, zero = _VEC[lanes]
     # (AVX-VNNI is the VEX form, which reaches registers 0-15 only: constraint "x", not "v")
     asm, reg = ("", "v") if lanes == 16 else ("%{vex%} ", "x")
     lines = ["#include <immintrin.h>",
-             f'static inline __attribute__((target("{_TARGET_ATTR[unit]}"))) int {name}(int32_t* c, '
+             f'static __attribute__((noinline, target("{_TARGET_ATTR[unit]}"))) int {name}(int32_t* c, '
              "const uint8_t* a, const int8_t* b, int64_t sc, int64_t sa, int64_t sb, int phase) {"]
     # phase 0: body (start at zero), 1: update (accumulate onto c), 2: reset (store zeros)
     for r in range(mr):

@@ -16,6 +16,12 @@ class _Weights:
         self.inits.append(numpy_helper.from_array((self.rng.standard_normal(shape) * s).astype(np.float32), name))
         return name
 
+    def shape_const(self, shape: tuple) -> str:
+        """An int64 initializer holding `shape` (a Reshape's target)."""
+        name = f"p{len(self.inits)}"
+        self.inits.append(numpy_helper.from_array(np.array(shape, np.int64), name))
+        return name
+
 
 def cnn(seed: int = 0):
     """Conv-Relu, strided Conv-Relu, global average pool, Gemm: input x (1, 3, 16, 16)."""
@@ -101,6 +107,45 @@ def mlp(seed: int = 0):
         helper.make_node("MatMul", ["r2", p(48, 10)], ["y"]),
     ]
     return _model(nodes, p, (4, 32), (4, 10))
+
+
+def projection(seed: int = 0):
+    """A language model's head: the (seq, 1, hidden) states reshaped to rows, MatMul-Add onto
+    80 words (5 vectors of 16: no width 2..4 divides the panels), reshaped back to (seq, 1, 80):
+    input x (12, 1, 24)."""
+    p = _Weights(seed)
+    rows, back = p.shape_const((12, 24)), p.shape_const((12, 1, 80))
+    nodes = [
+        helper.make_node("Reshape", ["x", rows], ["h"]),
+        helper.make_node("MatMul", ["h", p(24, 80)], ["m"]), helper.make_node("Add", ["m", p(80, scale=0.1)], ["a"]),
+        helper.make_node("Reshape", ["a", back], ["y"]),
+    ]
+    return _model(nodes, p, (12, 1, 24), (12, 1, 80))
+
+
+def attention(seed: int = 0):
+    """One self-attention of 2 heads as an exporter writes it: Q, K and V projections of x
+    (1, 24, 32), split into heads (Reshape, Transpose), scores Q K^T scaled and softmaxed, P V,
+    the heads put back together (Transpose, Reshape), an output projection."""
+    p = _Weights(seed)
+    heads, seq, dim, hd = 2, 24, 32, 16
+    split, merge = p.shape_const((1, seq, heads, hd)), p.shape_const((1, seq, dim))
+    nodes = []
+    for name in ("q", "k", "v"):
+        nodes += [helper.make_node("MatMul", ["x", p(dim, dim)], [f"{name}_p"]),
+                  helper.make_node("Add", [f"{name}_p", p(dim, scale=0.1)], [f"{name}_b"]),
+                  helper.make_node("Reshape", [f"{name}_b", split], [f"{name}_s"]),
+                  helper.make_node("Transpose", [f"{name}_s"], [f"{name}_h"],
+                                   perm=[0, 2, 3, 1] if name == "k" else [0, 2, 1, 3])]
+    p.inits.append(numpy_helper.from_array(np.array(hd ** 0.5, np.float32), "sqrt_d"))
+    nodes += [helper.make_node("MatMul", ["q_h", "k_h"], ["scores"]),
+              helper.make_node("Div", ["scores", "sqrt_d"], ["scaled"]),
+              helper.make_node("Softmax", ["scaled"], ["probs"], axis=-1),
+              helper.make_node("MatMul", ["probs", "v_h"], ["ctx"]),
+              helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+              helper.make_node("Reshape", ["ctx_t", merge], ["ctx_m"]),
+              helper.make_node("MatMul", ["ctx_m", p(dim, dim)], ["y"])]
+    return _model(nodes, p, (1, seq, dim), (1, seq, dim))
 
 
 def _model(nodes, p: _Weights, in_shape: tuple, out_shape: tuple):

@@ -3,13 +3,17 @@ requantizing epilogue; models quantized by ONNX Runtime's quantize_static then r
 and agree with ONNX Runtime's run of the same file."""
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from qdq_models import cnn, input_residual, mlp, mobile, quantized, residual  # noqa: E402
+from qdq_models import attention, cnn, input_residual, mlp, mobile, projection, quantized, residual  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
@@ -196,3 +200,92 @@ def test_im2col_pads_the_depth_of_the_product(tmp_path):
     for seed in range(3):
         x = np.random.default_rng(500 + seed).standard_normal((1, 3, 16, 16)).astype(np.float32)
         assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+@pytest.mark.skipif(shutil.which("nm") is None, reason="needs binutils' nm to list the library's symbols")
+def test_int8_block_helper_is_compiled_apart_from_the_epilogue(tmp_path):
+    """The int8 block helper is a function of its own in the library, not inlined into the conv
+    kernel: inlined, the requantize (and residual) epilogue's live vectors left the 4x4 VNNI
+    block too few registers, and GCC reloaded B before every vpdpbusd (ResNet-18's 3x3 convs at
+    ~75% of the int8 peak instead of ~95%)."""
+    from tensorforge.ops import x86_intrin
+    if x86_intrin.int8_unit() == "amx":
+        pytest.skip("AMX blocks are called helpers already")
+    path = quantized(residual(), tmp_path, (1, 3, 16, 16))
+    model = tensorforge.compile(from_onnx(path), target="c -mcpu=native")
+    assert "requantize" in model.source
+    symbols = subprocess.run(["nm", model.lib_path], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"\btf_vnni\d+_block_\d+x\d+_k\d+\b", symbols), "the int8 block helper was inlined"
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+def test_projection_onto_an_odd_panel_count_runs_wide_tiles_into_its_output(tmp_path):
+    """A product onto 80 columns (5 panels of 16: no width 2..4 divides them) is tiled 5 vectors
+    wide, not 1 (one vpdpbusd per load ran at half the unit's speed: a language model's 10000-word
+    head), and its epilogue writes the tile straight into the (seq, 1, words) output of the
+    reshape after it, with no whole intermediate buffer copied into it."""
+    from tensorforge.ops import x86_intrin
+    path = quantized(projection(), tmp_path, (12, 1, 24))
+    model = tensorforge.compile(from_onnx(path), target="c -mcpu=native")
+    kernel = model.source[model.source.index("matmul_integer_vnni("):]
+    kernel = kernel[:kernel.index("\n}\n")]
+    if x86_intrin.int8_unit() == "avx512vnni":
+        assert re.search(r"tensorized: vnni16_block_\d+x5_k", kernel)
+    assert "tf_alloc" not in kernel and "free(" not in kernel
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(600 + seed).standard_normal((12, 1, 24)).astype(np.float32)
+        got = model(x)[0]
+        assert got.shape == (12, 1, 80)
+        assert _within_one_step(got, _ort(path, x), step) >= 0.99
+
+
+def test_attention_products_of_activations_fold_to_integers(tmp_path):
+    """Q K^T and P V, both operands quantized activations, become integer products with a
+    requantizing epilogue (no float matmul is left), and on a CPU with VNNI products on the
+    unit (b packed at run time), agreeing with ONNX Runtime within one step.  A target without
+    the unit keeps them float."""
+    from tensorforge.ops import x86_intrin
+    from tensorforge.target import Target
+    path = quantized(attention(), tmp_path, (1, 24, 32))
+    graph = from_onnx(path)
+    ops = [n.op for n in fold_qdq(graph).nodes]
+    assert "matmul" not in ops and ops.count("matmul_integer") == 6
+    assert [n.op for n in fold_qdq(graph, Target.parse("cuda")).nodes].count("matmul") == 2
+    native = [n.op for n in optimize(graph, "c -mcpu=native").nodes]
+    if x86_intrin.int8_unit() is not None:
+        assert native.count("matmul_act_vnni") == 2 and native.count("pack_act_vnni") == 2
+        assert "matmul_integer" not in native
+    model = tensorforge.compile(graph, target="c -mcpu=native")
+    step = _output_step(path)
+    for seed in range(3):
+        x = np.random.default_rng(700 + seed).standard_normal((1, 24, 32)).astype(np.float32)
+        assert _within_one_step(model(x)[0], _ort(path, x), step) >= 0.99
+
+
+def _activation_matmul(qtype):
+    """MatMul of two quantized inputs, a (2, 8, 16) and b (2, 16, 8), quantized again."""
+    zero = 128 if qtype == TensorProto.UINT8 else 0
+    np_type = np.uint8 if qtype == TensorProto.UINT8 else np.int8
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(zero, np_type), "z")]
+    nodes = []
+    for name in ("a", "b", "y"):
+        src = "m" if name == "y" else name
+        nodes += [helper.make_node("QuantizeLinear", [src, "s", "z"], [f"{name}_q"]),
+                  helper.make_node("DequantizeLinear", [f"{name}_q", "s", "z"], [f"{name}_dq"])]
+        if name == "b":
+            nodes.append(helper.make_node("MatMul", ["a_dq", "b_dq"], ["m"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, (2, 8, 16)),
+                                           helper.make_tensor_value_info("b", TensorProto.FLOAT, (2, 16, 8))],
+                              [helper.make_tensor_value_info("y_dq", TensorProto.FLOAT, (2, 8, 8))], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("qtype, folds", [(TensorProto.UINT8, True), (TensorProto.INT8, False)])
+def test_activation_product_folds_only_in_the_form_the_unit_runs(qtype, folds):
+    """uint8 x 8-bit activations of the same batch axes fold to an integer product; a signed
+    left operand, which the unit's u8 x s8 products do not take, stays a float matmul."""
+    ops = [n.op for n in fold_qdq(from_onnx(_activation_matmul(qtype))).nodes]
+    assert ("matmul_integer" in ops) == folds and ("matmul" in ops) != folds

@@ -118,3 +118,45 @@ def test_broadcast_constant_keeps_the_chain():
     bias = b.const(np.linspace(-1, 1, 64, dtype=np.float32))
     graph = from_onnx(b.model(b.qdq(b.node("Add", [b.qdq("x", 0.03), bias]), 0.03), (4, 64), (4, 64)))
     assert "gather" not in [n.op for n in optimize(graph, "c").nodes]
+
+
+def test_transpose_between_same_quantizations_moves_the_bytes():
+    """Dequantize, transpose, quantize with the same parameters (attention's heads put back
+    together): the transpose runs on the 8-bit values, with no float step left."""
+    b = _Builder()
+    moved = b.qdq(b.node("Transpose", [b.qdq("x", 0.03)], perm=[1, 0, 2]), 0.03)
+    model = b.model(moved.replace("_dq", "_q"), (4, 6, 8), (6, 4, 8), TensorProto.UINT8)
+    graph = from_onnx(model)
+    nodes = optimize(graph, "c").nodes
+    assert [n.op for n in nodes].count("quantize_linear") == 1 and "dequantize_linear" not in [n.op for n in nodes]
+    assert all(n.inputs[0].dtype == "uint8" for n in nodes if n.op == "transpose")
+    x = np.random.default_rng(4).standard_normal((4, 6, 8)).astype(np.float32)
+    np.testing.assert_array_equal(tensorforge.compile(graph, target="c")(x)[0], _ort(model, x))
+
+
+def test_chain_after_a_transpose_is_looked_up_on_the_moved_bytes():
+    """A table chain behind a transpose: the transpose is replayed on the 8-bit source, then
+    one lookup."""
+    model = _Builder()
+    t = model.node("Transpose", [model.qdq("x", 0.03)], perm=[1, 0])
+    y = model.qdq(model.node("Tanh", [t]), 1 / 128)
+    model = model.model(y, (4, 64), (64, 4))
+    graph = from_onnx(model)
+    ops = [n.op for n in optimize(graph, "c").nodes]
+    assert ops.count("gather") == 1 and "tanh" not in ops
+    x = (np.random.default_rng(5).standard_normal((4, 64)) * 2).astype(np.float32)
+    got, want = tensorforge.compile(graph, target="c")(x)[0], _ort(model, x)
+    assert np.mean(np.abs(got - want) <= 1.0001 / 128) >= 0.99
+
+
+def test_values_moved_differently_are_not_combined():
+    """x + x^T (square) is no function of one element of x: the transposed and the plain
+    value are not folded into one table, and the sum stays right."""
+    b = _Builder()
+    x = b.qdq("x", 0.03)
+    y = b.qdq(b.node("Add", [x, b.node("Transpose", [x], perm=[1, 0])]), 0.05)
+    model = b.model(y, (8, 8), (8, 8))
+    graph = from_onnx(model)
+    x_in = np.random.default_rng(6).standard_normal((8, 8)).astype(np.float32)
+    got, want = tensorforge.compile(graph, target="c")(x_in)[0], _ort(model, x_in)
+    assert np.mean(np.abs(got - want) <= 0.05 * 1.0001) >= 0.99

@@ -27,6 +27,7 @@ from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
 from tensorforge.graph.passes.fold_qdq import fold_qdq
+from tensorforge.graph.passes.fold_qdq_gather import fold_qdq_gather
 from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.pipeline import PASSES
@@ -39,7 +40,7 @@ CONV = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups
 # every host (16 float32 lanes)
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
-TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_tables", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
+TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables", "fold_constants", "simplify_graph", "fold_batch_norm", "alter_layout",
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
@@ -180,6 +181,23 @@ def test_fold_qdq_dense_with_bias():
     xin = rand(2, 3)
     diff = run_reference(got, xin)[0].astype(int) - run_reference(before, xin)[0].astype(int)
     assert np.abs(diff).max() <= 1          # the float path rounds the same sum once more
+
+
+def test_fold_qdq_gather_takes_the_8_bit_rows():
+    table = np.arange(40, dtype="uint8").reshape(10, 4)
+    s, z = np.array(0.1, "float32"), np.array(3, "uint8")
+    b = builder()
+    ids = b.input("ids", (2, 3), "int64")
+    w = b.add1("dequantize_linear", [b.const(table), b.const(s), b.const(z)])
+    before = b.finish([b.add1("gather", [w, ids], {"axis": 0})])
+    e = builder()
+    ids = e.input("ids", (2, 3), "int64")
+    rows = e.add1("gather", [e.const(table), ids], {"axis": 0})
+    want = e.finish([e.add1("dequantize_linear", [rows, e.const(s), e.const(z)])])
+    got = fold_qdq_gather(before)
+    assert_graph_equal(got, want)
+    idx = np.array([[0, 9, 4], [4, 1, 2]], "int64")
+    np.testing.assert_array_equal(run_reference(got, idx)[0], run_reference(before, idx)[0])
 
 
 def test_fold_qdq_tables_scaling_between_quantizations():

@@ -113,3 +113,14 @@ def test_requantize_before_a_reshuffle_runs_on_the_tile():
     assert "int32_t" not in allocs and "uint8_t" in allocs, allocs
     av = rng.integers(0, 256, (1, 8, 64)).astype(np.uint8)
     np.testing.assert_array_equal(model(av)[0], run_reference(graph, av)[0])
+
+
+def test_wide_tiles_only_where_no_narrow_width_divides_the_panels():
+    from tensorforge.ops.schedules.cpu_matmul_int8_group import nv_choices
+    assert nv_choices(625, 4, 32) == ([1, 5], 5)        # 10000 columns of 16
+    assert nv_choices(625, 4, 16) == ([1, 5], 5)        # AVX-VNNI: 3 * 5 + 1 <= 16
+    assert nv_choices(7, 4, 16) == ([1], 1)             # 7 wide leaves no room for two rows
+    assert nv_choices(7, 4, 32) == ([1, 7], 7)
+    assert nv_choices(8, 4, 32) == ([1, 2, 4], 4)       # a narrow width divides: as before
+    assert nv_choices(625, 4, None) == ([1], 1)         # AMX tiles: at most 4, no wide ones
+    assert nv_choices(6, 2, 32) == ([1, 2, 3], 2)

@@ -228,3 +228,62 @@ def test_dequantize_of_a_quantize_reads_the_float_before_the_cast():
     want = get("dequantize_linear").run_reference(
         [get("quantize_linear").run_reference([xs, sv, zv], {"dtype": "uint8"})[0], sv, zv], {})[0]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("b_dtype, batch, m, k, n, za, zb", [
+    ("uint8", (2,), 5, 7, 20, 3, 131),          # padded rows, depth and columns
+    ("uint8", (1, 2), 12, 64, 32, 0, 128),      # attention's shapes, scaled down
+    ("int8", (3,), 9, 130, 48, 200, -5),
+])
+def test_matmul_act_vnni_of_packed_activations_is_matmul_integer(b_dtype, batch, m, k, n, za, zb):
+    """pack_act_vnni moves b to int8 in the unit's layout; matmul_act_vnni's row and column sums
+    put the shift and both zero points back: the result is matmul_integer(a, b, za, zb)."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, (*batch, m, k)).astype(np.uint8)
+    lo, hi = (0, 256) if b_dtype == "uint8" else (-128, 128)
+    b = rng.integers(lo, hi, (*batch, k, n)).astype(b_dtype)
+    shift = 128 if b_dtype == "uint8" else 0
+    (bp,) = check_op("pack_act_vnni", [b], {"lanes": 16, "shift": shift})
+    assert bp.shape == (*batch, -(-n // 16), -(-k // 4), 16, 4) and bp.dtype == np.int8
+    want = get("matmul_integer").run_reference([a, b, np.array(za, np.uint8), np.array(zb, b.dtype)], {})[0]
+    got = check_op("matmul_act_vnni", [a, bp], {"units": n, "za": za, "zb": zb, "shift": shift})[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_pack_act_vnni_refuses_a_shift_that_does_not_make_int8():
+    with pytest.raises(OpError, match="needs shift 128"):
+        get("pack_act_vnni").infer_types([TensorType((4, 8), "uint8")], {"lanes": 16, "shift": 0})
+
+
+@pytest.mark.parametrize("padding, columns", [((3, 3, 3, 3), None), ((0, 2, 1, 0), 40), ((0, 0, 0, 0), None)])
+def test_im2col_of_a_padded_nchw_image_gathers_from_a_padded_copy(padding, columns):
+    """An NCHW image with padding is copied once with its border ("im2col_pad"), so the gather
+    tests no borders; the columns are the window's as before (extra columns hold pad_value)."""
+    from tensorforge import te
+    x = np.random.default_rng(8).integers(0, 256, (1, 3, 9, 8)).astype(np.uint8)
+    attrs = {"kernel": (3, 4), "strides": (2, 1), "padding": padding, "pad_value": 125, "columns": columns}
+    check_op("im2col", [x], attrs)
+    cols = get("im2col").build_compute([te.placeholder(x.shape, "uint8", name="x")], attrs)[0]
+    producers = [t.op.name for t in cols.op.input_tensors()]
+    assert producers == (["im2col_pad"] if any(padding) else ["x"])
+
+
+@pytest.mark.parametrize("kernel, vectorized", [((7, 7), True), ((3, 3), False)])
+def test_im2col_copies_long_window_rows_of_the_padded_image_as_vectors(kernel, vectorized):
+    """From the padded copy, a window row of 7 bytes (ResNet's stem) is one vector copy; one of
+    3 stays scalar (faster at that length); the result is the reference either way."""
+    import tensorforge
+    from tensorforge import te
+    from tensorforge.ops.schedules import get_template
+    from tensorforge.target import Target
+    x = np.random.default_rng(9).integers(0, 256, (1, 3, 20, 20)).astype(np.uint8)
+    attrs = {"kernel": kernel, "strides": (2, 2), "padding": (3, 3, 3, 3), "pad_value": 125, "columns": None}
+    xp = te.placeholder(x.shape, "uint8", name="x")
+    (cols,) = get("im2col").build_compute([xp], attrs)
+    s = te.create_schedule(cols.op)
+    get_template("im2col.cpu")(s, [cols], [cols], Target.parse("c"))
+    mod = tensorforge.build(s, [xp, cols])
+    assert ("omp simd" in mod.source) == vectorized
+    got = np.full(tuple(int(d.value) for d in cols.shape), 7, np.uint8)
+    mod(x, got)
+    np.testing.assert_array_equal(got, get("im2col").run_reference([x], attrs)[0])

@@ -8,8 +8,11 @@ so the unit's u8 x s8 products give the result and the correction is a constant 
 computed here once.  A conv_integer of the same kind (2-D, one group, constant int8 weight with
 zero point 0) becomes the same product on im2col(x) (its windows as rows, padded with x's zero
 point).  The packing (ops/schedules/cpu_matmul_int8.pack_b_vnni) is the unit's operand layout.
-Runs only for a native CPU target (the units are the host's); other products (signed
-activations, per-row or nonzero weight zero points, batched operands) stay as they are.
+A matmul_integer of two activations (attention's Q K^T and P V: uint8 a, 8-bit b of the same
+batch axes, per-tensor zero points) becomes pack_act_vnni(b) and matmul_act_vnni: b packed at
+run time, moved to int8, and the zero points applied as row and column sums
+(ops/quant_act_vnni.py).  Runs only for a native CPU target (the units are the host's); other
+products (signed activations, per-row or nonzero weight zero points) stay as they are.
 
 Rows layout.  A conv's product comes out as rows: (N * OH * OW, M), one pixel per row, channels
 along it (NHWC order).  Instead of transposing it back to (N, M, OH, OW) after every conv, the
@@ -40,18 +43,23 @@ import numpy as np
 
 from ...ir import dtype as dt
 from ...ops import x86_intrin as X
+from ...ops.quant_act_vnni import act_packed_shape
 from ...ops.quant_depthwise_rows import MAX_TAPS
 from ...ops.schedules.cpu_matmul_int8 import k_align, pack_b_vnni
 from ...target import Target
 from ..ir import Graph, Node, Value
 
 
+def runs_on_int8_unit(target: Target) -> bool:
+    """Whether this pass puts int8 products on a dot-product unit for `target` (a native CPU
+    target on a CPU that has one)."""
+    return target.template_suffix == "cpu" and target.mcpu == "native" and X.int8_unit() is not None
+
+
 def alter_layout_int8(graph: Graph, target: Target) -> Graph:
-    if target.template_suffix != "cpu" or target.mcpu != "native":
+    if not runs_on_int8_unit(target):
         return graph
     unit = X.int8_unit()
-    if unit is None:
-        return graph
     lanes = X.LANES[unit]
     align = k_align(unit)
     params = dict(graph.params)
@@ -161,7 +169,9 @@ def _rewrite(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     if n.op != "matmul_integer":
         return None
     a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
-    if a.dtype != "uint8" or a.ndim < 2 or b not in params or b.dtype != "int8" or b.ndim != 2:
+    if b not in params:
+        return _activation_product(n, params, packing[0])
+    if a.dtype != "uint8" or a.ndim < 2 or b.dtype != "int8" or b.ndim != 2:
         return None
     if zb is not None and (zb not in params or np.any(params[zb] != 0)):
         return None
@@ -177,6 +187,33 @@ def _rewrite(n: Node, params: dict, packing: tuple, rows: _Rows) -> list | None:
     return [Node("reshape", (a,), (flat,), {"shape": flat.shape}, f"{n.name}_flatten"),
             _packed_product(flat, params[b], za_value, prod, params, packing, n.name),
             Node("reshape", (prod,), (out,), {"shape": tuple(out.shape)}, f"{n.name}_unflatten")]
+
+
+def packs_at_run_time(a: Value, b: Value) -> bool:
+    """Whether a product of activations a x b runs on the unit: uint8 a, 8-bit b, both of
+    rank 2 or more with the same batch axes (the zero points are checked on the node)."""
+    return a.dtype == "uint8" and b.dtype in ("uint8", "int8") and a.ndim >= 2 and a.ndim == b.ndim \
+        and tuple(a.shape[:-2]) == tuple(b.shape[:-2])
+
+
+def _activation_product(n: Node, params: dict, lanes: int) -> list | None:
+    """matmul_integer(a, b) of two activations (uint8 a, 8-bit b, the same batch axes, constant
+    per-tensor zero points) as pack_act_vnni(b) and matmul_act_vnni (ops/quant_act_vnni.py); else
+    None."""
+    a, b, za, zb = (list(n.inputs) + [None] * 4)[:4]
+    if not packs_at_run_time(a, b):
+        return None
+    zero = []
+    for z in (za, zb):
+        if z is not None and (z not in params or params[z].size != 1):
+            return None
+        zero.append(int(params[z].reshape(())) if z is not None else 0)
+    shift = 128 if b.dtype == "uint8" else 0
+    out = n.outputs[0]
+    packed = Value(f"{n.name}_b_vnni{lanes}", act_packed_shape(tuple(b.shape), lanes), "int8")
+    return [Node("pack_act_vnni", (b,), (packed,), {"lanes": lanes, "shift": shift}, f"{n.name}_pack"),
+            Node("matmul_act_vnni", (a, packed), (out,),
+                 {"units": int(out.shape[-1]), "za": zero[0], "zb": zero[1], "shift": shift}, n.name)]
 
 
 def _packed_product(a: Value, w: np.ndarray, za: int, out: Value, params: dict, packing: tuple, name: str) -> Node:

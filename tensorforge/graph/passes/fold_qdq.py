@@ -13,14 +13,20 @@ are the arithmetic ONNX Runtime's QLinearConv / QLinearMatMul use.
 
 Applies when the activation scale and zero point are per tensor, the weight is a constant int8 /
 uint8 tensor with per-tensor or per-output-channel parameters, all parameters are constants,
-and each intermediate value feeds only the next node of the chain.  Other QDQ pairs stay float
+and each intermediate value feeds only the next node of the chain.  A matmul of two quantized
+activations (attention's Q K^T and P V) folds the same way, both with per-tensor parameters,
+where the target runs it on an int8 dot-product unit (alter_layout_int8 packs the right operand
+at run time: a uint8 left operand, the same batch axes); elsewhere it stays float, which the
+plain integer loops do not beat.  Other QDQ pairs stay float
 (fold_constants turns a constant weight's dequantize into a float constant).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout_int8 import packs_at_run_time, runs_on_int8_unit
 from .eliminate_dead_code import eliminate_dead_code
 
 CONVS = ("conv1d", "conv2d", "conv3d")
@@ -72,14 +78,17 @@ def _channel_params(scale: np.ndarray, zp: np.ndarray | None, axis: int, w: np.n
     return scale.reshape(-1), (zp.reshape(-1) if zp is not None else None)
 
 
-def fold_qdq(graph: Graph) -> Graph:
+def fold_qdq(graph: Graph, target: Target | None = None) -> Graph:
+    """`graph` with its QDQ products folded; products of two activations only for a `target`
+    with an int8 dot-product unit, or for any when `target` is None."""
+    activations = target is None or runs_on_int8_unit(target)
     ix = _Index(graph)
     params = dict(graph.params)
     replace: dict = {}
     for q in graph.nodes:
         if q.op != "quantize_linear" or q.attrs.get("block_size", 0):
             continue
-        folded = _fold_one(ix, q, params)
+        folded = _fold_one(ix, q, params, activations)
         if folded is None:
             continue
         dropped, new_nodes = folded
@@ -97,7 +106,7 @@ def fold_qdq(graph: Graph) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _fold_one(ix: _Index, q: Node, params: dict):
+def _fold_one(ix: _Index, q: Node, params: dict, activations_too: bool = True):
     """(nodes to drop, nodes that replace `q`) for the chain that ends at `q`, or None."""
     y, s, z = (list(q.inputs) + [None])[:3]
     sy, zy = ix.const(s), ix.const(z)
@@ -122,16 +131,26 @@ def _fold_one(ix: _Index, q: Node, params: dict):
         return None
     dropped.append(prod)
     x_dq = _dequantized(ix, prod.inputs[0], weight=False)
+    if x_dq is None:
+        return None
     w_dq = _dequantized(ix, prod.inputs[1], weight=True)
-    if x_dq is None or w_dq is None:
+    activations = w_dq is None and prod.op == "matmul" and activations_too
+    if activations:       # both operands quantized activations (attention's Q K^T and P V)
+        w_dq = _dequantized(ix, prod.inputs[1], weight=False)
+        if w_dq is None or prod.attrs.get("transpose_a") or prod.attrs.get("transpose_b") \
+                or not packs_at_run_time(x_dq[0], w_dq[0]):
+            return None
+    elif w_dq is None:
         return None
     xq, sx, zx_arr, _ = x_dq
     wq_val, sw, zw_arr, w_axis = w_dq
-    wq = params[wq_val]
+    wq = params.get(wq_val)
     op, attrs = prod.op, dict(prod.attrs)
     integer_attrs: dict = {}
     out = y
-    if op == "matmul":
+    if activations:
+        out_axis, integer_op = 1, "matmul_integer"
+    elif op == "matmul":
         if attrs.get("transpose_a") or wq.ndim != 2 or out.ndim < 2:
             return None
         if attrs.get("transpose_b"):
@@ -142,11 +161,15 @@ def _fold_one(ix: _Index, q: Node, params: dict):
         out_axis, integer_op = 1, "matmul_integer"
     else:
         out_axis, integer_op, integer_attrs = 0, "conv_integer", attrs
-    channels = _channel_params(sw, zw_arr, w_axis, wq, out_axis)
-    if channels is None:
-        return None
-    sw_c, zw_c = channels
-    n_out = wq.shape[out_axis]
+    if activations:       # per-tensor parameters (_dequantized checked the scale's size)
+        sw_c, zw_c = sw.reshape(1), (zw_arr.reshape(1) if zw_arr is not None else None)
+        n_out, w_dtype = out.shape[-1], np.dtype(wq_val.dtype)
+    else:
+        channels = _channel_params(sw, zw_arr, w_axis, wq, out_axis)
+        if channels is None:
+            return None
+        sw_c, zw_c = channels
+        n_out, w_dtype = wq.shape[out_axis], wq.dtype
     rank_after = out.ndim - 2 if op in CONVS else 0          # output axes after the channel axis
     name = prod.name
 
@@ -156,8 +179,8 @@ def _fold_one(ix: _Index, q: Node, params: dict):
         return v
 
     zx = const(np.asarray(zx_arr if zx_arr is not None else 0, xq.dtype).reshape(()), "zx")
-    wv = const(wq, "wq")
-    zw_vec = (zw_c if zw_c is not None else np.zeros(1)).astype(wq.dtype)
+    wv = wq_val if activations else const(wq, "wq")
+    zw_vec = (zw_c if zw_c is not None else np.zeros(1)).astype(w_dtype)
     zw = const(zw_vec.reshape(-1) if zw_vec.size > 1 else zw_vec.reshape(()), "zw")
     acc = Value(f"{name}_acc", out.shape, "int32")
     new = [Node(integer_op, (xq, wv, zx, zw), (acc,), integer_attrs, f"{name}_int")]

@@ -1,4 +1,5 @@
-"""`matmul_integer_vnni.cpu`: the fused group of an int8 matrix product (ops/quant_integer_vnni.py)
+"""`matmul_integer_vnni.cpu`: the fused group of an int8 matrix product (ops/quant_integer_vnni.py,
+or ops/quant_act_vnni.py's product of two activations, batched: the same tiles in each batch)
 and its epilogue (bias, requantize, relu) on the CPU's int8 dot-product unit.
 
 The same register-blocked GEMM as the workload template `matmul_int8.cpu`: the group's output
@@ -43,7 +44,7 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
     main = master_outs[0]
     acc = _stage(main, "acc")
-    mp, ncols = const_shape(acc)
+    mp, ncols = const_shape(acc)[-2:]
     lanes = _lanes(acc)
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
     units = [u for u in available_units() if X.LANES[u] == lanes]
@@ -56,30 +57,41 @@ def matmul_integer_vnni(s, master_outs, outs, target, cfg=None) -> None:
     block_unit = "amx" if amx else ("avx512vnni" if unit == "amx" else unit)   # AMX CPUs have VNNI too
     rows = [16] if amx else [r for r in range(1, 9) if mp % r == 0]
     schedule_block_gemm(s, master_outs, outs, target, cfg, lanes, rows, 16 if amx else None, 2 if amx else 4,
-                        _kb_choices(kp, block_unit), lambda mr, nv, kb: X.block_intrin(block_unit, mr, nv, kb))
+                        _kb_choices(kp, block_unit), lambda mr, nv, kb: X.block_intrin(block_unit, mr, nv, kb),
+                        registers=None if amx else X.VECTOR_REGISTERS[block_unit])
+    colsum = _stage(main, "colsum")
+    if colsum is not None:          # a product of activations: its column sums, one row on the unit
+        vnni = "avx512vnni" if unit == "amx" else unit
+        s[_stage(main, "ones")].compute_root()
+        *_, ci, cj = s[colsum].op.axis
+        cjo, cji = s[colsum].split(cj, factor=lanes)
+        s[colsum].reorder(cjo, ci, cji)
+        s[colsum].tensorize(ci, X.block_intrin(vnni, 1, 1, kp))
 
 
 def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: list, mr_default, nv_limit: int,
-                        kbs: list, intrin) -> None:
+                        kbs: list, intrin, registers: int | None = None) -> None:
     """The blocked GEMM of the module docstring for a master whose stages are "A_pad" (optional),
     "acc" (the reduction the block intrinsic `intrin(mr, nv, kb)` computes) and the main stage;
-    declares the knobs mr (from `rows`), nv, kb (from `kbs`) and order on `cfg`."""
+    declares the knobs mr (from `rows`), nv, kb (from `kbs`) and order on `cfg`.  `registers`:
+    the vector registers of a register-blocked unit, which allows the wide tiles of
+    `nv_choices`."""
     main = master_outs[0]
     acc, src = _stage(main, "acc"), _stage(main, "A_pad")
-    panels = const_shape(acc)[1] // lanes
+    panels = const_shape(acc)[-1] // lanes
     kp = int(acc.op.reduce_axis[0].dom.extent.value)
-    cfg.define_knob("mr", rows, default=mr_default or max(r for r in rows if r <= 4))
-    nvs = [v for v in range(1, min(4, panels) + 1) if panels % v == 0]
-    cfg.define_knob("nv", nvs, default=max(v for v in nvs if v <= nv_limit))
+    nvs, nv_default = nv_choices(panels, nv_limit, registers)
+    fits = [r for r in rows if r <= 4 and (nv_default <= 4 or (r + 1) * nv_default + 1 <= registers)]
+    cfg.define_knob("mr", rows, default=mr_default or max(fits or rows[:1]))
+    cfg.define_knob("nv", nvs, default=nv_default)
     cfg.define_knob("kb", kbs, default=kbs[0])
     cfg.define_knob("order", ["panels", "rows"], default="panels")
     mr, nv, kb = cfg["mr"].val, cfg["nv"].val, cfg["kb"].val
-    if src is not None:
-        s[src].compute_root()
+    for t in (src, _stage(main, "rowsum"), _stage(main, "colsum")):
+        if t is not None:
+            s[t].compute_root()
     epilogue = [t for t in outs if t not in master_outs]
-    own = lambda t: tuple(iv.var for iv in s[t].op.axis)  # noqa: E731
-    if len(outs) == 1 and epilogue and const_shape(outs[0]) == const_shape(main) \
-            and reads_only_at(s, outs[0], main, own(outs[0])):
+    if len(outs) == 1 and epilogue and _matrix_axes(s, outs[0], main) is not None:
         s[main].compute_inline()
         out = outs[0]
     else:
@@ -87,17 +99,17 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
         for t in epilogue:
             _schedule_reindexing_stage(s, t, target, out)
     st = s[out]
-    i, j = st.op.axis[-2:]
+    i, j = _matrix_axes(s, out, main) or st.op.axis[-2:]
     io, ii = st.split(i, factor=mr)
     jo, ji = st.split(j, factor=nv * lanes)
     first, second = (jo, io) if cfg["order"].val == "panels" else (io, jo)
     st.reorder(first, second, ii, ji)
-    if const_shape(out)[1] % (nv * lanes) == 0:
+    if const_shape(main)[-1] % (nv * lanes) == 0:
         _, jv = st.split(ji, factor=lanes)          # one register of int32 sums per statement
         st.vectorize(jv)
     s[acc].set_scope("local")
     s[acc].compute_at(st, second)
-    ai, aj = s[acc].op.axis
+    ai, aj = s[acc].op.axis[-2:]
     (ak,) = s[acc].op.reduce_axis
     if kb < kp:
         ako, aki = s[acc].split(ak, factor=kb)
@@ -105,6 +117,40 @@ def schedule_block_gemm(s, master_outs, outs, target, cfg, lanes: int, rows: lis
     s[acc].tensorize(ai, intrin(mr, nv, kb))
     if target.num_cores > 1:
         st.parallel(first)
+
+
+def _matrix_axes(s, t, main):
+    """The two axes of `t` that index the product's rows and columns, when `t` has the product's
+    shape (unit axes aside when the product has none: a reshape that only adds or drops axes of
+    extent 1, like a language model's (seq, 1, vocab) logits) and reads the product only at
+    those axes; else None.  The register tile then goes through `t` to memory at once."""
+    if t is main:
+        return None
+    shape, tshape = const_shape(main), const_shape(t)
+    if tshape == shape:
+        axes = tuple(s[t].op.axis)
+    elif len(shape) == 2 and 1 not in shape and tuple(d for d in tshape if d != 1) == shape:
+        axes = tuple(iv for iv, d in zip(s[t].op.axis, tshape) if d != 1)
+    else:
+        return None
+    return axes[-2:] if reads_only_at(s, t, main, tuple(iv.var for iv in axes)) else None
+
+
+def nv_choices(panels: int, nv_limit: int, registers: int | None = None) -> tuple[list, int]:
+    """The vectors (panels) per tile row that divide the `panels` of the product, and the
+    default: the widest up to `nv_limit`.  A register-blocked unit (`registers` vector
+    registers) whose panel count no width 2..4 divides (625 panels: the 10000 words of a
+    language model's projection) also gets the widths 5..8 that divide it and leave registers
+    for two rows ((rows + 1) * nv + 1 <= registers: accumulators, B vectors, the broadcast A),
+    and the narrowest of those is the default: a tile one vector wide does one vpdpbusd per
+    load of B and per broadcast of A and runs at about half the unit's speed."""
+    nvs = [v for v in range(1, min(4, panels) + 1) if panels % v == 0]
+    default = max(v for v in nvs if v <= nv_limit)
+    if registers is not None and default == 1 and panels > 1:
+        wide = [v for v in range(5, min(8, panels) + 1) if panels % v == 0 and 3 * v + 1 <= registers]
+        nvs += wide
+        default = wide[0] if wide else default
+    return nvs, default
 
 
 def _elementwise_prefix(s, outs, main):
@@ -218,9 +264,10 @@ def _column_axis(s, t, main) -> int | None:
 
 
 def _lanes(acc) -> int:
-    """The lane count L of the packed operand acc reads (its (N/L, Kp/g, L, g) shape)."""
+    """The lane count L of the packed operand acc reads (its (.., N/L, Kp/g, L, g) shape, two
+    axes more than acc's)."""
     for t in acc.op.input_tensors():
         shape = const_shape(t)
-        if len(shape) == 4 and shape[3] in (2, 4):
-            return shape[2]
+        if len(shape) == len(const_shape(acc)) + 2 and shape[-1] in (2, 4):
+            return shape[-2]
     raise ValueError("matmul_integer_vnni.cpu: the accumulator reads no packed (N/L, Kp/4, L, 4) operand")
