@@ -57,9 +57,9 @@ def runs_on_int8_unit(target: Target) -> bool:
 
 
 def alter_layout_int8(graph: Graph, target: Target) -> Graph:
-    if not runs_on_int8_unit(target):
-        return graph
     unit = X.int8_unit()
+    if unit is None or not runs_on_int8_unit(target):
+        return graph
     lanes = X.LANES[unit]
     align = k_align(unit)
     params = dict(graph.params)

@@ -22,6 +22,8 @@ plain integer loops do not beat.  Other QDQ pairs stay float
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ...target import Target
@@ -144,7 +146,9 @@ def _fold_one(ix: _Index, q: Node, params: dict, activations_too: bool = True):
         return None
     xq, sx, zx_arr, _ = x_dq
     wq_val, sw, zw_arr, w_axis = w_dq
-    wq = params.get(wq_val)
+    wq: Any = params.get(wq_val)          # a constant for a weight; None for an activation
+    if wq is None and not activations:
+        return None
     op, attrs = prod.op, dict(prod.attrs)
     integer_attrs: dict = {}
     out = y

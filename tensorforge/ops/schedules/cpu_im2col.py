@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from . import template
 
-
 # The shortest run of kw bytes (one window row, read from the padded copy of an NCHW image with
 # unit dilation) worth copying as a vector: the 7 of ResNet's stem 0.25 -> 0.15 ms as masked
 # vector moves; the 3 of a 3x3 window were slower that way (0.11 -> 0.18 ms, MobileNet's stem).
