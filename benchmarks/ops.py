@@ -22,7 +22,8 @@ blocked for the next layer, so no layout change at either edge; the same conv2d_
 the Winograd form for 3x3 stride-1 convs, as in ResNet-18.  Its "%peak" is that kernel's share of
 the FMA peak; a one-node graph's NCHW edges cost a 1x1 conv a large part of its time.
 
-Timing: one sample is a warm-up call and then enough calls to last about 2 ms, timed together;
+Timing: each sample starts after a short pause (PARK_S: the other runtimes' spinning workers go
+to sleep), then is a warm-up call and then enough calls to last about 2 ms, timed together;
 the three runtimes take turns sample by sample (the order rotates), and each reports the median
 of `--repeat` samples.  Small layers (D7-D9, dense) therefore include each runtime's per-call
 overhead, as a model would.  `tf/ort` is tensorforge's GFLOP/s over ONNX Runtime's: above 1 means
@@ -46,6 +47,11 @@ import _peak  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a
 import numpy as np  # noqa: E402
 
 SAMPLE_SECONDS = 2e-3    # a sample repeats the call until it lasts about this long
+# before each sample: the runtime timed before it leaves its worker threads spinning for a while
+# (ONNX Runtime's intra-op pool, PyTorch's OpenMP), and a runtime timed while they hold the
+# cores gets no second thread (tensorforge's pool then runs a 2-thread loop on its caller
+# alone); after this pause they sleep, so each runtime's sample starts on idle cores
+PARK_S = 0.02
 TARGET = "c -mcpu=native"
 OPSET = 17
 
@@ -197,7 +203,14 @@ def torch_call(torch, layer: Layer, work: Workload) -> Callable:
 
 
 def import_torch():
-    """PyTorch, or None (its column is skipped)."""
+    """PyTorch, or None (its column is skipped).
+
+    PyTorch's libgomp spins about 0.2 s after each parallel region by default, which in this
+    interleaved benchmark takes a core from the runtime timed next (tensorforge's pool then runs
+    a 2-thread loop on its caller alone); unless the environment chose an OpenMP wait policy, its
+    workers spin briefly (GOMP_SPINCOUNT=3000, about 0.1 ms) and then sleep, as in e2e.py."""
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "3000"
     try:
         import torch
     except ImportError:
@@ -223,6 +236,7 @@ def interleaved_medians(fns: dict[str, Callable], repeat: int) -> dict[str, floa
     samples = {n: [] for n in names}
     for r in range(repeat):
         for n in names[r % len(names):] + names[:r % len(names)]:   # rotate who goes first
+            time.sleep(PARK_S)
             samples[n].append(sample_seconds(fns[n], number))
     return {n: statistics.median(s) for n, s in samples.items()}
 
