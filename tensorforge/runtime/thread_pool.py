@@ -19,12 +19,7 @@ How the pool works:
   returns when `done` reaches the team.  Shares are claimed, not assigned: a worker that a
   busy machine has not scheduled yet delays nothing, the caller runs its share too.
   Waiting spins for about SPIN_NS (a hand-over in microseconds) and then sleeps on a futex,
-  so idle workers take no CPU time.  A spinning thread calls sched_yield every 64 pauses (about
-  a microsecond): on a busy machine the caller and a worker can share one CPU, and the thread
-  that spins (the caller waiting for a share the worker claimed, or a worker waiting for the
-  next region) then holds the CPU the other needs until the scheduler's next tick; a 2-thread
-  model ran 1.3-1.5x slower than at 1 thread that way.  With nothing else runnable the call
-  returns at once.
+  so idle workers take no CPU time.
 - Memory ordering: the caller closes `claim`, writes the job fields, opens `claim` and
   stores `generation`, all seq_cst; a worker reads the fields after it sees the generation,
   and its claiming CAS on (generation, k < team) proves that the fields it read were this
@@ -50,7 +45,6 @@ SOURCE = r"""
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -104,7 +98,6 @@ static int spin_until_changed(_Atomic uint32_t* word, uint32_t value) {
     if (atomic_load_explicit(word, memory_order_acquire) != value) return 1;
     cpu_relax();
     if ((i & 63) == 63) {
-      sched_yield();             /* a thread of this process may be waiting for this CPU */
       int64_t t = now_ns();
       if (start == 0) start = t;
       else if (t - start > TF_SPIN_NS) return 0;
@@ -200,7 +193,6 @@ void tf_pool_parallel(tf_body fn, void* data, int32_t team) {
   for (int i = 0; atomic_load_explicit(&done, memory_order_acquire) != (uint32_t)team; ++i) {
     cpu_relax();                 /* a worker is finishing a share it claimed */
     if ((i & 63) != 63) continue;
-    sched_yield();               /* ... and may be waiting for this CPU (see spin_until_changed) */
     int64_t t = now_ns();
     if (start == 0) { start = t; continue; }
     if (t - start <= TF_SPIN_NS) continue;

@@ -154,11 +154,9 @@ int32_t busy(double* out, int32_t n, int32_t steps) {
 
 @pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs sched_setaffinity")
 def test_two_threads_sharing_one_cpu_finish_with_every_share_done():
-    """On a busy machine the caller and a worker can share one CPU: the thread that spins (for
-    a share the other claimed, or for the next region) yields it, so the other runs and the loop
-    finishes.  Pinned to one CPU, every share of many back-to-back 2-thread loops is computed.
-    (Timed here: without the yields such a loop took 1.6-1.9x as long as at 1 thread, with them
-    about 1.0x; timings are not asserted.)"""
+    """On a busy machine the caller and a worker can share one CPU.  Pinned to one CPU, every
+    share of many back-to-back 2-thread loops is computed: a thread waiting for the other (which
+    needs the same CPU) spins only about SPIN_NS before it sleeps, so the loops finish."""
     path = compile_source(BUSY_SOURCE, FLAGS)
     script = textwrap.dedent(f"""
         import ctypes, os
