@@ -23,7 +23,7 @@ the Winograd form for 3x3 stride-1 convs, as in ResNet-18.  Its "%peak" is that 
 the FMA peak; a one-node graph's NCHW edges cost a 1x1 conv a large part of its time.
 
 Timing: each sample starts after a short pause (PARK_S: the other runtimes' spinning workers go
-to sleep), then is a warm-up call and then enough calls to last about 2 ms, timed together;
+to sleep), then is a warm-up call and then enough calls to last about 20 ms, timed together;
 the three runtimes take turns sample by sample (the order rotates), and each reports the median
 of `--repeat` samples.  Small layers (D7-D9, dense) therefore include each runtime's per-call
 overhead, as a model would.  `tf/ort` is tensorforge's GFLOP/s over ONNX Runtime's: above 1 means
@@ -46,7 +46,8 @@ from typing import Callable
 import _peak  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
 import numpy as np  # noqa: E402
 
-SAMPLE_SECONDS = 2e-3    # a sample repeats the call until it lasts about this long
+SAMPLE_SECONDS = 20e-3   # a sample repeats the call until it lasts about this long (a thread pool that
+                         # slept while the other runtimes ran wakes within its first calls)
 # before each sample: the runtime timed before it leaves its worker threads spinning for a while
 # (ONNX Runtime's intra-op pool, PyTorch's OpenMP), and a runtime timed while they hold the
 # cores gets no second thread (tensorforge's pool then runs a 2-thread loop on its caller
@@ -305,12 +306,15 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
         expected = sess.run(None, work.feeds)[0]
         np.testing.assert_allclose(model(*inputs)[0], expected, rtol=1e-3, atol=1e-3,
                                    err_msg=f"{layer.name}: tensorforge differs from ONNX Runtime")
-        fns = {"tf": lambda: model(*inputs), "ort": lambda sess=sess: sess.run(None, work.feeds)}
+        fns = {"tf": lambda: model(*inputs)}
         if blocked is not None:
             bmodel, bx = blocked
             np.testing.assert_allclose(unblocked(bmodel(bx)[0]), expected, rtol=1e-3, atol=1e-3,
                                        err_msg=f"{layer.name}: the blocked layer differs from ONNX Runtime")
             fns["tf_blocked"] = lambda bmodel=bmodel, bx=bx: bmodel(bx)
+        # after tensorforge's: ONNX Runtime's workers keep spinning well past the pause (PARK_S),
+        # so whatever runs right after it in most rounds finds one core taken
+        fns["ort"] = lambda sess=sess: sess.run(None, work.feeds)
         with torch.inference_mode() if torch is not None else contextlib.nullcontext():
             if torch is not None:
                 torch.set_num_threads(threads)
