@@ -116,10 +116,11 @@ def _add_tune(sub) -> None:
     p.add_argument("--confirm", type=int_at_least(0, "a config count"), default=3,
                    help="at the end, re-measure each kernel's default and its N fastest configs side by side; "
                         "those times pick the best (default 3; 0 skips)")
-    p.add_argument("--confirm-model", action="store_true",
+    p.add_argument("--confirm-model", action=argparse.BooleanOptionalAction, default=True,
                    help="then time each kernel's default and best configs inside the running model (where "
                         "inputs and weights are not hot in cache as in a loop of one kernel); those times "
-                        "pick the config compile applies")
+                        "pick the config compile applies, so a tuned kernel is never slower there than its "
+                        "default (default on; a few seconds to two minutes after the search)")
     p.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     p.add_argument("--seed", type=int, default=0)
     options.add_target_option(p)

@@ -65,6 +65,21 @@ def test_tune_confirm_in_the_model(tmp_path, capsys):
     assert "model" in stages and stages.index("model") > stages.index("confirm")
 
 
+def test_tune_confirms_in_the_model_by_default_and_can_skip_it(tmp_path, capsys):
+    from tensorforge.autotune.records import load_records
+
+    small_model(tmp_path / "m.onnx")
+    base = ["tune", str(tmp_path / "m.onnx"), "--trials", "4", "--tuner", "random", "--target", "c",
+            "--threads", "1", "--confirm", "2"]
+    on, off = tmp_path / "on.jsonl", tmp_path / "off.jsonl"
+    assert cli.main([*base, "--records", str(on)]) == 0
+    assert "in the model" in capsys.readouterr().err
+    assert "model" in [r.stage for r in load_records(on)]
+    assert cli.main([*base, "--records", str(off), "--no-confirm-model"]) == 0
+    assert "in the model" not in capsys.readouterr().err
+    assert "model" not in [r.stage for r in load_records(off)]
+
+
 def test_compile_applies_records_of_its_thread_count(tmp_path, capsys):
     from tensorforge.runtime import module
 
@@ -87,7 +102,8 @@ def test_tune_with_a_shared_budget_plot_and_record_summary(tmp_path, capsys):
     small_model(tmp_path / "m.onnx")
     records, png = tmp_path / "tune.jsonl", tmp_path / "curves.png"
     assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--total-trials", "4",
-                     "--tuner", "random", "--threads", "1", "--plot", str(png), "--target", "c", "--confirm", "0"]) == 0
+                     "--tuner", "random", "--threads", "1", "--plot", str(png), "--target", "c", "--confirm", "0",
+                     "--no-confirm-model"]) == 0
     out = capsys.readouterr().out
     assert "tuned kernels, weighted by occurrences" in out
     assert records.read_text().count("\n") == 4 and png.read_bytes()[:4] == b"\x89PNG"

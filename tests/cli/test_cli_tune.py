@@ -51,7 +51,7 @@ def test_total_trials_counts_a_resumed_runs_trials_and_unmeasured_tasks_say_so(t
     two_task_model(tmp_path / "m.onnx")
     records = tmp_path / "t.jsonl"
     argv = ["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--tuner", "random", "--target", "c",
-            "--threads", "1", "--confirm", "0", "--min-repeat-ms", "1", "--total-trials", "2"]
+            "--threads", "1", "--confirm", "0", "--no-confirm-model", "--min-repeat-ms", "1", "--total-trials", "2"]
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert len(records.read_text().splitlines()) == 2
