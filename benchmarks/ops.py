@@ -164,7 +164,7 @@ def blocked_model(layer: Layer, work: Workload):
     import tensorforge
     from tensorforge.graph.builder import GraphBuilder
     from tensorforge.graph.passes.alter_layout import block_for
-    from tensorforge.ops.nn_conv_nchwc import blocked_layout, pack_weight
+    from tensorforge.ops.nn_conv_nchwc import blocked_layout, pack_weight, to_nchwc
     from tensorforge.target import Target
 
     target = Target.parse(TARGET)
@@ -174,18 +174,12 @@ def blocked_model(layer: Layer, work: Workload):
     attrs = {"strides": (layer.s, layer.s), "padding": (layer.k // 2,) * 4, "dilations": (1, 1)}
     if layer.ic % half == 0:
         bi = block_for(layer.ic, "float32", target)
-        x = np.ascontiguousarray(x.reshape(1, layer.ic // bi, bi, layer.hw, layer.hw).transpose(0, 1, 3, 4, 2))
+        x = to_nchwc(x, bi)
         attrs["data_layout"] = blocked_layout(bi)
     xin = b.input("x", x.shape, "float32")
     w = b.const(pack_weight(work.weight, block_for(layer.oc, "float32", target)), "w")
     model = tensorforge.compile(b.finish([b.add1("conv2d_nchwc", [xin, w], attrs)]), target=TARGET)
     return model, x
-
-
-def unblocked(y: np.ndarray) -> np.ndarray:
-    """NCHW[b]c -> NCHW."""
-    n, cb, h, w, blk = y.shape
-    return y.transpose(0, 1, 4, 2, 3).reshape(n, cb * blk, h, w)
 
 
 def torch_call(torch, layer: Layer, work: Workload) -> Callable:
@@ -287,6 +281,7 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
 
     import tensorforge
     from tensorforge.frontend import from_onnx
+    from tensorforge.ops.nn_conv_nchwc import to_nchw
     from tensorforge.runtime.module import set_num_threads
 
     work = make_workload(layer, rng)
@@ -309,7 +304,7 @@ def run_layer(layer: Layer, thread_counts: list[int], repeat: int, peak: _peak.F
         fns = {"tf": lambda: model(*inputs)}
         if blocked is not None:
             bmodel, bx = blocked
-            np.testing.assert_allclose(unblocked(bmodel(bx)[0]), expected, rtol=1e-3, atol=1e-3,
+            np.testing.assert_allclose(to_nchw(bmodel(bx)[0]), expected, rtol=1e-3, atol=1e-3,
                                        err_msg=f"{layer.name}: the blocked layer differs from ONNX Runtime")
             fns["tf_blocked"] = lambda bmodel=bmodel, bx=bx: bmodel(bx)
         # after tensorforge's: ONNX Runtime's workers keep spinning well past the pause (PARK_S),

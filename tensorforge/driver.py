@@ -211,11 +211,7 @@ def split_output_views(graph) -> tuple:
     output in its place, and the model returns its buffer under the output's shape.  (A reshape
     fused into the producer's kernel would make it write a scratch tile and copy it.)"""
     outputs = list(graph.outputs)
-    produced = {v: n for n in graph.nodes for v in n.outputs}
-    readers: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            readers[v] = readers.get(v, 0) + 1
+    produced, readers = graph.producers(), graph.consumers()
     external = set(graph.inputs) | set(graph.params)
     dropped, views = set(), {}
     for i, out in enumerate(outputs):
@@ -223,8 +219,8 @@ def split_output_views(graph) -> tuple:
         if node is None or node.op not in VIEW_OPS or len(node.outputs) != 1 or outputs.count(out) != 1:
             continue
         source = node.inputs[0]
-        if source is None or source in external or source in outputs or readers.get(source) != 1 \
-                or source not in produced or readers.get(out) or source.dtype != out.dtype \
+        if source is None or source in external or source in outputs or len(readers.get(source, ())) != 1 \
+                or source not in produced or out in readers or source.dtype != out.dtype \
                 or source.size != out.size:
             continue
         outputs[i] = source

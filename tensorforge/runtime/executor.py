@@ -92,7 +92,7 @@ class GraphExecutor:
         self._output_views = {n: (info["source"], tuple(info["shape"])) for n, info in spec.values.items()
                               if info["where"] == "output_view"}
         # the output arrays the last call returned (host memory only): a call reuses one that
-        # nothing else references any more (module docstring of `_reusable`)
+        # nothing else references any more (see `_reusable`)
         self._returned: dict[str, np.ndarray] = {}
         # name -> (array, its data address) of the last call's inputs and outputs: NumPy builds
         # an object to answer `.ctypes.data` (about 1.5 us); holding the array keeps the
@@ -175,9 +175,8 @@ class GraphExecutor:
         # what varies per call (inputs, their views, outputs); params and arena values are fixed
         local = self._check(named)
         for name, shape, dtype in self._fresh_outputs:
-            local[name] = self._reusable(name) if self._recycle else None
-            if local[name] is None:
-                local[name] = self.memory.empty(shape, dtype)
+            last = self._reusable(name) if self._recycle else None
+            local[name] = last if last is not None else self.memory.empty(shape, dtype)
         # a call that is only kernel runs reads nothing else; host steps and timings see all values
         env = local if timings is None and self._runs_only else {**self.fixed, **local}
         if timings is None:

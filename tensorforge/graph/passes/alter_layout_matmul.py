@@ -34,7 +34,7 @@ def alter_layout_matmul(graph: Graph, target: Target) -> Graph:
     names = NameGen(v.name for v in _values(graph))
     nodes = []
     packed: dict = {}
-    readers = _readers(graph)
+    readers = graph.consumers()
     hoisted: set = set()             # bias adds moved before the reshape back
     changed = False
     for n in graph.nodes:
@@ -87,16 +87,6 @@ def _values(graph: Graph):
     yield from graph.params
     for n in graph.nodes:
         yield from (v for v in n.outputs if v is not None)
-
-
-def _readers(graph: Graph) -> dict:
-    """Value -> the nodes that read it."""
-    readers: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            if v is not None:
-                readers.setdefault(v, []).append(n)
-    return readers
 
 
 def _bias_add(y: Value, readers: dict, params: dict, outputs) -> Node | None:
