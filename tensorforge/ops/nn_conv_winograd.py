@@ -73,10 +73,7 @@ def transform_weight(wp: np.ndarray, m: int) -> np.ndarray:
 
 def _geometry(data: tuple, u: tuple, padding, tile, data_layout):
     """Checked attributes: (m, alpha, block in, (pt, pl), (oh, ow), (th, tw))."""
-    m = int(tile)
-    if m not in TILES:
-        raise OpError(f"{NAME}: tile must be one of {TILES}, got {tile!r}")
-    alpha = m + 2
+    m, alpha = checked_tile(NAME, tile)
     if len(data) != 5:
         raise OpError(f"{NAME}: data must be blocked (N, C/b, H, W, b), got shape {tuple(data)}")
     if data_layout != f"NCHW{data[4]}c":
@@ -86,6 +83,14 @@ def _geometry(data: tuple, u: tuple, padding, tile, data_layout):
                       f"for tile {m}, got {tuple(u)}")
     p, (oh, ow) = padded_output(NAME, padding, data[2], data[3])
     return m, alpha, data[4], (p[0], p[1]), (oh, ow), (-(-oh // m), -(-ow // m))
+
+
+def checked_tile(name: str, tile) -> tuple[int, int]:
+    """(m, alpha = m + 2) of an F(m x m, 3 x 3) tile; OpError naming `name` for another size."""
+    m = int(tile)
+    if m not in TILES:
+        raise OpError(f"{name}: tile must be one of {TILES}, got {tile!r}")
+    return m, m + 2
 
 
 def padded_output(name: str, padding, h: int, w: int) -> tuple:

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
-from .nn_conv_winograd import TILES, _combine, _pick, padded_output, winograd_matrices
+from .nn_conv_winograd import _combine, _pick, checked_tile, padded_output, winograd_matrices
 from .nn_window import np_pad, pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
 
@@ -41,10 +41,7 @@ def transform_weight_nchw(w: np.ndarray, m: int) -> np.ndarray:
 
 def _geometry(data: tuple, u: tuple, padding, tile):
     """Checked attributes: (m, alpha, (pt, pl), (oh, ow), (th, tw))."""
-    m = int(tile)
-    if m not in TILES:
-        raise OpError(f"{NAME}: tile must be one of {TILES}, got {tile!r}")
-    alpha = m + 2
+    m, alpha = checked_tile(NAME, tile)
     if len(data) != 4:
         raise OpError(f"{NAME}: data must be NCHW, got shape {tuple(data)}")
     if len(u) != 4 or tuple(u[:2]) != (alpha, alpha) or u[2] != data[1]:
