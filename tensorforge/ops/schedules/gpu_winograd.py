@@ -35,6 +35,18 @@ def _bind(s, t, fused):
     return bi
 
 
+def _tile_per_thread(s, t, local, per_thread, in_thread):
+    """One thread per element of the `per_thread` axes of `t` (fused and bound by _bind), the
+    `in_thread` axes unrolled inside it, and the stage `local` computed in registers there."""
+    thread = _bind(s, t, s[t].fuse(*per_thread))
+    for ax in in_thread:
+        s[t].unroll(ax)
+    s[local].set_scope("local")
+    s[local].compute_at(s[t], thread)
+    for ax in s[local].op.axis:
+        s[local].unroll(ax)
+
+
 @template("conv2d_winograd_nchw.gpu", tunable=True)
 def conv2d_winograd_nchw(s, master_outs, outs, target, cfg=None) -> None:
     cfg = as_config(cfg)
@@ -47,33 +59,17 @@ def conv2d_winograd_nchw(s, master_outs, outs, target, cfg=None) -> None:
     u = [t for t in mm.op.input_tensors() if t.op is not v.op][0]
 
     # input transform: the (e, nu) positions of one (channel, tile) in one thread
-    vst = s[v]
-    e, nu, c, p = vst.op.axis
-    vst.reorder(c, p, e, nu)
-    thread = _bind(s, v, vst.fuse(c, p))
-    vst.unroll(e)
-    vst.unroll(nu)
-    tst = s[stages["wino_t"]]
-    tst.set_scope("local")
-    tst.compute_at(vst, thread)
-    for ax in tst.op.axis:
-        tst.unroll(ax)
+    e, nu, c, p = s[v].op.axis
+    s[v].reorder(c, p, e, nu)
+    _tile_per_thread(s, v, stages["wino_t"], (c, p), (e, nu))
 
     # the batched product on matmul.gpu's tiling
     schedule_tiled(s, cfg, mm, mm, spatial=[2, 3], batch=[0, 1], thread_caps=[8, 16], reduce_caps=[8],
                    shared_inputs=[u, v])
 
     # output transform: the m x m tile of one (output channel, tile) in one thread
-    yst = s[y]
-    k, p, i, j = yst.op.axis
-    thread = _bind(s, y, yst.fuse(k, p))
-    yst.unroll(i)
-    yst.unroll(j)
-    sst = s[stages["wino_s"]]
-    sst.set_scope("local")
-    sst.compute_at(yst, thread)
-    for ax in sst.op.axis:
-        sst.unroll(ax)
+    k, p, i, j = s[y].op.axis
+    _tile_per_thread(s, y, stages["wino_s"], (k, p), (i, j))
 
     # the crop: inlined into an epilogue, else its own launch
     if out not in outs:
