@@ -31,6 +31,11 @@ def const_shape(t: te.Tensor) -> tuple:
     return tuple(int(d.value) for d in t.shape)
 
 
+def round_up(x: int, m: int) -> int:
+    """`x` rounded up to a multiple of `m`."""
+    return -(-x // m) * m
+
+
 def normalize_axis(axis: int, ndim: int, op: str = "op") -> int:
     if not -ndim <= axis < max(ndim, 1):
         raise OpError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")

@@ -26,19 +26,15 @@ import numpy as np
 
 from .. import te
 from ..ir.expr import const
-from .common import const_shape
+from .common import const_shape, round_up
 from .quant_integer_vnni import padded_rows
 from .registry import COMPLEX, INJECTIVE, OpError, TensorType, op
-
-
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
 
 
 def act_packed_shape(shape: tuple, lanes: int) -> tuple:
     """The packed shape of a (.., K, N) operand: (.., N/L, Kp/4, L, 4), K rounded up to 4."""
     *batch, k, n = shape
-    return (*batch, _round_up(n, lanes) // lanes, _round_up(k, 4) // 4, lanes, 4)
+    return (*batch, round_up(n, lanes) // lanes, round_up(k, 4) // 4, lanes, 4)
 
 
 @op("pack_act_vnni", INJECTIVE)

@@ -30,6 +30,7 @@ from ..te.intrin import TensorIntrin, decl_buffer, decl_tensor_intrin
 from ..te.tensor import compute, placeholder, reduce_axis
 from ..te.tensor import sum as te_sum
 from ..tir import nodes as N
+from .common import round_up
 from .x86_intrin import _AMX_PERMISSION, amx_block_helper, host_features
 
 LANES = 16
@@ -48,19 +49,15 @@ def has_amx_bf16(features: frozenset | None = None) -> bool:
     return set(AMX_REQUIRES) <= (host_features() if features is None else features)
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def packed_shape(n: int, k: int) -> tuple:
-    return (_round_up(n, LANES) // LANES, _round_up(k, K_ALIGN) // 2, LANES, 2)
+    return (round_up(n, LANES) // LANES, round_up(k, K_ALIGN) // 2, LANES, 2)
 
 
 def pack_b_bf16(b: np.ndarray) -> np.ndarray:
     """(K x N) float -> (N/16, Kp/2, 16, 2) bfloat16: lane l of group g holds b[2g:2g+2, panel*16 + l]."""
     from ..ir.dtype import to_numpy
     k, n = b.shape
-    kp, np_ = _round_up(k, K_ALIGN), _round_up(n, LANES)
+    kp, np_ = round_up(k, K_ALIGN), round_up(n, LANES)
     padded = np.zeros((kp, np_), to_numpy("bfloat16"))
     padded[:k, :n] = b.astype(np.float32).astype(to_numpy("bfloat16"))
     return np.ascontiguousarray(padded.reshape(kp // 2, 2, np_ // LANES, LANES).transpose(2, 0, 3, 1))

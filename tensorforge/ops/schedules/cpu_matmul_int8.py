@@ -30,6 +30,7 @@ from ...te.space import as_config
 from ...te.tensor import compute, placeholder, reduce_axis
 from ...te.tensor import sum as te_sum
 from .. import x86_intrin as X
+from ..common import round_up
 from . import workload_template
 
 K_ALIGN = 64           # k is padded to this for AMX (the tile depth)
@@ -41,19 +42,15 @@ def k_align(unit: str | None) -> int:
     return K_ALIGN if unit in (None, "amx") else VNNI_K_ALIGN
 
 
-def _round_up(x: int, m: int) -> int:
-    return -(-x // m) * m
-
-
 def packed_shape(n: int, k: int, lanes: int, align: int = K_ALIGN) -> tuple:
-    return (_round_up(n, lanes) // lanes, _round_up(k, align) // 4, lanes, 4)
+    return (round_up(n, lanes) // lanes, round_up(k, align) // 4, lanes, 4)
 
 
 def pack_b_vnni(b: np.ndarray, lanes: int, align: int = K_ALIGN) -> np.ndarray:
     """(K x N) int8 -> (N/L, Kp/4, L, 4): lane l of group g holds b[4g:4g+4, panel*L + l]; Kp is
     K rounded up to `align` (k_align(unit): 64 for AMX tiles, 4 for VNNI)."""
     k, n = b.shape
-    kp, np_ = _round_up(k, align), _round_up(n, lanes)
+    kp, np_ = round_up(k, align), round_up(n, lanes)
     padded = np.zeros((kp, np_), np.int8)
     padded[:k, :n] = b
     return np.ascontiguousarray(padded.reshape(kp // 4, 4, np_ // lanes, lanes).transpose(2, 0, 3, 1))
@@ -106,7 +103,7 @@ def matmul_int8(cfg, target, a, bp, n: int, unit: str | None = None):
     mr, nv, kb = cfg["mr"].val, cfg["nv"].val, cfg["kb"].val
     if panels % nv:
         nv = 1                      # a panel count nv does not divide: one panel per tile
-    mp = _round_up(m, mr)
+    mp = round_up(m, mr)
     if mp != m or kp != k:
         src = compute((mp, kp), lambda i, kk: if_then_else((i < m) & (kk < k), a[i, kk], const(0, "uint8")),
                       name="A_pad")
