@@ -60,19 +60,29 @@ def divisor_at_most(n: int, limit: int) -> int:
 
 def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
     """Flat vectorized loop over all of `t`'s elements: the axes fused, split by the vector
-    width, the outer part on the thread pool when there are PARALLEL_MIN_ELEMS elements."""
+    width, the outer part on the thread pool when there are PARALLEL_MIN_ELEMS elements.
+
+    When the vector width divides the last axis, that axis is split first and the outer axes are
+    fused with its outer part: the same order of elements, but each vector's indices into the
+    other axes are computed once per vector, not per element (a gathered row, a broadcast
+    operand: the lanes then read contiguous memory)."""
     st = s[t]
     axes = list(st.op.axis)
     if not axes or num_elements(t) == 0:
         return
     lanes = max(1, target.simd_lanes(t.dtype))
-    fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
     total = num_elements(t)
-    if total >= lanes * 2:
+    last = const_extent(axes[-1], 0)
+    if len(axes) > 1 and lanes > 1 and last >= lanes and last % lanes == 0:
+        row_vectors, inner = st.split(axes[-1], factor=lanes)
+        outer = st.fuse(*axes[:-1], row_vectors)
+        st.vectorize(inner)
+    elif total >= lanes * 2:
+        fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
         outer, inner = st.split(fused, factor=lanes)
         st.vectorize(inner)
     else:
-        outer = fused
+        outer = st.fuse(*axes) if len(axes) > 1 else axes[0]
     if parallel and total >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
         st.parallel(outer)
 

@@ -32,7 +32,7 @@ The template is tunable; its knobs (the heuristic above is the default point of 
 from __future__ import annotations
 
 from ...te.space import as_config
-from . import template
+from . import gemm_kernel, template
 from .common import PARALLEL_MIN_ELEMS, const_extent, const_shape, divisor_at_most
 
 ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
@@ -134,10 +134,14 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
     yb x xb positions (x B channels), or for a narrow block every channel times yb rows of xv
     vectors along a phase row."""
     if narrow:
+        # each position vector of the tile takes `block` accumulators and one register for its
+        # input vector, and the block's weights take `block` broadcasts: all within the register
+        # file (a tile that only counted its accumulators spilled: 3-channel DCGAN layer 2.2x slower)
         _, _, _, _, block, yq_n, xq_n = const_shape(phases)
         width = min(lanes, xq_n)
-        xv = max(1, min(-(-xq_n // width), ACCUMULATORS // block))
-        yb = divisor_at_most(yq_n, max(1, ACCUMULATORS // (block * xv)))
+        positions = max(1, (gemm_kernel.register_count(lanes) - 1 - block) // (block + 1))
+        yb = divisor_at_most(yq_n, max(1, min(MAX_TILE_ROWS, positions)))
+        xv = max(1, min(-(-xq_n // width), positions // yb))
         widths = sorted({width, max(1, width // 2)})
         cands = [(v, w) for w in widths for v in range(1, -(-xq_n // w) + 1) if v * block <= 2 * ACCUMULATORS]
         cfg.define_split("tile_x", xq_n, 3, policy="candidate", allow_tail=True,
