@@ -8,7 +8,7 @@ They compute what softmax (axes=(-1,)) and layer_norm (axis=-1) compute; those o
 rules (ops/layout_rules.py) rewrite them into these forms.  The difference is the shape of the
 reductions: a row of D = K * L elements is reduced in two stages, first L partial results over
 the K strided chunks (`<op>_part`, whose data axis of L lanes a CPU schedule vectorizes), then the
-L partial results (`<op>_max` / `<op>_sum`).  A one-stage reduction is a chain of dependent scalar
+L partial results, folded in halves (`<op>_fold8`, ... `<op>_max` / `<op>_sum`: log2(L) vector steps).  A one-stage reduction is a chain of dependent scalar
 additions (C compilers do not reorder floating-point sums); this one runs L chains in SIMD lanes.
 L is the `lanes` attribute: the graph pass sets it from the target's vector width (`lanes_for`: one
 vector of the dtype, or half of one, when it divides D; 16 for float32 on 512-bit vectors), and 1
@@ -46,8 +46,18 @@ def row_reduce(value, rows: tuple, d: int, reducer, name: str, lanes: int) -> te
     k = te.reduce_axis((0, d // lanes), name="k")
     part = te.compute(rows + (lanes,), lambda *i: reducer(value(i[:-1], k * lanes + i[-1]), axis=k),
                       name=f"{name}_part")
-    lane = te.reduce_axis((0, lanes), name="lane")
-    return te.compute(rows + (1,), lambda *i: reducer(part[(*i[:-1], lane)], axis=lane), name=name)
+    if lanes & (lanes - 1):
+        lane = te.reduce_axis((0, lanes), name="lane")
+        return te.compute(rows + (1,), lambda *i: reducer(part[(*i[:-1], lane)], axis=lane), name=name)
+    # the partial results folded in halves (16 -> 8 -> 4 -> 2 -> 1): each step one vector
+    # operation on the upper and lower half, log2(lanes) dependent steps instead of a scalar chain
+    # of `lanes` (C compilers do not reorder a floating-point chain into a tree themselves)
+    while lanes > 1:
+        half = lanes // 2
+        part = te.compute(rows + (half,), lambda *i, p=part, h=half: reducer(p[i], p[(*i[:-1], i[-1] + h)]),
+                          name=name if half == 1 else f"{name}_fold{half}")
+        lanes = half
+    return part
 
 
 def _check_float(name: str, x: TensorType) -> None:
