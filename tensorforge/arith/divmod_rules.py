@@ -8,6 +8,8 @@ that are multiples of the constant divisor c > 0, and the constant's floor quoti
     (g*R') // (g*c')  ->  R' // c'        (g*R') % (g*c')  ->  (R' % c') * g
     (x // a) // c  ->  x // (a*c)         (x % (c*m)) // c  ->  (x // c) % m
     (x % (c*m)) % c  ->  x % c
+    (g*B + S) // (g*C)  ->  B // C      (g*B + S) % (g*C)  ->  (B % C)*g + S     when 0 <= S < g
+        (a vector lane's index: (v*16 + lane) // 64 -> v // 4 for 0 <= lane < 16)
 
 A symbolic divisor n gets the same treatment for terms that are multiples of n ((x*n + y) // n
 -> x + y // n) and the one-period test (0 <= y < n gives y // n -> 0, y % n -> y).  Coefficients
@@ -114,6 +116,10 @@ def _div_rest(s: "Simplifier", r: LinearForm, c: int) -> LinearForm:
         reduced = LinearForm(r.dtype, {key: (t, k2 // g) for key, (t, k2) in r.terms.items()},
                              r.const // g)
         return s.parse(floordiv(s, s.build(reduced), E.IntImm(r.dtype, c // g)))
+    parts = _small_rest(s, r, c)
+    if parts is not None:
+        g, big, _ = parts
+        return s.parse(floordiv(s, s.build(big), E.IntImm(r.dtype, c // g)))
     single = r.single_term()
     if single is not None and single[1] == 1:
         t = single[0]
@@ -139,12 +145,31 @@ def _mod_rest(s: "Simplifier", r: LinearForm, c: int) -> LinearForm:
                              r.const // g)
         inner = floormod(s, s.build(reduced), E.IntImm(r.dtype, c // g))
         return s.parse(inner).scale(g)
+    parts = _small_rest(s, r, c)
+    if parts is not None:
+        g, big, small = parts
+        return s.parse(floormod(s, s.build(big), E.IntImm(r.dtype, c // g))).scale(g).add(small)
     single = r.single_term()
     if single is not None and single[1] == 1:
         t = single[0]
         if isinstance(t, E.FloorMod) and isinstance(t.b, E.IntImm) and t.b.value % c == 0:
             return s.parse(floormod(s, t.a, E.IntImm(r.dtype, c)))
     return _atom(s, E.FloorMod(s.build(r), E.IntImm(r.dtype, c)))
+
+
+def _small_rest(s: "Simplifier", r: LinearForm, c: int) -> tuple[int, LinearForm, LinearForm] | None:
+    # (g, B, S) with r == g*B + S, g > 1 dividing c and 0 <= S < g provably, for the largest such
+    # g among the common factors of c and r's coefficients; else None.
+    candidates = sorted({math.gcd(abs(k), c) for _, k in r.terms.values()} - {1}, reverse=True)
+    for g in candidates:
+        big = {key: (t, k // g) for key, (t, k) in r.terms.items() if k % g == 0}
+        if not big or len(big) == len(r.terms):
+            continue
+        small = LinearForm(r.dtype, {key: tk for key, tk in r.terms.items() if key not in big}, r.const % g)
+        lo, hi = s.bounds(s.build(small))
+        if 0 <= lo and hi < g:
+            return g, LinearForm(r.dtype, big, r.const // g), small
+    return None
 
 
 def _atom(s: "Simplifier", t: E.Expr) -> LinearForm:

@@ -67,6 +67,18 @@ def test_divmod_with_bounds():
     check((j + 4) % 4, j, an)
 
 
+def test_divmod_lane_below_a_common_factor():
+    """A vector lane j < 16 under a divisor that 16 divides: the lane stays out of the quotient,
+    so a vectorized loop's index is a ramp (a reshape of a transposed tensor read as vectors)."""
+    an = bound(j=Range(0, 16))
+    check((i * 16 + j) // 64, i // 4, an)
+    check((i * 16 + j) % 64, i % 4 * 16 + j, an)
+    check((i * 16 + j) // 64 % 4, i // 4 % 4, an)
+    check((i * 32 + j) // 64, i // 2, an)
+    check((i * 16 + j + 3) // 64, (i * 16 + j + 3) // 64, an)    # j + 3 may reach 16
+    check((i * 16 + j) // 64, (i * 16 + j) // 64)                  # j unbounded
+
+
 def test_divmod_nested():
     check((i // 2) // 4, i // 8)
     check((i % 16) // 4, i // 4 % 4)
