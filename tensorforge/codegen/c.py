@@ -83,6 +83,34 @@ _LIBMVEC_DECLS = "#if defined(TF_USE_LIBMVEC) && defined(__GNUC__) && !defined(_
     f"double {f}(double);\n" for f in _VECTOR_MATH) + "#endif\n"
 
 
+# float32 erf, inline: x * P(x^2) / Q(x^2) on |x| < 3.92 (erf rounds to 1 beyond), the sign
+# copied back.  A rational least-squares fit (weights 1/(erf * Q)), within 2.6e-7 relative of
+# erf (2-3 ulp).  Inline, an `omp simd` loop vectorizes it as plain arithmetic, about twice as fast as the
+# libmvec call, which clobbers every vector register (GELU after BERT's FFN product).
+ERF_P = (1.1283791682947402, 0.18517786690155622, 0.054255061797521154, 0.003841163022908649,
+         0.00037703713248402873, 4.615182328207568e-06, -1.2832012757924005e-08)
+ERF_Q = (1.0, 0.4974430078160423, 0.11389618611506083, 0.015435954254232732, 0.0013024332895716273,
+         6.245766439664201e-05)
+ERF_ONE_FROM = 3.92
+
+
+def _horner(var: str, coeffs: tuple) -> list[str]:
+    out = f"{coeffs[-1]!r}f"
+    return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, t, {c!r}f);" for c in coeffs[-2::-1]]
+
+
+ERF_HELPER = "\n".join([
+    "static inline float tf_erff(float x) {",
+    "  float a = fabsf(x);",
+    f"  float c = a < {ERF_ONE_FROM}f ? a : {ERF_ONE_FROM}f;",
+    "  float t = c * c;",
+    *_horner("p", ERF_P),
+    *_horner("q", ERF_Q),
+    f"  float r = a < {ERF_ONE_FROM}f ? c * p / q : (a == a ? 1.0f : a);",
+    "  return copysignf(r, x);",
+    "}"])
+
+
 @dataclass(frozen=True)
 class CSource:
     """Generated C text and the C symbol of each PrimFunc (by PrimFunc name).  `units`: the
@@ -239,6 +267,12 @@ class CPrinter(VectorExtensions, CLikePrinter):
         self.parallel_depth = 0         # open `omp parallel for` loops around the statement
         self.simd_depth = 0             # open `omp simd` loops
         self.uses_status = False
+
+    def math_call(self, op: str, args: list[str], dtype: str) -> str:
+        if op == "erf" and dtype == "float32":
+            self.helpers.setdefault("tf_erff", ERF_HELPER)
+            return f"tf_erff({args[0]})"
+        return super().math_call(op, args, dtype)
 
     def print_Cast(self, e):
         if c_bfloat16.is_bf16_cast(e.value.dtype, e.dtype) and e.value.dtype != e.dtype:

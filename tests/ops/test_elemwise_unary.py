@@ -88,3 +88,25 @@ def test_builder_folds_constant_inputs_and_names_the_node():
     x = b.input("x", (2,), "int64")
     with pytest.raises(GraphError, match=r"node bad \(exp\): exp: input has dtype int64"):
         b.add("exp", [x], name="bad")
+
+
+def test_float32_erf_is_inline_and_within_3_ulp():
+    """float32 erf is the C backend's inline rational form (vectorized as arithmetic, not a
+    library call): over a dense grid of both signs, tiny and large values, within 3 float32 ulp
+    (relative 3.6e-7) of the float64 reference; signed zeros, infinities and NaN as erf has them."""
+    import math
+
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    grid = np.concatenate([np.linspace(-5, 5, 20001), np.geomspace(1e-30, 3.9, 2000), [3.92, 3.9199998, 40.0]])
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan]
+    x = np.concatenate([grid, -grid, special]).astype("float32")
+    b = GraphBuilder("erf")
+    graph = b.finish([b.add1("erf", [b.input("x", x.shape, "float32")])])
+    model = tensorforge.compile(graph, target="c")
+    got = model(x)[0]
+    assert "tf_erff" in model.source
+    want = np.array([math.erf(v) for v in x[:-len(special)].astype(np.float64)])
+    np.testing.assert_allclose(got[:-len(special)], want, rtol=3.6e-7, atol=0)
+    np.testing.assert_array_equal(got[-len(special):], [0.0, -0.0, 1.0, -1.0, np.nan])
+    assert np.signbit(got[-4]) and not np.signbit(got[-5])
