@@ -128,6 +128,18 @@ def test_lowp_benchmark_runs():
     assert "bf16 products on" in proc.stdout and "geometric means" in proc.stdout
 
 
+def test_lowp_agreement_benchmark_runs():
+    """benchmarks/lowp_agreement.py on the smallest zoo model: every pair of runs (ONNX's reference,
+    ONNX Runtime as written and optimized, tensorforge) on the same output step."""
+    pytest.importorskip("onnxruntime", reason="benchmarks/lowp_agreement.py quantizes with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "lowp_agreement.py"), "--models", "dqn"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    pairs = [line.split() for line in proc.stdout.splitlines() if " vs " in line]
+    assert len(pairs) == 6 and any("tensorforge" in p for p in pairs)
+    assert all(p[-3] == "100.00%" and p[-1] == "100.00%" for p in pairs), proc.stdout
+
+
 GPU = BENCH / "gpu.py"
 
 
