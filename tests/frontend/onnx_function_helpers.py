@@ -4,6 +4,8 @@ Attention, ...): the one-node model rewritten as its body (what the conformance 
 worst element."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from onnx import helper
 
@@ -13,7 +15,7 @@ def expanded(model):
     the conformance suite's `_expanded` cases), in the body's opset."""
     from onnx.backend.test.case.node import function_testcase_helper
     graph = model.graph
-    (node,) = graph.node
+    (node,) = copy.deepcopy(graph.node)        # the helper edits the node's attributes
     types = [i.type for i in graph.input]
     bodies, _ = function_testcase_helper(node, types, graph.name)
     if not bodies:

@@ -9,6 +9,12 @@
     probs = where(fully masked row, 0, probs)
     Y = probs @ V                                           (3-D: heads merged back)
 
+Every step is a graph op in the inputs' dtype, as in the operator's function body (the
+`_expanded` graphs): in float16 and bfloat16 each step's value is rounded to the dtype (softmax
+rounds as its own body does, ops/nn_softmax.py), unless softmax_precision names a wider type for
+the softmax.  This is what the ONNX reference computes; ONNX Runtime's CPU kernel computes
+float16 attention in float32 and rounds once, which differs from it by several ulps.
+
 The fourth output qk_matmul_output is the raw scores (mode 0), the soft-capped scores (1),
 scores + bias (2) or the probabilities (3), as the operator's definition and ONNX Runtime have
 it (the ONNX reference evaluator returns the soft-capped scores for mode 0 as well).
@@ -102,20 +108,6 @@ def _check_attrs(attrs: dict) -> dict:
 
 @converter("Attention", since=23)
 def convert_attention(ctx, inputs: list, attrs: dict) -> list:
-    """float16 attention computes in float32 and rounds its outputs once (as ONNX Runtime's CPU
-    kernel does): the scores, softmax and products of a float16 graph would round at each step."""
-    if inputs[0].dtype != "float16":
-        return _attention(ctx, inputs, attrs)
-
-    def widen(x):
-        return ctx.add1("cast", [x], {"dtype": "float32"}) if x is not None and x.dtype == "float16" else x
-
-    outs = _attention(ctx, [widen(x) for x in inputs], attrs)
-    return [ctx.add1("cast", [y], {"dtype": "float16"}) if y is not None and y.dtype == "float32" else y
-            for y in outs]
-
-
-def _attention(ctx, inputs: list, attrs: dict) -> list:
     q, k, v, mask, past_k, past_v, nonpad = (list(inputs) + [None] * 7)[:7]
     a = _check_attrs(attrs)
     if (past_k is None) != (past_v is None):
