@@ -60,6 +60,16 @@ def _with_past(ctx, x: Value, past: Value | None, what: str) -> Value:
     return g.concat(ctx, [past, x], 2)
 
 
+def _matmul(ctx, a: Value, b: Value, transpose_b: bool = False) -> Value:
+    """A MatMul node of the body: float16 operands are widened to float32 (exactly), multiplied by
+    the float32 GEMM templates and the product rounded back once, which is a float16 MatMul's
+    value (ops/nn_dense.py accumulates it in float32 too) at float32 GEMM speed."""
+    if a.dtype != "float16":
+        return g.matmul(ctx, a, b, transpose_b=transpose_b)
+    wide = [ctx.add1("cast", [x], {"dtype": "float32"}) for x in (a, b)]
+    return ctx.add1("cast", [g.matmul(ctx, *wide, transpose_b=transpose_b)], {"dtype": "float16"})
+
+
 def _softcap(ctx, x: Value, cap: float) -> Value:
     c = g.scalar(ctx, cap, x.dtype)
     return g.mul(ctx, g.unary(ctx, "tanh", ctx.add1("div", [x, c])), c)
@@ -132,7 +142,7 @@ def convert_attention(ctx, inputs: list, attrs: dict) -> list:
     scale = a["scale"] if a["scale"] is not None else 1.0 / np.sqrt(head)
     root = g.scalar(ctx, np.sqrt(scale), dtype)
     k_rep, v_rep = _repeat_heads(ctx, k4, q_heads // kv_heads), _repeat_heads(ctx, v4, q_heads // kv_heads)
-    raw = g.matmul(ctx, g.mul(ctx, q4, root), g.mul(ctx, k_rep, root), transpose_b=True)
+    raw = _matmul(ctx, g.mul(ctx, q4, root), g.mul(ctx, k_rep, root), transpose_b=True)
     scores = _softcap(ctx, raw, a["softcap"]) if a["softcap"] > 0 else raw
 
     rules = ab.MaskRules(q_len, kv_len, past_k.shape[2] if past_k is not None else None, a["causal"],
@@ -140,7 +150,7 @@ def convert_attention(ctx, inputs: list, attrs: dict) -> list:
     bias = ab.attention_bias(ctx, rules, mask, nonpad, dtype)
     with_bias = g.add(ctx, scores, bias)
     probs = _masked_softmax(ctx, with_bias, bias, a["precision"])
-    y = g.matmul(ctx, probs, v_rep)                                         # [b, heads, q, v_size]
+    y = _matmul(ctx, probs, v_rep)                                         # [b, heads, q, v_size]
     if three_d:
         y = g.reshape(ctx, g.transpose(ctx, y, (0, 2, 1, 3)), (batch, q_len, q_heads * y.shape[3]))
     qk_out = {0: raw, 1: scores, 2: with_bias, 3: probs}[a["mode"]]
