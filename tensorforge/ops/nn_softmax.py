@@ -14,11 +14,13 @@ Rounding.  ONNX defines Softmax-13 and LogSoftmax-13 as function bodies of nodes
 type (ReduceMax, Sub, Exp, ReduceSum, Div; LogSoftmax: ..., Log, Sub), and every node's result is
 a tensor of that type.  The stages follow the body node by node, so in float16 and bfloat16 each
 step's value is rounded to the dtype (the loop IR rounds every half-precision operation) and the
-sum accumulates as ReduceSum does (`reduce.accum_dtype`: float16 in float32, rounded once).  This
-is what the ONNX reference evaluator computes for float16 Softmax and for both expanded bodies
-(its non-expanded LogSoftmax takes the log of the rounded softmax instead, which gives -inf where
-a probability underflows).  ONNX Runtime's CPU kernels compute 16-bit softmax in float32 and
-round once, so they can differ from the definition by a few ulps.
+sum accumulates as ReduceSum does (`reduce.accum_dtype`: float16 in float32, rounded once;
+bfloat16 in bfloat16).  This is what the ONNX reference evaluator computes for float16 Softmax
+and for both expanded bodies, bit for bit along the innermost axis (NumPy sums float16 along
+other axes one rounded addition at a time, so there the sum may differ by an ulp).  The
+reference's non-expanded LogSoftmax takes the log of the rounded softmax instead, which gives
+-inf where a probability underflows.  ONNX Runtime's CPU kernels compute 16-bit softmax in
+float32 and round once, so they can differ from the definition by a few ulps.
 """
 from __future__ import annotations
 
