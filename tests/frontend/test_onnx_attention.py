@@ -1,6 +1,8 @@
 """ONNX Attention converter: from_onnx + run_reference against ONNX Runtime, the decomposition,
 and clear errors.  ONNX Runtime is the oracle and its errors fail the test; the one feature it
-refuses (a mask shorter than the keys) is checked against the ONNX reference evaluator, by name."""
+refuses (a mask shorter than the keys) is checked against the ONNX reference evaluator, by name.
+float16 and bfloat16, which round at each node of the operator's function body (ONNX Runtime
+rounds once), are compiled and checked against the ONNX reference of the op and of its body."""
 from __future__ import annotations
 
 import numpy as np
