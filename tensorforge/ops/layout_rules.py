@@ -13,19 +13,19 @@ These rules make the forms CPU schedules vectorize along rows ("rows"):
   rows read it with unit stride at any stride;
 - depthwise conv2d with constant float32 weights -> depthwise_conv2d (ops/nn_depthwise.py):
   the padded input split by column phase.
-float32/float64 only (float32 for the depthwise conv).
+float32/float64 only (float32 for the depthwise conv; softmax also float16 and bfloat16).
 """
 from __future__ import annotations
 
 from typing import Any
 
 
-def _rows_input(node: Any, target: Any):
-    """The float input a row rule may rewrite, or None."""
+def _rows_input(node: Any, target: Any, dtypes: tuple = ("float32", "float64")):
+    """The float input (of one of `dtypes`) a row rule may rewrite, or None."""
     if not target.prefers("rows") or not node.inputs or node.inputs[0] is None:
         return None
     x = node.inputs[0]
-    if x.dtype not in ("float32", "float64") or x.ndim < 1 or x.shape[-1] < 1:
+    if x.dtype not in dtypes or x.ndim < 1 or x.shape[-1] < 1:
         return None
     return x
 
@@ -36,7 +36,8 @@ def _lanes(x: Any, target: Any) -> int:
 
 
 def softmax_to_rows(node: Any, target: Any, ctx: Any):
-    x = _rows_input(node, target)
+    from .nn_rows import SOFTMAX_DTYPES
+    x = _rows_input(node, target, SOFTMAX_DTYPES)
     if x is None or len(node.inputs) != 1:
         return None
     axes = node.attrs.get("axes", (-1,))

@@ -7,8 +7,9 @@
 1-D `b` a column vector whose axis is dropped from the result.  Attributes transpose_a /
 transpose_b swap the last two axes of an operand of rank >= 2 first (so ONNX Gemm's transA /
 transB need no transpose node).  Both ops accumulate in the input dtype (integers wrap, as
-ONNX's MatMul does); the references accumulate float16 in float32.  The main stage is named and
-tagged "dense" / "matmul"; pattern complex-out-fusable.
+ONNX's MatMul does), except float16 and bfloat16, which accumulate in float32 and round once
+(as NumPy's matmul, so ONNX's reference, does).  The main stage is named and tagged "dense" /
+"matmul"; pattern complex-out-fusable.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import numpy as np
 from .. import te
 from .common import broadcast_shape, const_shape
 from .registry import COMPLEX, OpError, TensorType, op
+
+HALF = ("float16", "bfloat16")      # 16-bit floats: their products accumulate in float32
 
 
 def _check_dtypes(name: str, a: TensorType, b: TensorType) -> None:
@@ -29,7 +32,7 @@ def _check_dtypes(name: str, a: TensorType, b: TensorType) -> None:
 
 
 def _accumulate(a: np.ndarray) -> np.dtype:
-    return np.dtype(np.float32) if a.dtype == np.float16 else a.dtype
+    return np.dtype(np.float32) if a.dtype.name in HALF else a.dtype
 
 
 @op("dense", COMPLEX, schedule={"gpu": "matmul.gpu"})
@@ -142,8 +145,9 @@ def _load(t: te.Tensor, batch: tuple, batch_shape: tuple, row, col, transpose: b
 
 
 def _te_accumulate(dtype: str) -> str:
-    """float16 products are summed in float32, as the references do."""
-    return "float32" if dtype == "float16" else dtype
+    """float16 and bfloat16 products are summed in float32 and rounded once, as NumPy's matmul
+    (so ONNX's reference) does."""
+    return "float32" if dtype in HALF else dtype
 
 
 def _cast_back(out: te.Tensor, dtype: str) -> te.Tensor:

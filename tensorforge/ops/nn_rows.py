@@ -13,8 +13,11 @@ additions (C compilers do not reorder floating-point sums); this one runs L chai
 L is the `lanes` attribute: the graph pass sets it from the target's vector width (`lanes_for`: one
 vector of the dtype, or half of one, when it divides D; 16 for float32 on 512-bit vectors), and 1
 keeps the reductions one stage.
-Statistics are float32 (float64 for float64 input).  Pattern complex-out-fusable: elementwise
-consumers fuse onto the output, which is named and tagged with the op name.
+Statistics are float32 (float64 for float64 input).  softmax_rows also takes float16, rounding
+as softmax does (ops/nn_softmax.py: each node of ONNX's function body rounds to float16, the sum
+accumulates in float32 as ReduceSum's does), so it divides by the rounded sum where the wide
+types multiply by its reciprocal.  Pattern complex-out-fusable: elementwise consumers fuse
+onto the output, which is named and tagged with the op name.
 """
 from __future__ import annotations
 
@@ -23,9 +26,14 @@ import numpy as np
 from .. import te
 from .common import broadcast_load, const_shape
 from .nn_norm import stats_dtype
+from .reduce import accum_dtype
 from .registry import COMPLEX, OpError, TensorType, op
 
 DEFAULT_LANES = 16
+# float16 sums accumulate in float32, where the two-stage order changes nothing the rounding to
+# float16 keeps; bfloat16 sums accumulate in bfloat16 one term after the other (as ReduceSum),
+# so bfloat16 softmax keeps its one-stage form (ops/nn_softmax.py)
+SOFTMAX_DTYPES = ("float32", "float64", "float16")
 
 
 def lanes_for(d: int, vector_lanes: int = DEFAULT_LANES) -> int:
@@ -60,9 +68,9 @@ def row_reduce(value, rows: tuple, d: int, reducer, name: str, lanes: int) -> te
     return part
 
 
-def _check_float(name: str, x: TensorType) -> None:
-    if x is None or x.dtype not in ("float32", "float64"):
-        raise OpError(f"{name}: the input must be float32 or float64, got {x.dtype if x else None}")
+def _check_float(name: str, x: TensorType, dtypes: tuple = ("float32", "float64")) -> None:
+    if x is None or x.dtype not in dtypes:
+        raise OpError(f"{name}: the input must be {' or '.join(dtypes)}, got {x.dtype if x else None}")
     if len(x.shape) < 1 or x.shape[-1] < 1:
         raise OpError(f"{name}: the input needs a non-empty last axis, got shape {tuple(x.shape)}")
 
@@ -71,7 +79,7 @@ def _check_float(name: str, x: TensorType) -> None:
 class softmax_rows:
     @staticmethod
     def infer(x: TensorType, lanes: int = DEFAULT_LANES) -> TensorType:
-        _check_float("softmax_rows", x)
+        _check_float("softmax_rows", x, SOFTMAX_DTYPES)
         return TensorType(tuple(x.shape), x.dtype)
 
     @staticmethod
@@ -80,14 +88,19 @@ class softmax_rows:
         rows, d = shape[:-1], shape[-1]
         mx = row_reduce(lambda r, j: x[(*r, j)], rows, d, te.max, "softmax_rows_max", lanes)
         e = te.compute(shape, lambda *i: te.exp(x[i] - mx[(*i[:-1], 0)]), name="softmax_rows_exp")
+        if x.dtype == "float16":
+            acc = accum_dtype(x.dtype)
+            total = row_reduce(lambda r, j: e[(*r, j)].astype(acc), rows, d, te.sum, "softmax_rows_sum", lanes)
+            return te.compute(shape, lambda *i: e[i] / total[(*i[:-1], 0)].astype(x.dtype), name="softmax_rows",
+                              tag="softmax_rows")
         total = row_reduce(lambda r, j: e[(*r, j)], rows, d, te.sum, "softmax_rows_sum", lanes)
         inv = te.compute(rows + (1,), lambda *i: te.const(1.0, x.dtype) / total[i], name="softmax_rows_inv")
         return te.compute(shape, lambda *i: e[i] * inv[(*i[:-1], 0)], name="softmax_rows", tag="softmax_rows")
 
     @staticmethod
     def reference(x: np.ndarray, lanes: int = DEFAULT_LANES) -> np.ndarray:
-        e = np.exp(x - np.max(x, axis=-1, keepdims=True))
-        return (e / np.sum(e, axis=-1, keepdims=True)).astype(x.dtype)
+        from .nn_softmax import softmax
+        return softmax.reference(x, axes=(-1,))
 
 
 @op("layer_norm_rows", COMPLEX, schedule={"cpu": "rows.cpu"}, attr_defaults={"epsilon": 1e-5, "lanes": DEFAULT_LANES})

@@ -9,6 +9,18 @@ TE stages (each reduction stage keeps the input's rank, with size 1 on the reduc
   hardmax:      "hardmax_argmax" (a tuple reduction keeping the first maximum) -> one-hot output
 The output stage is tagged with the op name.  softmax / log_softmax are complex-out-fusable
 (elementwise consumers can fuse onto their output, as in TVM); hardmax is opaque.
+
+Rounding.  ONNX defines Softmax-13 and LogSoftmax-13 as function bodies of nodes in the input's
+type (ReduceMax, Sub, Exp, ReduceSum, Div; LogSoftmax: ..., Log, Sub), and every node's result is
+a tensor of that type.  The stages follow the body node by node, so in float16 and bfloat16 each
+step's value is rounded to the dtype (the loop IR rounds every half-precision operation) and the
+sum accumulates as ReduceSum does (`reduce.accum_dtype`: float16 in float32, rounded once;
+bfloat16 in bfloat16).  This is what the ONNX reference evaluator computes for float16 Softmax
+and for both expanded bodies, bit for bit along the innermost axis (NumPy sums float16 along
+other axes one rounded addition at a time, so there the sum may differ by an ulp).  The
+reference's non-expanded LogSoftmax takes the log of the rounded softmax instead, which gives
+-inf where a probability underflows.  ONNX Runtime's CPU kernels compute 16-bit softmax in
+float32 and round once, so they can differ from the definition by a few ulps.
 """
 from __future__ import annotations
 
@@ -19,6 +31,7 @@ import numpy as np
 from .. import te
 from .common import const_shape, normalize_axis
 from .layout_rules import softmax_to_rows
+from .reduce import accum_dtype
 from .registry import COMPLEX, OPAQUE, OpError, TensorType, op
 
 
@@ -59,24 +72,14 @@ def _at(stage: te.Tensor, i: tuple, axes: tuple):
     return stage[tuple(0 if a in axes else v for a, v in enumerate(i))]
 
 
-def _wide(x: np.ndarray) -> np.ndarray:
-    """16-bit floats in float32 (the kernels compute them so); other dtypes as they are."""
-    return x.astype(np.float32) if x.dtype.name in ("float16", "bfloat16") else x
-
-
 def _np_max(x: np.ndarray, axes: tuple) -> np.ndarray:
     return np.max(x, axis=axes, keepdims=True)
 
 
-def _in_float32(x: te.Tensor, body) -> te.Tensor:
-    """float16 and bfloat16 softmax is computed in float32 and rounded once at the end, as the
-    references do."""
-    if x.dtype not in ("float16", "bfloat16"):
-        return body(x)
-    shape = const_shape(x)
-    xf = te.compute(shape, lambda *i: x[i].astype("float32"), name="to_float32")
-    out = body(xf)
-    return te.compute(shape, lambda *i: out[i].astype(x.dtype), name=f"{out.op.name}_{x.dtype}")
+def _np_sum(x: np.ndarray, axes: tuple) -> np.ndarray:
+    """ReduceSum's value (keep-dims) in x's dtype: accumulated in `accum_dtype`, rounded once."""
+    acc = np.dtype(accum_dtype(x.dtype.name))
+    return np.sum(x.astype(acc), axis=axes, keepdims=True).astype(x.dtype)
 
 
 def _infer(name: str):
@@ -94,22 +97,19 @@ class softmax:
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:
-        return _in_float32(x, lambda xf: softmax._compute(xf, axes))
-
-    @staticmethod
-    def _compute(x: te.Tensor, axes) -> te.Tensor:
         axes = norm_axes("softmax", axes, len(x.shape))
+        acc = accum_dtype(x.dtype)
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "softmax_max")
         e = te.compute(const_shape(x), lambda *i: te.exp(x[i] - _at(mx, i, axes)), name="softmax_exp")
-        total = _reduce_stage(e, axes, te.sum, lambda i: e[i], "softmax_sum")
-        return te.compute(const_shape(x), lambda *i: e[i] / _at(total, i, axes), name="softmax", tag="softmax")
+        total = _reduce_stage(e, axes, te.sum, lambda i: e[i].astype(acc), "softmax_sum")
+        return te.compute(const_shape(x), lambda *i: e[i] / _at(total, i, axes).astype(x.dtype),
+                          name="softmax", tag="softmax")
 
     @staticmethod
     def reference(x: np.ndarray, axes=(-1,)) -> np.ndarray:
         axes = norm_axes("softmax", axes, x.ndim)
-        xf = _wide(x)
-        e = np.exp(xf - _np_max(xf, axes))
-        return (e / np.sum(e, axis=axes, keepdims=True)).astype(x.dtype)
+        e = np.exp(x - _np_max(x, axes))
+        return (e / _np_sum(e, axes)).astype(x.dtype)
 
 
 @op("log_softmax", COMPLEX, attr_defaults={"axes": (-1,)})
@@ -118,22 +118,20 @@ class log_softmax:
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:
-        return _in_float32(x, lambda xf: log_softmax._compute(xf, axes))
-
-    @staticmethod
-    def _compute(x: te.Tensor, axes) -> te.Tensor:
         axes = norm_axes("log_softmax", axes, len(x.shape))
+        acc = accum_dtype(x.dtype)
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "log_softmax_max")
-        total = _reduce_stage(x, axes, te.sum, lambda i: te.exp(x[i] - _at(mx, i, axes)), "log_softmax_sum")
-        return te.compute(const_shape(x), lambda *i: x[i] - _at(mx, i, axes) - te.log(_at(total, i, axes)),
+        total = _reduce_stage(x, axes, te.sum, lambda i: te.exp(x[i] - _at(mx, i, axes)).astype(acc),
+                              "log_softmax_sum")
+        return te.compute(const_shape(x),
+                          lambda *i: x[i] - _at(mx, i, axes) - te.log(_at(total, i, axes).astype(x.dtype)),
                           name="log_softmax", tag="log_softmax")
 
     @staticmethod
     def reference(x: np.ndarray, axes=(-1,)) -> np.ndarray:
         axes = norm_axes("log_softmax", axes, x.ndim)
-        xf = _wide(x)
-        shifted = xf - _np_max(xf, axes)
-        return (shifted - np.log(np.sum(np.exp(shifted), axis=axes, keepdims=True))).astype(x.dtype)
+        shifted = x - _np_max(x, axes)
+        return (shifted - np.log(_np_sum(np.exp(shifted), axes))).astype(x.dtype)
 
 
 def _argmax_reducer():

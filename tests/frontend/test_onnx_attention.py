@@ -1,6 +1,8 @@
 """ONNX Attention converter: from_onnx + run_reference against ONNX Runtime, the decomposition,
 and clear errors.  ONNX Runtime is the oracle and its errors fail the test; the one feature it
-refuses (a mask shorter than the keys) is checked against the ONNX reference evaluator, by name."""
+refuses (a mask shorter than the keys) is checked against the ONNX reference evaluator, by name.
+float16 and bfloat16, which round at each node of the operator's function body (ONNX Runtime
+rounds once), are compiled and checked against the ONNX reference of the op and of its body."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +10,11 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 from onnx import helper  # noqa: E402
+from onnx_compiled_helpers import compile_and_run  # noqa: E402
+from onnx_function_helpers import assert_close, expanded, onnx_reference  # noqa: E402
 
 from tensorforge.frontend import from_onnx  # noqa: E402
 from tensorforge.graph.reference import run_reference  # noqa: E402
@@ -151,6 +157,33 @@ def test_float16_with_softmax_precision():
     check(*attention_case(opset=24, dtype=np.float16, softmax_precision=1, mask=("bool", (5, 6)),
                           qk_matmul_output_mode=3, outputs=("Y", "", "", "qk_matmul_output")),
           rtol=2e-3, atol=2e-3)
+
+
+HALF_CASES = [
+    dict(q=(2, 3, 4, 8), k=(2, 3, 6, 8), is_causal=1),
+    dict(q=(2, 4, 5, 8), k=(2, 2, 7, 8), mask=(5, 7)),                  # grouped-query, float mask
+    dict(q=(1, 3, 6, 16), k=(1, 3, 6, 16), softcap=2.0, is_causal=1),
+    dict(q=(2, 6, 24), k=(2, 9, 24), q_num_heads=3, kv_num_heads=3),    # 3-D inputs
+]
+
+
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(range(len(HALF_CASES))), dtype=st.sampled_from(["float16", "bfloat16"]),
+       seed=st.integers(0, 2 ** 16))
+def test_16bit_attention_rounds_as_its_function_body(case, dtype, seed):
+    """Attention in float16 (bfloat16) is its function body of float16 nodes, each rounded to the
+    dtype: compiled, the op and its expanded body give the same bits, within rtol 1e-3 of the ONNX
+    reference of the body and of the op (computing in float32 and rounding once, as ONNX Runtime
+    does, is not).  With softcap the reference's op goes on in float32 after the soft cap (its
+    float32 attribute promotes the scores), so there only the body is the oracle."""
+    dtype = np.dtype(dtype) if dtype == "float16" else pytest.importorskip("ml_dtypes").bfloat16
+    model, feeds = attention_case(opset=23, dtype=dtype, seed=seed, **HALF_CASES[case])
+    body = expanded(model)
+    got = compile_and_run(model, feeds)[0]
+    assert_close(got, onnx_reference(body, feeds)[0], rtol=1e-3, what="Attention against its body")
+    if "softcap" not in HALF_CASES[case]:
+        assert_close(got, onnx_reference(model, feeds)[0], rtol=1e-3, what="Attention against the op")
+    np.testing.assert_array_equal(got.astype(np.float32), compile_and_run(body, feeds)[0].astype(np.float32))
 
 
 def test_decomposition_uses_two_batched_matmuls_and_a_softmax():

@@ -56,6 +56,25 @@ def test_matmul_dtypes(dtype):
     check_op("matmul", [a, b], rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", ["matmul", "dense"])
+def test_16bit_products_accumulate_in_float32(name, dtype):
+    """float16 and bfloat16 products are summed in float32 and rounded once, bit for bit what
+    numpy.matmul (and so ONNX's reference MatMul) gives; a bfloat16 accumulator drifts by several
+    steps over 300 terms."""
+    if dtype == "bfloat16":
+        dtype = pytest.importorskip("ml_dtypes").bfloat16
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, (3, 300)).astype(dtype), rand(rng, (300, 4)).astype(dtype)
+    operands = [a, b] if name == "matmul" else [a, np.ascontiguousarray(b.T)]
+    got = check_op(name, operands, rtol=0, atol=0)[0]
+    assert got.dtype == np.dtype(dtype)
+    want = np.matmul(a, b).astype(dtype)
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+    np.testing.assert_array_equal(want.astype(np.float32),
+                                  (a.astype(np.float32) @ b.astype(np.float32)).astype(dtype).astype(np.float32))
+
+
 def test_matmul_stage_is_tagged():
     from tensorforge import te
     out = get("matmul").build_compute([te.placeholder((2, 3), name="a"), te.placeholder((3, 4), name="b")], {})[0]

@@ -54,6 +54,22 @@ def test_row_reductions_fold_their_lanes_in_halves(op):
     assert "for (int64_t lane" not in model.source
 
 
+@pytest.mark.parametrize("shape", [(4, 1024), (3, 48), (5, 7)])
+def test_float16_softmax_rows_round_at_each_node(shape):
+    """float16 softmax over the last axis runs as softmax_rows and gives the bits of ONNX's
+    function body computed node by node in float16 (the sum accumulated in float32)."""
+    x = (np.random.default_rng(shape[-1]).standard_normal(shape) * 4).astype("float16")
+    b = GraphBuilder("softmax16")
+    model = tensorforge.compile(b.finish([b.add1("softmax", [b.input("x", shape, "float16")], {"axes": (-1,)})]),
+                                target="c")
+    assert [n.op for n in model.info["graph"].nodes] == ["softmax_rows"]
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    want = e / e.astype(np.float32).sum(axis=-1, keepdims=True).astype(np.float16)
+    got = model(x)[0]
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(got, want)
+
+
 def test_softmax_on_another_axis_is_left_alone():
     b = GraphBuilder("softmax0")
     x = b.input("x", (6, 5), "float32")
@@ -88,6 +104,7 @@ def test_row_ops_references():
     rng = np.random.default_rng(2)
     x = rng.standard_normal((3, 32)).astype("float32")
     check_op("softmax_rows", [x], rtol=1e-5, atol=1e-6)
+    check_op("softmax_rows", [x.astype("float16")], rtol=0, atol=0)
     check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
     assert lanes_for(128) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8 and lanes_for(7) == 1
 

@@ -9,6 +9,12 @@
     probs = where(fully masked row, 0, probs)
     Y = probs @ V                                           (3-D: heads merged back)
 
+Every step is a graph op in the inputs' dtype, as in the operator's function body (the
+`_expanded` graphs): in float16 and bfloat16 each step's value is rounded to the dtype (softmax
+rounds as its own body does, ops/nn_softmax.py), unless softmax_precision names a wider type for
+the softmax.  This is what the ONNX reference computes; ONNX Runtime's CPU kernel computes
+float16 attention in float32 and rounds once, which differs from it by several ulps.
+
 The fourth output qk_matmul_output is the raw scores (mode 0), the soft-capped scores (1),
 scores + bias (2) or the probabilities (3), as the operator's definition and ONNX Runtime have
 it (the ONNX reference evaluator returns the soft-capped scores for mode 0 as well).
@@ -52,6 +58,16 @@ def _with_past(ctx, x: Value, past: Value | None, what: str) -> Value:
         raise ValueError(f"Attention: past_{what} {past.shape} does not match {what} {x.shape} "
                          "(expected [batch, kv_heads, past_seq, head_size])")
     return g.concat(ctx, [past, x], 2)
+
+
+def _matmul(ctx, a: Value, b: Value, transpose_b: bool = False) -> Value:
+    """A MatMul node of the body: float16 operands are widened to float32 (exactly), multiplied by
+    the float32 GEMM templates and the product rounded back once, which is a float16 MatMul's
+    value (ops/nn_dense.py accumulates it in float32 too) at float32 GEMM speed."""
+    if a.dtype != "float16":
+        return g.matmul(ctx, a, b, transpose_b=transpose_b)
+    wide = [ctx.add1("cast", [x], {"dtype": "float32"}) for x in (a, b)]
+    return ctx.add1("cast", [g.matmul(ctx, *wide, transpose_b=transpose_b)], {"dtype": "float16"})
 
 
 def _softcap(ctx, x: Value, cap: float) -> Value:
@@ -102,20 +118,6 @@ def _check_attrs(attrs: dict) -> dict:
 
 @converter("Attention", since=23)
 def convert_attention(ctx, inputs: list, attrs: dict) -> list:
-    """float16 attention computes in float32 and rounds its outputs once (as ONNX Runtime's CPU
-    kernel does): the scores, softmax and products of a float16 graph would round at each step."""
-    if inputs[0].dtype != "float16":
-        return _attention(ctx, inputs, attrs)
-
-    def widen(x):
-        return ctx.add1("cast", [x], {"dtype": "float32"}) if x is not None and x.dtype == "float16" else x
-
-    outs = _attention(ctx, [widen(x) for x in inputs], attrs)
-    return [ctx.add1("cast", [y], {"dtype": "float16"}) if y is not None and y.dtype == "float32" else y
-            for y in outs]
-
-
-def _attention(ctx, inputs: list, attrs: dict) -> list:
     q, k, v, mask, past_k, past_v, nonpad = (list(inputs) + [None] * 7)[:7]
     a = _check_attrs(attrs)
     if (past_k is None) != (past_v is None):
@@ -140,7 +142,7 @@ def _attention(ctx, inputs: list, attrs: dict) -> list:
     scale = a["scale"] if a["scale"] is not None else 1.0 / np.sqrt(head)
     root = g.scalar(ctx, np.sqrt(scale), dtype)
     k_rep, v_rep = _repeat_heads(ctx, k4, q_heads // kv_heads), _repeat_heads(ctx, v4, q_heads // kv_heads)
-    raw = g.matmul(ctx, g.mul(ctx, q4, root), g.mul(ctx, k_rep, root), transpose_b=True)
+    raw = _matmul(ctx, g.mul(ctx, q4, root), g.mul(ctx, k_rep, root), transpose_b=True)
     scores = _softcap(ctx, raw, a["softcap"]) if a["softcap"] > 0 else raw
 
     rules = ab.MaskRules(q_len, kv_len, past_k.shape[2] if past_k is not None else None, a["causal"],
@@ -148,7 +150,7 @@ def _attention(ctx, inputs: list, attrs: dict) -> list:
     bias = ab.attention_bias(ctx, rules, mask, nonpad, dtype)
     with_bias = g.add(ctx, scores, bias)
     probs = _masked_softmax(ctx, with_bias, bias, a["precision"])
-    y = g.matmul(ctx, probs, v_rep)                                         # [b, heads, q, v_size]
+    y = _matmul(ctx, probs, v_rep)                                         # [b, heads, q, v_size]
     if three_d:
         y = g.reshape(ctx, g.transpose(ctx, y, (0, 2, 1, 3)), (batch, q_len, q_heads * y.shape[3]))
     qk_out = {0: raw, 1: scores, 2: with_bias, 3: probs}[a["mode"]]
