@@ -17,24 +17,12 @@ next layers carry that on.  How far it spreads depends on the model, which is wh
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
-
-HERE = Path(__file__).resolve().parent
-
-
-def _lowp():
-    spec = importlib.util.spec_from_file_location("tf_bench_lowp", HERE / "lowp.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
 
 REFERENCE_OPSET = 21     # onnx.reference defines QuantizeLinear/DequantizeLinear from opset 19
 
@@ -54,11 +42,11 @@ def _reference(model):
 
 def runs_of(name: str, onnx_dir: str | None) -> tuple[dict, float]:
     """{run name: output} of the model's QDQ file, and its output's quantization step."""
+    import lowp  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
     import onnx
 
     import tensorforge
     from tensorforge.frontend import from_onnx
-    lowp = _lowp()
     proto, feeds = lowp.load(name, onnx_dir)
     with tempfile.TemporaryDirectory() as tmp:
         path = lowp.quantize(proto, feeds, Path(tmp))

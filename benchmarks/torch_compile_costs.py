@@ -27,27 +27,15 @@ does).  The growth from hot to 64 MB is the cost of dynamo's guards and frames m
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import resource
 import statistics
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
 SWEEPS_MB = (1, 4, 16, 64)
-
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("tf_bench_torch_compile", HERE / "torch_compile.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _faults() -> int:
@@ -106,10 +94,10 @@ def _median_us(values: list) -> float:
 
 def costs(name: str, repeat: int, target: str) -> dict:
     import torch
+    import torch_compile as bench  # noqa: E402  (benchmarks/ is on sys.path when this file runs as a script)
 
     import tensorforge.frontend.torch_dynamo as tf_dynamo
     from tensorforge.runtime.module import set_num_threads
-    bench = _bench()
     torch.set_num_threads(1)
     set_num_threads(1)
     module, feeds, output_names = bench._workload(bench._models(), name)
