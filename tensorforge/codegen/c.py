@@ -99,16 +99,18 @@ def _horner(var: str, coeffs: tuple) -> list[str]:
     return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, t, {c!r}f);" for c in coeffs[-2::-1]]
 
 
-ERF_HELPER = "\n".join([
-    "static inline float tf_erff(float x) {",
-    "  float a = fabsf(x);",
-    f"  float c = a < {ERF_ONE_FROM}f ? a : {ERF_ONE_FROM}f;",
-    "  float t = c * c;",
-    *_horner("p", ERF_P),
-    *_horner("q", ERF_Q),
-    f"  float r = a < {ERF_ONE_FROM}f ? c * p / q : (a == a ? 1.0f : a);",
-    "  return copysignf(r, x);",
-    "}"])
+def erf_helper(name: str) -> str:
+    """The C definition of the inline float32 erf under `name`."""
+    return "\n".join([
+        f"static inline float {name}(float x) {{",
+        "  float a = fabsf(x);",
+        f"  float c = a < {ERF_ONE_FROM}f ? a : {ERF_ONE_FROM}f;",
+        "  float t = c * c;",
+        *_horner("p", ERF_P),
+        *_horner("q", ERF_Q),
+        f"  float r = a < {ERF_ONE_FROM}f ? c * p / q : (a == a ? 1.0f : a);",
+        "  return copysignf(r, x);",
+        "}"])
 
 
 @dataclass(frozen=True)
@@ -270,8 +272,7 @@ class CPrinter(VectorExtensions, CLikePrinter):
 
     def math_call(self, op: str, args: list[str], dtype: str) -> str:
         if op == "erf" and dtype == "float32":
-            self.helpers.setdefault("tf_erff", ERF_HELPER)
-            return f"tf_erff({args[0]})"
+            return self.call_helper("erff", erf_helper, args[:1])[0]
         return super().math_call(op, args, dtype)
 
     def print_Cast(self, e):
