@@ -14,7 +14,7 @@ from ..common import const_shape
 
 __all__ = ["PARALLEL_MIN_ELEMS", "PAD_UNROLL_VECTORS", "blocked_epilogue", "const_extent", "const_shape",
            "divisor_at_most", "inner_data_stages", "known_shape", "master_reads", "num_elements",
-           "reads_only_at", "schedule_elementwise_stage", "schedule_pad"]
+           "reads_only_at", "schedule_elementwise_stage", "schedule_pad", "schedule_rows"]
 
 # A stage with at least this many elements runs its outer loop on the thread pool.
 PARALLEL_MIN_ELEMS = 16384
@@ -85,6 +85,24 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
         outer = st.fuse(*axes) if len(axes) > 1 else axes[0]
     if parallel and total >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
         st.parallel(outer)
+
+
+def schedule_rows(s, t, target) -> None:
+    """`t` as rows: its leading axes fused into one loop (on the thread pool when `t` has
+    PARALLEL_MIN_ELEMS elements), its last axis split by the vector width, the lanes vectorized."""
+    st = s[t]
+    axes = list(st.op.axis)
+    if not axes or num_elements(t) == 0:
+        return
+    *lead, last = axes
+    lanes = max(1, target.simd_lanes(t.dtype))
+    if const_shape(t)[-1] >= lanes:
+        _, inner = st.split(last, factor=lanes)
+        st.vectorize(inner)
+    if lead:
+        rows = st.fuse(*lead) if len(lead) > 1 else lead[0]
+        if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+            st.parallel(rows)
 
 
 def cast_back_source(t):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from ...te.space import as_config
 from . import gemm_kernel, template
-from .common import PARALLEL_MIN_ELEMS, const_extent, const_shape, divisor_at_most
+from .common import const_extent, const_shape, divisor_at_most, schedule_rows
 
 ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
 MAX_TILE_ROWS = 4      # knob limits (see _define_knobs)
@@ -43,25 +43,6 @@ _REDUCE_ORDERS = ((0, 1, 2), (1, 2, 0), (1, 0, 2))     # over (input channel, ke
 
 def _ext(iv) -> int:
     return const_extent(iv, 1)
-
-
-def schedule_rows(s, t, target) -> None:
-    """A whole stage as vector loops along its rows: the outer axes fused (on the thread pool when
-    large), the last axis split by the vector width (no index division per element, as a loop
-    over the flattened tensor would need)."""
-    st = s[t]
-    *outer, last = st.op.axis
-    lanes = max(1, target.simd_lanes(t.dtype))
-    if _ext(last) >= lanes:
-        _, inner = st.split(last, factor=lanes)
-        st.vectorize(inner)
-    if outer:
-        fused = st.fuse(*outer) if len(outer) > 1 else outer[0]
-        size = 1
-        for d in const_shape(t):
-            size *= d
-        if target.num_cores > 1 and size >= PARALLEL_MIN_ELEMS:
-            st.parallel(fused)
 
 
 @template("conv_transpose2d_nchwc.cpu", tunable=True)

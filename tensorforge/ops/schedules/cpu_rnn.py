@@ -24,29 +24,10 @@ vector copy.
 from __future__ import annotations
 
 from . import template
-from .common import PARALLEL_MIN_ELEMS, const_shape, num_elements, stages_by_name
+from .common import const_shape, schedule_rows, stages_by_name
 from .cpu import complex_out
 
 PARALLEL_MIN_MACS = 1 << 16       # below this a step runs on one thread: a parallel region costs more
-
-
-
-def schedule_rows(s, t, target) -> None:
-    """`t` as rows: its leading axes fused into one loop (on the thread pool when `t` has
-    PARALLEL_MIN_ELEMS elements), its last axis split by the vector width, the lanes vectorized."""
-    st = s[t]
-    axes = list(st.op.axis)
-    if not axes or num_elements(t) == 0:
-        return
-    *lead, last = axes
-    lanes = max(1, target.simd_lanes(t.dtype))
-    if const_shape(t)[-1] >= lanes:
-        _, inner = st.split(last, factor=lanes)
-        st.vectorize(inner)
-    if lead:
-        rows = st.fuse(*lead) if len(lead) > 1 else lead[0]
-        if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
-            st.parallel(rows)
 
 
 @template("rnn_cell_packed.cpu")
