@@ -21,7 +21,7 @@ Knobs (the heuristic above is the default point of the space):
 from __future__ import annotations
 
 from ...te.space import as_config
-from . import template
+from . import gemm_kernel, template
 from .common import (
     blocked_epilogue,
     const_extent,
@@ -33,6 +33,7 @@ from .common import (
     schedule_pad,
 )
 
+TILE_VECTORS = 24            # accumulator vectors of the default tile (fewer with 16 registers)
 _INNER_ORDERS = ((0, 1, 2, 3), (1, 2, 0, 3), (1, 0, 2, 3), (0, 1, 3, 2))   # over (rc, ry, rx, x)
 
 
@@ -55,7 +56,7 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     ow, block = _ext(x) or 1, _ext(fi) or 1
     lanes = max(1, target.simd_lanes(conv.dtype))
     vectors = max(1, block // lanes)
-    xb0 = divisor_at_most(ow, max(1, 24 // vectors))
+    xb0 = divisor_at_most(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
     cfg.define_split("tile_x", ow, 2, policy="factors", max_factor=max(xb0, min(ow, 32)), default=(xb0,))
     widths = sorted({w for w in (lanes // 2, lanes, 2 * lanes, block) if w >= 1 and w <= block and block % w == 0}
                     | {lanes})

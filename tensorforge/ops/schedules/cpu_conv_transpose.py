@@ -35,7 +35,7 @@ from ...te.space import as_config
 from . import gemm_kernel, template
 from .common import const_extent, const_shape, divisor_at_most, schedule_rows
 
-ACCUMULATORS = 24     # vector registers given to the accumulator tile (of 32 with AVX-512)
+ACCUMULATORS = 24     # vector registers given to the accumulator tile with 32 (gemm_kernel.accumulators)
 MAX_TILE_ROWS = 4      # knob limits (see _define_knobs)
 MAX_INNER_RC = 4
 _REDUCE_ORDERS = ((0, 1, 2), (1, 2, 0), (1, 0, 2))     # over (input channel, kernel row, kernel column)
@@ -130,8 +130,12 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
     else:
         _, _, _, _, yq_n, xq_n, block = const_shape(phases)
         per_position = max(1, block // lanes)
-        xb = divisor_at_most(xq_n, max(1, ACCUMULATORS // per_position))
-        yb = divisor_at_most(yq_n, max(1, ACCUMULATORS // (per_position * xb)))
+        budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
+        # with 16 registers, two phase rows per tile: on DCGAN (AVX2) 4 x 2 positions ran at
+        # twice the speed of 8 x 1 with the same 8 accumulators
+        rows = 2 if budget < ACCUMULATORS and yq_n % 2 == 0 else 1
+        xb = divisor_at_most(xq_n, max(1, budget // (per_position * rows)))
+        yb = divisor_at_most(yq_n, max(1, budget // (per_position * xb)))
         cfg.define_split("tile_x", xq_n, 2, policy="factors", max_factor=max(xb, min(xq_n, ACCUMULATORS)),
                          default=(xb,))
     # at most MAX_TILE_ROWS rows and MAX_INNER_RC channels: the tile, the taps and the inner

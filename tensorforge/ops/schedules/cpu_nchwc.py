@@ -42,10 +42,10 @@ import itertools
 import math
 
 from ...te.space import as_config
-from . import template
+from . import gemm_kernel, template
 from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
 
-ACCUMULATORS = 16            # output vectors in one register tile
+ACCUMULATORS = 16            # output vectors in one register tile (fewer with 16 registers)
 MAX_UNROLLED_TAPS = 25
 # When a padded copy is chosen (pad_rows >= 0): padded planes up to this size are built a plane
 # at a time, larger ones per tile of rows of this size (heap buffers: the C backend keeps locals
@@ -98,7 +98,7 @@ def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     block = _ext(mci)
     vectors = max(1, block // lanes)
     split_block = block > lanes and block % lanes == 0
-    xb0 = divisor_at_most(_ext(mx), max(1, ACCUMULATORS // vectors))
+    xb0 = divisor_at_most(_ext(mx), max(1, gemm_kernel.accumulators(lanes, ACCUMULATORS) // vectors))
     cfg.define_split("tile_x", _ext(mx), 2, policy="factors", max_factor=max(xb0, min(_ext(mx), ACCUMULATORS)),
                      default=(xb0,))
     nvec = vectors if split_block else 1

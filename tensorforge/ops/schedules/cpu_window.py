@@ -12,7 +12,7 @@ epilogue (bias, activation) takes the tile from the accumulator and stores whole
 """
 from __future__ import annotations
 
-from . import template
+from . import gemm_kernel, template
 from .common import (
     PARALLEL_MIN_ELEMS,
     const_extent,
@@ -23,7 +23,7 @@ from .common import (
 )
 from .cpu import complex_out
 
-ACCUMULATORS = 16     # output vectors in one register tile
+ACCUMULATORS = 16     # output vectors in one register tile (fewer with 16 registers)
 MAX_UNROLLED_TAPS = 25
 LOCAL_PLANE_ELEMS = 32768   # padded planes up to 128 KiB (float32) live on the stack
 
@@ -57,7 +57,7 @@ def window2d(s, master_outs, outs, target, cfg=None) -> None:
     pads = [t for t in conv.op.input_tensors() if t.op.name == "pad"]
     _, _, oh, owp = const_shape(conv)
     lanes = min(max(1, target.simd_lanes(conv.dtype)), owp)   # rows are whole vectors (owp)
-    yb = divisor_at_most(oh, max(1, ACCUMULATORS // (owp // lanes)))
+    yb = divisor_at_most(oh, max(1, gemm_kernel.accumulators(lanes, ACCUMULATORS) // (owp // lanes)))
     cols = master_outs[0]
     if cols is not conv and cols not in outs:
         s[cols].compute_inline()

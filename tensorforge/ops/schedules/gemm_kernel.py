@@ -62,6 +62,15 @@ def register_count(lanes: int) -> int:
     return REGISTERS.get(lanes, 16)
 
 
+def accumulators(lanes: int, cap: int) -> int:
+    """Vector registers a template's accumulator tile may take: `cap` (the tile size its
+    template chose on 32-register cores), at most all registers but one, the broadcast or
+    input vector each step of the reduction loads (the other operand, a weight vector, can be
+    an FMA's memory operand).  With 16 registers (AVX2) a 24-vector tile spilled: DCGAN's
+    transposed convs ran at half ONNX Runtime's speed."""
+    return max(1, min(cap, register_count(lanes) - 1))
+
+
 def candidates(lanes: int, registers: int | None = None, fma_units: int = FMA_UNITS) -> list[MicroKernel]:
     """Every shape that fits the registers and hides the FMA latency, best first by the model
     (fewest loads per FMA, then more accumulators)."""
