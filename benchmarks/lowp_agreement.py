@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*", default=["bert_encoder"])
     parser.add_argument("--onnx", help="a folder of NAME.onnx + NAME.npz (benchmarks/exports/export.py); default: the zoo")
     opts = parser.parse_args(argv)
+    from tensorforge.testing.oracles import ort_int8_products_exact
+    if not ort_int8_products_exact():
+        print("note: this CPU has no int8 dot-product unit (VNNI, AMX): ONNX Runtime's fused int8 kernels "
+              "add pairs of u8 x s8 products into int16 with saturation, so 'ORT optimized' can differ "
+              "from the definitions by more than rounding")
     for name in opts.models:
         outputs, step = runs_of(name, opts.onnx)
         print(f"\n{name}: output step {step:.4g}; share of output elements on the same step / within one step")

@@ -15,10 +15,13 @@ from tensorforge.autotune.records import Record
 from tensorforge.autotune.task import Task
 from tensorforge.tir.build import schedule_to_primfunc
 
-MM = Task.for_op("matmul", [((2, 64), "float32"), ((64, 96), "float32")])          # 384 configs
-MM_OTHER = Task.for_op("matmul", [((1, 64), "float32"), ((64, 256), "float32")])   # 192 configs
+# A fixed 16-lane target (AVX-512): the spaces' sizes and the expected values below do not
+# depend on the machine the tests run on (nothing here is compiled for it).
+FIXED = "c -mcpu=skylake-avx512"
+MM = Task.for_op("matmul", [((2, 64), "float32"), ((64, 96), "float32")], target=FIXED)          # 384 configs
+MM_OTHER = Task.for_op("matmul", [((1, 64), "float32"), ((64, 256), "float32")], target=FIXED)   # 192 configs
 CONV = Task.for_op("conv2d_nchwc", [((1, 16, 12, 12), "float32"), ((2, 16, 3, 3, 32), "float32")],
-                   {"padding": (1, 1, 1, 1), "strides": (1, 1)})
+                   {"padding": (1, 1, 1, 1), "strides": (1, 1)}, target=FIXED)
 NAMES = F.feature_names()
 SERIAL = F.FeatureExtractor(n_parallel=1)      # no processes started in these tests
 

@@ -15,9 +15,12 @@ from tensorforge.autotune.task import Task
 from tensorforge.autotune.tuner import tune
 from tensorforge.autotune.tuners import RandomTuner, make_tuner
 
-GEMM = Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")])        # 4608 configs
-MM = Task.for_op("matmul", [((2, 64), "float32"), ((64, 96), "float32")])           # 384 configs
-SMALL = Task.for_op("matmul", [((1, 64), "float32"), ((64, 256), "float32")])       # 192 configs
+# A fixed 16-lane target (AVX-512): the spaces' sizes and the expected values below do not
+# depend on the machine the tests run on (nothing here is compiled for it).
+FIXED = "c -mcpu=skylake-avx512"
+GEMM = Task.for_op("matmul", [((32, 48), "float32"), ((48, 64), "float32")], target=FIXED)        # 4608 configs
+MM = Task.for_op("matmul", [((2, 64), "float32"), ((64, 96), "float32")], target=FIXED)           # 384 configs
+SMALL = Task.for_op("matmul", [((1, 64), "float32"), ((64, 256), "float32")], target=FIXED)       # 192 configs
 
 
 def synthetic_cost(config) -> float:

@@ -19,12 +19,19 @@ import tensorforge  # noqa: E402
 from tensorforge.frontend import from_onnx  # noqa: E402
 from tensorforge.graph.passes.fold_qdq import fold_qdq  # noqa: E402
 from tensorforge.graph.pipeline import optimize  # noqa: E402
+from tensorforge.testing.oracles import ort_int8_products_exact  # noqa: E402
 
 
 def _ort(path_or_model, x: np.ndarray) -> np.ndarray:
+    """ONNX Runtime's output; where its integer products are not exact (testing/oracles.py),
+    with its graph optimizations off, so the QDQ pairs run as written (float products between
+    exact quantize and dequantize steps) instead of fused into its int8 kernels."""
     import onnxruntime as ort
     data = path_or_model if isinstance(path_or_model, str) else path_or_model.SerializeToString()
-    return ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    options = ort.SessionOptions()
+    if not ort_int8_products_exact():
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
 def _within_one_step(got: np.ndarray, want: np.ndarray, step: float) -> float:
