@@ -62,7 +62,16 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
                     | {lanes})
     cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
                      candidates=[(w,) for w in widths], default=(lanes,))
-    cfg.define_reorder("order_outer", 2, policy="all", default=(0, 1))          # (channel block, row)
+    # (channel block, row): rows outside when the weights fill the L2 cache: each row of input
+    # then stays in cache for every channel block, the weights streaming (the order the tuner
+    # picked for MobileNet's 1x1 convs with 512 and 1024 channels on AVX2 with 512 KiB of L2;
+    # 2% less time on those layers in the model; below, each block's weights stay in cache over
+    # the rows instead)
+    weight_bytes = 4 * (_ext(fo) or 1) * block
+    for iv in s[conv].op.reduce_axis:
+        weight_bytes *= _ext(iv) or 1
+    rows_outer = weight_bytes >= target.l2_cache_bytes
+    cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
     cfg.define_reorder("order_inner", 4, policy="candidates", candidates=_INNER_ORDERS,
                        default=_INNER_ORDERS[0])
     cfg.define_annotate("unroll_acc", 2, policy="try_unroll", default=("unroll", "unroll"))
