@@ -160,3 +160,27 @@ def test_depthwise_op_reference():
     x = rng.standard_normal((2, 3, 9, 8)).astype("float32")
     w = rng.standard_normal((3, 1, 3, 3)).astype("float32")
     check_op("depthwise_conv2d", [x, w], {"strides": (2, 2), "padding": (1, 0, 1, 2)}, rtol=1e-4, atol=1e-4)
+
+
+def test_column_tile_evens_out_widths_without_a_good_divisor():
+    from tensorforge.ops.schedules.cpu_conv2d_nchwc import column_tile
+    assert column_tile(56, 7) == 7 and column_tile(14, 7) == 7 and column_tile(20, 7) == 5   # divisors
+    assert column_tile(9, 7) == 5 and column_tile(13, 12) == 7 and column_tile(11, 7) == 6    # tails
+    assert column_tile(5, 7) == 5 and column_tile(1, 7) == 1
+
+
+@pytest.mark.parametrize("hw, kernel, stride", [(9, 4, 2), (11, 1, 1), (13, 3, 1), (17, 3, 2)])
+def test_direct_conv_with_a_tail_tile(hw, kernel, stride):
+    """Widths whose best divisor is a narrow tile take an even split with a shorter last tile
+    (DQN's 9x9 layer: 5 + 4 columns instead of three tiles of 3): same results."""
+    rng = np.random.default_rng(hw)
+    b = GraphBuilder("tail")
+    x = b.input("x", (1, 16, hw, hw), "float32")
+    w = b.const(rng.standard_normal((32, 16, kernel, kernel)).astype("float32") * 0.1, "w")
+    bias = b.const(rng.standard_normal((32, 1, 1)).astype("float32"), "bias")
+    y = b.add1("conv2d", [x, w], {"strides": (stride, stride), "padding": (kernel // 2,) * 4, "dilations": (1, 1),
+                                  "groups": 1})
+    g = b.finish([b.add1("relu", [b.add1("add", [y, bias])])])
+    model = tensorforge.compile(g, opt_level=2)
+    xs = rng.standard_normal((1, 16, hw, hw)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

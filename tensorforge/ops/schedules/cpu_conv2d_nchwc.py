@@ -9,7 +9,7 @@ registers through the epilogue to memory once.  The zero-padded input is built b
 nest first (common.schedule_pad).
 
 Knobs (the heuristic above is the default point of the space):
-  tile_x        output columns per register tile (xb);
+  tile_x        output columns per register tile (xb), tails allowed;
   tile_fi       the B output channels of a block as (vectors, lanes per vector);
   order_outer   channel block loop outside or inside the output row loop;
   order_inner   order of the reduction loops (rc, ry, rx) and the column tile (with blocked
@@ -56,8 +56,9 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     ow, block = _ext(x) or 1, _ext(fi) or 1
     lanes = max(1, target.simd_lanes(conv.dtype))
     vectors = max(1, block // lanes)
-    xb0 = divisor_at_most(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
-    cfg.define_split("tile_x", ow, 2, policy="factors", max_factor=max(xb0, min(ow, 32)), default=(xb0,))
+    xb0 = column_tile(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
+    cfg.define_split("tile_x", ow, 2, policy="factors", allow_tail=True, max_factor=max(xb0, min(ow, 32)),
+                     default=(xb0,))
     widths = sorted({w for w in (lanes // 2, lanes, 2 * lanes, block) if w >= 1 and w <= block and block % w == 0}
                     | {lanes})
     cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
@@ -130,6 +131,17 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         s[acc].unroll(rx)
     s[acc].vectorize(afi_)
     out_stage.parallel(out_stage.fuse(*parallel_axes))
+
+
+def column_tile(width: int, limit: int) -> int:
+    """Output columns per register tile, at most `limit`: the largest divisor of the width, or,
+    when that is much narrower than the widest even split (9 columns with at most 7 per tile:
+    3 against 5; a prime width: 1), the even split with a shorter last tile.  A narrow tile has
+    too few independent accumulators to hide the FMA latency."""
+    whole = divisor_at_most(width, limit)
+    tiles = -(-width // limit)
+    even = -(-width // tiles)
+    return whole if whole >= 0.7 * even else even
 
 
 def _nchw_epilogue(s, out, conv) -> bool:
