@@ -132,7 +132,7 @@ class conv2d_nchwc:
                 (n, fb, oh, ow, b),
                 lambda i, fo, y, x, fi: te.sum(padded[i, channel(fo, rc), y * sy + ry * dy, x * sx + rx * dx]
                                                * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
-                name="conv2d_nchwc", tag="conv2d_nchwc")
+                name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
         # the channel block rides along as a third "spatial" axis that needs no padding
         padded = pad_stage(data, (padding[0], padding[1], 0), (*ext, bi))
         rco = te.reduce_axis((0, c // bi), name="rco")
@@ -144,7 +144,7 @@ class conv2d_nchwc:
             (n, fb, oh, ow, b),
             lambda i, fo, y, x, fi: te.sum(padded[i, block(fo, rco), y * sy + ry * dy, x * sx + rx * dx, rci]
                                            * wp[fo, rco * bi + rci, ry, rx, fi], axis=[rco, ry, rx, rci]),
-            name="conv2d_nchwc", tag="conv2d_nchwc")
+            name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
 
     @staticmethod
     def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1), data_layout="NCHW",

@@ -163,7 +163,7 @@ def test_depthwise_op_reference():
 
 
 def test_column_tile_evens_out_widths_without_a_good_divisor():
-    from tensorforge.ops.schedules.cpu_conv2d_nchwc import column_tile
+    from tensorforge.ops.schedules.common import column_tile
     assert column_tile(56, 7) == 7 and column_tile(14, 7) == 7 and column_tile(20, 7) == 5   # divisors
     assert column_tile(9, 7) == 5 and column_tile(13, 12) == 7 and column_tile(11, 7) == 6    # tails
     assert column_tile(5, 7) == 5 and column_tile(1, 7) == 1

@@ -12,7 +12,7 @@ from ...ir.expr import IntImm
 from ...te.tensor import ComputeOp
 from ..common import const_shape
 
-__all__ = ["PARALLEL_MIN_ELEMS", "PAD_UNROLL_VECTORS", "blocked_epilogue", "const_extent", "const_shape",
+__all__ = ["PARALLEL_MIN_ELEMS", "PAD_UNROLL_VECTORS", "blocked_epilogue", "column_tile", "const_extent", "const_shape",
            "divisor_at_most", "inner_data_stages", "known_shape", "master_reads", "num_elements",
            "reads_only_at", "schedule_elementwise_stage", "schedule_pad", "schedule_rows"]
 
@@ -54,6 +54,17 @@ def divisor_at_most(n: int, limit: int) -> int:
         if n % d == 0:
             return d
     return 1
+
+
+def column_tile(width: int, limit: int) -> int:
+    """Output columns per register tile, at most `limit`: the largest divisor of the width, or,
+    when that is much narrower than the widest even split (9 columns with at most 7 per tile:
+    3 against 5; a prime width: 1), the even split with a shorter last tile.  A narrow tile has
+    too few independent accumulators to hide the FMA latency."""
+    whole = divisor_at_most(width, limit)
+    tiles = -(-width // limit)
+    even = -(-width // tiles)
+    return whole if whole >= 0.7 * even else even
 
 
 # Stages ------------------------------------------------------------------------------------

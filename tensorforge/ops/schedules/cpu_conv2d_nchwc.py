@@ -24,8 +24,8 @@ from ...te.space import as_config
 from . import gemm_kernel, template
 from .common import (
     blocked_epilogue,
+    column_tile,
     const_extent,
-    divisor_at_most,
     inner_data_stages,
     known_shape,
     reads_only_at,
@@ -63,20 +63,23 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
                     | {lanes})
     cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
                      candidates=[(w,) for w in widths], default=(lanes,))
-    # (channel block, row): rows outside when the weights fill the L2 cache: each row of input
-    # then stays in cache for every channel block, the weights streaming (the order the tuner
-    # picked for MobileNet's 1x1 convs with 512 and 1024 channels on AVX2 with 512 KiB of L2;
-    # 2% less time on those layers in the model; below, each block's weights stay in cache over
-    # the rows instead)
+    # (channel block, row): for a 1x1 conv, rows outside when the weights fill the L2 cache: each
+    # row of input then stays in cache for every channel block, the weights streaming (the order
+    # the tuner picked for MobileNet's 1x1 convs with 512 and 1024 channels on AVX2 with 512 KiB
+    # of L2; 2% less time on those layers in the model; below, each block's weights stay in
+    # cache over the rows instead)
     weight_bytes = 4 * (_ext(fo) or 1) * block
     for iv in s[conv].op.reduce_axis:
         weight_bytes *= _ext(iv) or 1
-    rows_outer = weight_bytes >= target.l2_cache_bytes
+    rc, ry, rx, *rci = s[conv].op.reduce_axis
+    pointwise = _ext(ry) == 1 and _ext(rx) == 1
+    rows_outer = pointwise and weight_bytes >= target.l2_cache_bytes
     cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
-    cfg.define_reorder("order_inner", 4, policy="candidates", candidates=_INNER_ORDERS,
-                       default=_INNER_ORDERS[0])
+    inner, unroll_kw = _default_inner(target, lanes, blocked=bool(rci), kw=_ext(rx),
+                                      stride=int(conv.op.attrs.get("stride_x", 1)))
+    cfg.define_reorder("order_inner", 4, policy="candidates", candidates=_INNER_ORDERS, default=inner)
     cfg.define_annotate("unroll_acc", 2, policy="try_unroll", default=("unroll", "unroll"))
-    cfg.define_knob("unroll_kw", [False, True], default=False)
+    cfg.define_knob("unroll_kw", [False, True], default=unroll_kw)
 
     epilogue = [t for t in outs if t is not conv]
     fused_out = epilogue[0] if len(epilogue) == 1 and _nchw_epilogue(s, epilogue[0], conv) else None
@@ -133,15 +136,23 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     out_stage.parallel(out_stage.fuse(*parallel_axes))
 
 
-def column_tile(width: int, limit: int) -> int:
-    """Output columns per register tile, at most `limit`: the largest divisor of the width, or,
-    when that is much narrower than the widest even split (9 columns with at most 7 per tile:
-    3 against 5; a prime width: 1), the even split with a shorter last tile.  A narrow tile has
-    too few independent accumulators to hide the FMA latency."""
-    whole = divisor_at_most(width, limit)
-    tiles = -(-width // limit)
-    even = -(-width // tiles)
-    return whole if whole >= 0.7 * even else even
+def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> tuple[tuple, bool]:
+    """(order_inner, unroll_kw) of the default point.  With 32 vector registers: (rc, ry, rx,
+    x), taps not unrolled (measured on AVX-512).  With 16 (AVX2), where the tuner found other
+    orders 1.3-1.4x faster on ResNet-18 and MobileNet-v1:
+    - an unblocked input (the stem: 3 channels, NCHW) with kernel columns that overlap: the
+      kernel column inside the tile's columns, unrolled (rc, ry, x, rx), so the C compiler
+      broadcasts each input value once for every (column, tap) pair that reads it (ResNet's 7x7
+      stem 3.8 -> 2.7 ms);
+    - a strided conv on blocked input: the taps outside the channel blocks (ry, rx, rc, x)
+      (ResNet's 3x3 stride-2 convs 1.8 -> 1.4 ms)."""
+    if gemm_kernel.accumulators(lanes, TILE_VECTORS) >= TILE_VECTORS:
+        return _INNER_ORDERS[0], False
+    if not blocked and kw > stride:
+        return _INNER_ORDERS[3], True
+    if blocked and stride > 1 and kw > 1:
+        return _INNER_ORDERS[1], False
+    return _INNER_ORDERS[0], False
 
 
 def _nchw_epilogue(s, out, conv) -> bool:

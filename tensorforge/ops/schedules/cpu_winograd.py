@@ -30,9 +30,10 @@ Knobs:
 from __future__ import annotations
 
 from ...te.space import as_config
-from . import template
+from . import gemm_kernel, template
 from .common import (
     blocked_epilogue,
+    column_tile,
     const_extent,
     const_shape,
     divisor_at_most,
@@ -85,9 +86,15 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     n, kb, p, eps, nu, ki = s[wm].op.axis
     ntiles, block = _ext(p) or 1, _ext(ki) or 1
     vectors = max(1, block // lanes)
-    xb0 = divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1
-    if xb0 < 4 and ntiles > 4:
-        xb0 = min(ntiles, max(1, ACCUMULATORS // vectors // 2))     # a tail beats a narrow tile
+    budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
+    if budget < ACCUMULATORS:
+        # 16 registers (AVX2): at most 6 x 2 vectors, a shorter last tile rather than a narrow
+        # divisor (ResNet-18's products 1.1-1.5x faster than 4 x 2 or spilled 7-8 x 2 tiles)
+        xb0 = column_tile(ntiles, max(1, budget // vectors // 2 * 2))
+    else:
+        xb0 = divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1
+        if xb0 < 4 and ntiles > 4:
+            xb0 = min(ntiles, max(1, ACCUMULATORS // vectors // 2))     # a tail beats a narrow tile
     cfg.define_split("tile_p", ntiles, 2, policy="factors", allow_tail=True,
                      max_factor=max(xb0, min(ntiles, 28)), default=(xb0,))
     widths = sorted({w for w in (lanes // 2, lanes, block) if 1 <= w <= block and block % w == 0} | {lanes})
