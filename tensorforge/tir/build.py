@@ -318,7 +318,9 @@ class _Lowering:
                 if self.stage_of(ld.tensor) is not st:
                     continue
                 for d, idx in enumerate(ld.indices):
-                    interval = self._relax(substitute(idx, root_values), relax)
+                    # simplified first: a read through fused axes, ((f // W) * W + f % W) with
+                    # f = fo * t + fi, is the range of f, not whole rows of W
+                    interval = self._relax(self._simplify(substitute(idx, root_values)), relax)
                     if interval is None:
                         whole[d] = True
                     else:

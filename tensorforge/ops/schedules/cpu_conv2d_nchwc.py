@@ -26,6 +26,7 @@ from .common import (
     blocked_epilogue,
     column_tile,
     const_extent,
+    const_shape,
     inner_data_stages,
     known_shape,
     reads_only_at,
@@ -49,6 +50,9 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     inside the block loop (rc) wherever order_inner puts that."""
     cfg = as_config(cfg)
     conv = master_outs[0]
+    rows = [t for t in conv.op.input_tensors() if getattr(t.op, "tag", "") == "conv2d_nchwc_rows"]
+    if rows:
+        return _pointwise_rows(s, conv, rows[0], outs, target, cfg)
     for op in inner_data_stages(s, master_outs):
         if op is not conv.op and not op.reduce_axis:
             schedule_pad(s, op.output(0), target)
@@ -134,6 +138,65 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         s[acc].unroll(rx)
     s[acc].vectorize(afi_)
     out_stage.parallel(out_stage.fuse(*parallel_axes))
+
+
+def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
+    """A 1x1 stride-1 conv on blocked data (ops/nn_conv_nchwc.py `_pointwise_rows`): a register
+    tile of `tile_p` consecutive positions (across rows) x the B channels of a block, the
+    reduction over the input channels outside it; the machine's GEMM micro-kernel when its
+    columns are one block (6 x 16 with AVX2), else as many positions as a row tile of the
+    direct conv would have.  Knobs: tile_p (tails allowed) and order_outer (channel block
+    outside the position tiles, or inside)."""
+    n, fb, positions, block = const_shape(rows)
+    ow = const_shape(conv)[3]
+    lanes = max(1, target.simd_lanes(rows.dtype))
+    vectors = max(1, block // lanes)
+    kernel = gemm_kernel.for_target(target, rows.dtype)
+    if kernel.nr == block and kernel.lanes == lanes and positions >= kernel.mr:
+        mr0 = column_tile(positions, kernel.mr)
+    else:
+        mr0 = column_tile(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
+    cfg.define_split("tile_p", positions, 2, policy="factors", allow_tail=True,
+                     max_factor=max(mr0, min(positions, 32)), default=(mr0,))
+    weight_bytes = 4 * fb * block
+    for iv in s[rows].op.reduce_axis:
+        weight_bytes *= _ext(iv) or 1
+    # (channel block, position tile): position tiles outside when the weights fill the L2 cache
+    # (see conv2d_nchwc)
+    cfg.define_reorder("order_outer", 2, policy="all",
+                       default=(1, 0) if weight_bytes >= target.l2_cache_bytes else (0, 1))
+    epilogue = [t for t in outs if t is not conv]
+    last = epilogue[0] if len(epilogue) == 1 and conv not in outs else None
+    if last is not None and (blocked_epilogue(s, last, conv) or _nchw_epilogue(s, last, conv)):
+        out = last
+        s[conv].compute_inline()
+    else:
+        out = conv
+        for t in epilogue:
+            schedule_elementwise_stage(s, t, target)
+    s[rows].set_scope("local")
+    ost = s[out]
+    if len(ost.op.axis) == 4:        # NCHW epilogue: the block's channels of each position
+        on, of, oy, ox = ost.op.axis
+        ofo, ofi = ost.split(of, factor=block)
+    else:
+        on, ofo, oy, ox, ofi = ost.op.axis
+    p = ost.fuse(oy, ox)
+    po, pi = cfg["tile_p"].apply(s, ost, p)
+    a, b = [ofo, po][cfg["order_outer"].perm[0]], [ofo, po][cfg["order_outer"].perm[1]]
+    ost.reorder(on, a, b, pi, ofi)
+    s[rows].compute_at(ost, b)
+    if len(ost.op.axis) == 5:
+        _, fi_ = ost.split(ofi, factor=lanes)
+        ost.vectorize(fi_)
+    _, _, ap, afi = s[rows].op.axis
+    rco, rci = s[rows].op.reduce_axis
+    afo_, afi_ = s[rows].split(afi, factor=lanes)
+    s[rows].reorder(rco, rci, ap, afo_, afi_)
+    s[rows].unroll(ap)
+    s[rows].unroll(afo_)
+    s[rows].vectorize(afi_)
+    ost.parallel(ost.fuse(on, a))
 
 
 def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> tuple[tuple, bool]:
