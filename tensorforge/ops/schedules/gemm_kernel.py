@@ -4,12 +4,13 @@ vectors of columns (nr = vectors * lanes) one (mr x nr) tile of the output holds
 The shape follows from facts about the core (BLIS's analytical model, Low et al. 2016):
 - the tile's mr * vectors accumulators, the `vectors` loads of the packed right operand and one
   broadcast of the left operand must fit in the vector registers (32 with AVX-512, 16 with AVX2
-  and SSE), so the C compiler keeps the tile in registers for the whole reduction;
+  and SSE) with one to spare, so the C compiler keeps the tile in registers for the whole
+  reduction (a tile that took all 16 AVX2 registers, 4 x 3 vectors, ran at 75% of 6 x 2's speed);
 - at least latency x FMA units accumulators are independent, so the FMA pipes never wait on a
   previous FMA (4 cycles x 2 units = 8 on current x86 cores);
 - among the shapes that fit, the one with the fewest loads per FMA, (mr + vectors) / (mr *
   vectors), so the load ports are not the bound.
-That gives 6 x 4 vectors with AVX-512 and 4 x 3 with AVX2.  The model cannot see everything (how
+That gives 6 x 4 vectors with AVX-512 and 6 x 2 with AVX2.  The model cannot see everything (how
 a core splits broadcasts between its ports, its prefetchers), so `tensorforge calibrate`
 measures the best few candidates once per machine and caches the winner under the CPU's
 identity (its model name and a hash of its feature flags); `for_target` returns the calibrated
@@ -78,7 +79,7 @@ def candidates(lanes: int, registers: int | None = None, fma_units: int = FMA_UN
     need = FMA_LATENCY * max(1, fma_units)
     out = []
     for vectors in range(1, MAX_VECTORS + 1):
-        mr = (regs - vectors - 1) // vectors
+        mr = (regs - vectors - 2) // vectors     # accumulators, loads, a broadcast, one spare
         if mr < 1:
             continue
         k = MicroKernel(mr, vectors, lanes)
