@@ -11,9 +11,17 @@ from __future__ import annotations
 from .. import te
 
 
-def gemm_schedule(m: int, n: int, k: int, mr: int = 8, nr: int = 32, lanes: int = 16,
-                  dtype: str = "float32"):
-    """Returns (schedule, [A, B, C]) for C[m, n] = A[m, k] @ B[k, n]."""
+def gemm_schedule(m: int, n: int, k: int, mr: int | None = None, nr: int | None = None,
+                  lanes: int | None = None, dtype: str = "float32"):
+    """Returns (schedule, [A, B, C]) for C[m, n] = A[m, k] @ B[k, n].  The tile (mr x nr, vectors
+    of `lanes`) not given is this machine's GEMM micro-kernel (ops/schedules/gemm_kernel.py): a
+    fixed 8 x 32 tile of 16-lane vectors took twice AVX2's 16 registers and ran at 7% of its
+    peak."""
+    if mr is None or nr is None or lanes is None:
+        from ..ops.schedules import gemm_kernel
+        from ..target import Target
+        kernel = gemm_kernel.for_target(Target.parse("c -mcpu=native"), dtype)
+        mr, nr, lanes = mr or kernel.mr, nr or kernel.nr, lanes or kernel.lanes
     A = te.placeholder((m, k), dtype, name="A")
     B = te.placeholder((k, n), dtype, name="B")
     panels = (n + nr - 1) // nr
