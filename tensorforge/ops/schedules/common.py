@@ -56,15 +56,15 @@ def divisor_at_most(n: int, limit: int) -> int:
     return 1
 
 
-def column_tile(width: int, limit: int) -> int:
+def column_tile(width: int, limit: int, min_share: float = 0.7) -> int:
     """Output columns per register tile, at most `limit`: the largest divisor of the width, or,
-    when that is much narrower than the widest even split (9 columns with at most 7 per tile:
-    3 against 5; a prime width: 1), the even split with a shorter last tile.  A narrow tile has
-    too few independent accumulators to hide the FMA latency."""
+    when that is narrower than `min_share` of the widest even split (9 columns with at most 7
+    per tile: 3 against 5; a prime width: 1), the even split with a shorter last tile.  A narrow
+    tile has too few independent accumulators to hide the FMA latency."""
     whole = divisor_at_most(width, limit)
     tiles = -(-width // limit)
     even = -(-width // tiles)
-    return whole if whole >= 0.7 * even else even
+    return whole if whole >= min_share * even else even
 
 
 # Stages ------------------------------------------------------------------------------------

@@ -60,24 +60,24 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     ow, block = _ext(x) or 1, _ext(fi) or 1
     lanes = max(1, target.simd_lanes(conv.dtype))
     vectors = max(1, block // lanes)
-    xb0 = column_tile(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
+    xb0 = _row_tile(ow, lanes, vectors)
     cfg.define_split("tile_x", ow, 2, policy="factors", allow_tail=True, max_factor=max(xb0, min(ow, 32)),
                      default=(xb0,))
     widths = sorted({w for w in (lanes // 2, lanes, 2 * lanes, block) if w >= 1 and w <= block and block % w == 0}
                     | {lanes})
     cfg.define_split("tile_fi", block, 2, policy="candidate", allow_tail=True,
                      candidates=[(w,) for w in widths], default=(lanes,))
-    # (channel block, row): for a 1x1 conv, rows outside when the weights fill the L2 cache: each
-    # row of input then stays in cache for every channel block, the weights streaming (the order
-    # the tuner picked for MobileNet's 1x1 convs with 512 and 1024 channels on AVX2 with 512 KiB
-    # of L2; 2% less time on those layers in the model; below, each block's weights stay in
-    # cache over the rows instead)
+    # (channel block, row): for a 1x1 conv with 16 registers (measured there only), rows outside
+    # when the weights fill the L2 cache: each row of input then stays in cache for every channel
+    # block, the weights streaming (the order the tuner picked for MobileNet's 1x1 convs with 512
+    # and 1024 channels on AVX2 with 512 KiB of L2; 2% less time on those layers in the model;
+    # below, each block's weights stay in cache over the rows instead)
     weight_bytes = 4 * (_ext(fo) or 1) * block
     for iv in s[conv].op.reduce_axis:
         weight_bytes *= _ext(iv) or 1
     rc, ry, rx, *rci = s[conv].op.reduce_axis
     pointwise = _ext(ry) == 1 and _ext(rx) == 1
-    rows_outer = pointwise and weight_bytes >= target.l2_cache_bytes
+    rows_outer = pointwise and weight_bytes >= target.l2_cache_bytes and _sixteen_registers(lanes)
     cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
     inner, unroll_kw = _default_inner(target, lanes, blocked=bool(rci), kw=_ext(rx),
                                       stride=int(conv.op.attrs.get("stride_x", 1)))
@@ -155,7 +155,7 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     if kernel.nr == block and kernel.lanes == lanes and positions >= kernel.mr:
         mr0 = column_tile(positions, kernel.mr)
     else:
-        mr0 = column_tile(ow, max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors))
+        mr0 = _row_tile(ow, lanes, vectors)
     cfg.define_split("tile_p", positions, 2, policy="factors", allow_tail=True,
                      max_factor=max(mr0, min(positions, 32)), default=(mr0,))
     weight_bytes = 4 * fb * block
@@ -164,7 +164,8 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     # (channel block, position tile): position tiles outside when the weights fill the L2 cache
     # (see conv2d_nchwc)
     cfg.define_reorder("order_outer", 2, policy="all",
-                       default=(1, 0) if weight_bytes >= target.l2_cache_bytes else (0, 1))
+                       default=(1, 0) if weight_bytes >= target.l2_cache_bytes and _sixteen_registers(lanes)
+                       else (0, 1))
     epilogue = [t for t in outs if t is not conv]
     last = epilogue[0] if len(epilogue) == 1 and conv not in outs else None
     if last is not None and (blocked_epilogue(s, last, conv) or _nchw_epilogue(s, last, conv)):
@@ -199,6 +200,20 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     ost.parallel(ost.fuse(on, a))
 
 
+def _sixteen_registers(lanes: int) -> bool:
+    """The 16-register defaults apply (AVX2): the accumulator budget is below the 32-register
+    tile's.  The 32-register defaults are the ones measured on AVX-512 and stay as they were."""
+    return gemm_kernel.accumulators(lanes, TILE_VECTORS) < TILE_VECTORS
+
+
+def _row_tile(ow: int, lanes: int, vectors: int) -> int:
+    """Columns of the default register tile: an even split with a shorter last tile when the best
+    divisor is much narrower (with 16 registers: below 70% of it, DQN's 9 -> 5 + 4; with 32,
+    only below half, so the measured AVX-512 tiles of 56 and 112 columns stay 8 wide)."""
+    limit = max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors)
+    return column_tile(ow, limit, 0.7 if _sixteen_registers(lanes) else 0.5)
+
+
 def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> tuple[tuple, bool]:
     """(order_inner, unroll_kw) of the default point.  With 32 vector registers: (rc, ry, rx,
     x), taps not unrolled (measured on AVX-512).  With 16 (AVX2), where the tuner found other
@@ -210,7 +225,7 @@ def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> t
       slower so, and keeps the 32-register order);
     - a strided conv on blocked input: the taps outside the channel blocks (ry, rx, rc, x)
       (ResNet's 3x3 stride-2 convs 1.8 -> 1.4 ms)."""
-    if gemm_kernel.accumulators(lanes, TILE_VECTORS) >= TILE_VECTORS:
+    if not _sixteen_registers(lanes):
         return _INNER_ORDERS[0], False
     if not blocked and stride < kw <= 7:
         return _INNER_ORDERS[3], True
