@@ -72,12 +72,8 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     # block, the weights streaming (the order the tuner picked for MobileNet's 1x1 convs with 512
     # and 1024 channels on AVX2 with 512 KiB of L2; 2% less time on those layers in the model;
     # below, each block's weights stay in cache over the rows instead)
-    weight_bytes = 4 * (_ext(fo) or 1) * block
-    for iv in s[conv].op.reduce_axis:
-        weight_bytes *= _ext(iv) or 1
     rc, ry, rx, *rci = s[conv].op.reduce_axis
-    pointwise = _ext(ry) == 1 and _ext(rx) == 1
-    rows_outer = pointwise and weight_bytes >= target.l2_cache_bytes and _sixteen_registers(lanes)
+    rows_outer = _ext(ry) == 1 and _ext(rx) == 1 and _weights_fill_l2(s[conv], target, lanes)
     cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
     inner, unroll_kw = _default_inner(target, lanes, blocked=bool(rci), kw=_ext(rx),
                                       stride=int(conv.op.attrs.get("stride_x", 1)))
@@ -147,7 +143,7 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     columns are one block (6 x 16 with AVX2), else as many positions as a row tile of the
     direct conv would have.  Knobs: tile_p (tails allowed) and order_outer (channel block
     outside the position tiles, or inside)."""
-    n, fb, positions, block = const_shape(rows)
+    _, _, positions, block = const_shape(rows)
     ow = const_shape(conv)[3]
     lanes = max(1, target.simd_lanes(rows.dtype))
     vectors = max(1, block // lanes)
@@ -158,14 +154,10 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
         mr0 = _row_tile(ow, lanes, vectors)
     cfg.define_split("tile_p", positions, 2, policy="factors", allow_tail=True,
                      max_factor=max(mr0, min(positions, 32)), default=(mr0,))
-    weight_bytes = 4 * fb * block
-    for iv in s[rows].op.reduce_axis:
-        weight_bytes *= _ext(iv) or 1
     # (channel block, position tile): position tiles outside when the weights fill the L2 cache
     # (see conv2d_nchwc)
     cfg.define_reorder("order_outer", 2, policy="all",
-                       default=(1, 0) if weight_bytes >= target.l2_cache_bytes and _sixteen_registers(lanes)
-                       else (0, 1))
+                       default=(1, 0) if _weights_fill_l2(s[rows], target, lanes) else (0, 1))
     epilogue = [t for t in outs if t is not conv]
     last = epilogue[0] if len(epilogue) == 1 and conv not in outs else None
     if last is not None and (blocked_epilogue(s, last, conv) or _nchw_epilogue(s, last, conv)):
@@ -200,10 +192,14 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     ost.parallel(ost.fuse(on, a))
 
 
-def _sixteen_registers(lanes: int) -> bool:
-    """The 16-register defaults apply (AVX2): the accumulator budget is below the 32-register
-    tile's.  The 32-register defaults are the ones measured on AVX-512 and stay as they were."""
-    return gemm_kernel.accumulators(lanes, TILE_VECTORS) < TILE_VECTORS
+def _weights_fill_l2(stage, target, lanes: int) -> bool:
+    """With 16 registers (where the rows-outside order was measured): the weights of the conv
+    stage (output channel blocks x block x its reduction) fill the L2 cache."""
+    n_blocks, block = _ext(stage.op.axis[1]) or 1, _ext(stage.op.axis[-1]) or 1
+    weight_bytes = 4 * n_blocks * block
+    for iv in stage.op.reduce_axis:
+        weight_bytes *= _ext(iv) or 1
+    return gemm_kernel.narrow_register_file(lanes) and weight_bytes >= target.l2_cache_bytes
 
 
 def _row_tile(ow: int, lanes: int, vectors: int) -> int:
@@ -211,7 +207,7 @@ def _row_tile(ow: int, lanes: int, vectors: int) -> int:
     divisor is much narrower (with 16 registers: below 70% of it, DQN's 9 -> 5 + 4; with 32,
     only below half, so the measured AVX-512 tiles of 56 and 112 columns stay 8 wide)."""
     limit = max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors)
-    return column_tile(ow, limit, 0.7 if _sixteen_registers(lanes) else 0.5)
+    return column_tile(ow, limit, 0.7 if gemm_kernel.narrow_register_file(lanes) else 0.5)
 
 
 def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> tuple[tuple, bool]:
@@ -225,7 +221,7 @@ def _default_inner(target, lanes: int, blocked: bool, kw: int, stride: int) -> t
       slower so, and keeps the 32-register order);
     - a strided conv on blocked input: the taps outside the channel blocks (ry, rx, rc, x)
       (ResNet's 3x3 stride-2 convs 1.8 -> 1.4 ms)."""
-    if not _sixteen_registers(lanes):
+    if not gemm_kernel.narrow_register_file(lanes):
         return _INNER_ORDERS[0], False
     if not blocked and stride < kw <= 7:
         return _INNER_ORDERS[3], True

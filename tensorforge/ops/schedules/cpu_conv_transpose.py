@@ -133,7 +133,7 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
         # with 16 registers, two phase rows per tile: on DCGAN (AVX2) 4 x 2 positions ran at
         # twice the speed of 8 x 1 with the same 8 accumulators
-        rows = 2 if budget < ACCUMULATORS and yq_n % 2 == 0 else 1
+        rows = 2 if gemm_kernel.narrow_register_file(lanes) and yq_n % 2 == 0 else 1
         xb = divisor_at_most(xq_n, max(1, budget // (per_position * rows)))
         yb = divisor_at_most(yq_n, max(1, budget // (per_position * xb)))
         cfg.define_split("tile_x", xq_n, 2, policy="factors", max_factor=max(xb, min(xq_n, ACCUMULATORS)),

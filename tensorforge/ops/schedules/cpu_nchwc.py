@@ -100,12 +100,11 @@ def window2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     vectors = max(1, block // lanes)
     split_block = block > lanes and block % lanes == 0
     nvec = vectors if split_block else 1
-    budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
     # with 16 registers (AVX2), one vector of the block per tile over up to COLUMNS_16 columns:
     # MobileNet's depthwise layers took 16% less time than with every vector of the block over
     # fewer columns (the unrolled taps' weight vectors no longer compete with the accumulators)
-    per_tile = 1 if budget < ACCUMULATORS else nvec
-    columns = min(COLUMNS_16, budget) if per_tile < nvec else budget // vectors
+    per_tile = 1 if gemm_kernel.narrow_register_file(lanes) else nvec
+    columns = COLUMNS_16 if per_tile < nvec else gemm_kernel.accumulators(lanes, ACCUMULATORS) // vectors
     xb0 = divisor_at_most(_ext(mx), max(1, columns))
     cfg.define_split("tile_x", _ext(mx), 2, policy="factors", max_factor=max(xb0, min(_ext(mx), ACCUMULATORS)),
                      default=(xb0,))

@@ -86,10 +86,10 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     n, kb, p, eps, nu, ki = s[wm].op.axis
     ntiles, block = _ext(p) or 1, _ext(ki) or 1
     vectors = max(1, block // lanes)
-    budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
-    if budget < ACCUMULATORS:
+    if gemm_kernel.narrow_register_file(lanes):
         # 16 registers (AVX2): at most 6 x 2 vectors, a shorter last tile rather than a narrow
         # divisor (ResNet-18's products 1.1-1.5x faster than 4 x 2 or spilled 7-8 x 2 tiles)
+        budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
         xb0 = column_tile(ntiles, max(1, budget // vectors // 2 * 2))
     else:
         xb0 = divisor_at_most(ntiles, max(1, ACCUMULATORS // vectors // 2 * 2)) if ntiles > 1 else 1

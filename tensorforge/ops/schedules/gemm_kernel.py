@@ -72,6 +72,13 @@ def accumulators(lanes: int, cap: int) -> int:
     return max(1, min(cap, register_count(lanes) - 1))
 
 
+def narrow_register_file(lanes: int) -> bool:
+    """Fewer vector registers than the 32 that the templates' measured defaults were chosen
+    for (AVX2 and SSE have 16): the templates then take their 16-register defaults, and their
+    32-register ones stay as measured on AVX-512."""
+    return register_count(lanes) < 32
+
+
 def candidates(lanes: int, registers: int | None = None, fma_units: int = FMA_UNITS) -> list[MicroKernel]:
     """Every shape that fits the registers and hides the FMA latency, best first by the model
     (fewest loads per FMA, then more accumulators)."""
