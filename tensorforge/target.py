@@ -123,6 +123,12 @@ class Target:
         return max(1, self.simd_bytes // dt.itemsize(dt.element_of(dtype)))
 
     @property
+    def vector_registers(self) -> int:
+        """Architectural vector registers of a CPU target: 32 with AVX-512, else 16 (AVX2, SSE;
+        the 64-byte width implies AVX-512's register file)."""
+        return 32 if self.simd_bytes == 64 else 16
+
+    @property
     def num_cores(self) -> int:
         return _host_num_cores()
 

@@ -50,3 +50,10 @@ def test_compile_flags_follow_the_target():
     assert any(f.endswith("=native") for f in cpu.compile_flags(Target.parse("c")))
     with pytest.raises(ValueError, match="serves target kinds"):
         cpu.compile_flags(Target.parse("cuda"))
+
+
+def test_predictive_commoning_is_off_with_16_vector_registers_only():
+    avx2, avx512 = Target.parse("c -mcpu=x86-64-v3"), Target.parse("c -mcpu=skylake-avx512")
+    assert (avx2.vector_registers, avx512.vector_registers) == (16, 32)
+    assert "-fno-predictive-commoning" in cpu.compile_flags(avx2)
+    assert "-fno-predictive-commoning" not in cpu.compile_flags(avx512)

@@ -96,3 +96,69 @@ def test_conv_configs_inside_a_fused_epilogue_compute_the_same():
         got = np.full_like(want, np.nan)
         mod(*inputs, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
+
+
+@pytest.fixture
+def small_l2(monkeypatch):
+    """An L2 cache of 4 KiB: the small convs below then have weights that do not fit it (the
+    config spaces, cached per task, are built afresh under it and after it)."""
+    from tensorforge.autotune import task as task_module
+    task_module._config_space.cache_clear()
+    monkeypatch.setattr(Target, "l2_cache_bytes", property(lambda self: 4096))
+    yield
+    task_module._config_space.cache_clear()
+
+
+@pytest.mark.parametrize("task", [
+    # NCHW input with many channels and a long kernel row (the pitch estimator's shape, small)
+    Task.for_op("conv2d_nchwc", [((2, 24, 1, 23), "float32"), ((2, 24, 1, 9, 8), "float32")],
+                {"padding": (0, 4, 0, 4), "strides": (1, 1)}),
+    # blocked input: the chunks are of channel blocks
+    Task.for_op("conv2d_nchwc", [((1, 4, 5, 13, 8), "float32"), ((2, 32, 3, 3, 8), "float32")],
+                {"padding": (1, 1, 1, 1), "strides": (1, 1), "data_layout": "NCHW8c"}),
+], ids=["nchw_input", "blocked_input"])
+def test_reduction_chunks_compute_the_same(task, small_l2):
+    # weights of one output block beyond L2: the chunk_rc knob exists, its default chunks the
+    # reduction, and every chunk (with the other knobs random: column tails, loop orders) agrees
+    # with the reference
+    space = task.config_space
+    assert "chunk_rc" in space
+    chunks = [e.to_json() for e in space.knob("chunk_rc").entities if e.to_json()]
+    assert chunks and space.default_config()["chunk_rc"].val in chunks
+    rng = random.Random(5)
+    for c in [0, *chunks]:
+        check_candidate(task, space.from_json({**space.random(rng).to_json(), "chunk_rc": c}))
+
+
+def test_reduction_chunks_only_where_the_weights_exceed_l2():
+    task = Task.for_op("conv2d_nchwc", [((2, 24, 1, 23), "float32"), ((2, 24, 1, 9, 8), "float32")],
+                       {"padding": (0, 4, 0, 4), "strides": (1, 1)})
+    assert "chunk_rc" not in task.config_space      # 7 KiB of weights per block
+
+
+def test_reduction_chunks_inside_a_fused_epilogue_compute_the_same(small_l2):
+    target = Target.parse("c")
+    group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+    task = extract_tasks(conv_net())[0]
+    assert "chunk_rc" in task.config_space
+    placeholders, env, master_outs, master_ops = group_to_te(group)
+    outs = [env[v] for v in group.outputs]
+    data = np.random.default_rng(0)
+    inputs = [data.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in placeholders]
+    results = []
+    for c in [e.to_json() for e in task.config_space.knob("chunk_rc").entities]:
+        placeholders, env, master_outs, master_ops = group_to_te(group)
+        outs = [env[v] for v in group.outputs]
+        s = te.create_schedule([t.op for t in outs])
+        for stage in list(s.stages):
+            op = stage.op
+            if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
+                    and not op.reduce_axis:
+                stage.compute_inline()
+        config = task.config_space.from_json({**task.config_space.default_config().to_json(), "chunk_rc": c})
+        get_tunable("conv2d_nchwc.cpu").fn(s, master_outs, outs, target, config)
+        got = np.full([int(d.value) for d in outs[0].shape], np.nan, "float32")
+        tensorforge.build(s, placeholders + outs)(*inputs, got)
+        results.append(got)
+    for got in results[1:]:
+        np.testing.assert_allclose(got, results[0], rtol=1e-4, atol=1e-4)
