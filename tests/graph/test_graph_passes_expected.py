@@ -343,6 +343,24 @@ def test_alter_layout_blocks_a_grouped_conv_per_group():
     assert_graph_equal(alter_layout(g, AVX512), e.finish([e.add1("nchwc_to_nchw", [blocked])]))
 
 
+@pytest.mark.parametrize("target,per_group,block", [
+    ("c -mcpu=x86-64-v3", 12, 16),     # AVX2: padded to a whole vector, not blocks of 4 (SSE width)
+    ("c -mcpu=x86-64-v3", 4, 4),       # at most half a vector of filters: half a vector
+    ("c -mcpu=x86-64-v4", 24, 8),      # AVX-512: half a vector is 8 lanes, as wide as AVX2's whole
+])
+def test_alter_layout_blocks_of_filters_per_group(target, per_group, block):
+    b = builder()
+    img = b.input("img", (1, 8, 8, 8), "float32")
+    g = b.finish([b.add1("conv2d", [img, b.const(rand(2 * per_group, 4, 3, 3))], dict(CONV, groups=2))])
+    out = alter_layout(g, Target.parse(target))
+    (conv,) = [n for n in out.nodes if n.op == "conv2d_nchwc"]
+    assert conv.outputs[0].shape[-1] == block
+    padded = conv.outputs[0].shape[1] * block // 2
+    assert padded == -(-per_group // block) * block
+    x = RNG.standard_normal((1, 8, 8, 8)).astype("float32")
+    np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
 # -- alter_layout_column_conv ---------------------------------------------------------------------
 
 def test_alter_layout_column_conv_lays_a_column_conv_along_a_row():
