@@ -1,9 +1,14 @@
-"""fp32 GEMM 1024^3: tensorforge's default matmul schedule (what `compile` gives a MatMul: the
-machine's micro-kernel, packed panels; ops/schedules/cpu_matmul.py) and the hand-written
-schedule of testing/gemm.py, against numpy.matmul (OpenBLAS), in one process, interleaved, with
-1 and 2 threads; each as GFLOP/s and as a share of the measured FMA peak (benchmarks/_peak.py).
+"""fp32 GEMM 1024^3: tensorforge's default matmul schedule (what `compile` gives a MatMul of two
+inputs: the machine's micro-kernel, panels packed on the fly; ops/schedules/cpu_matmul.py), the
+product with a constant right operand packed at compile time (what `compile` gives a MatMul
+with a weight: `matmul_packed`, cache-blocked over kc, mc, nc on 16-register machines when the
+reduction is long) and the hand-written schedule of testing/gemm.py, against numpy.matmul
+(OpenBLAS), in one process, interleaved, with 1 and 2 threads; each as GFLOP/s and as a share
+of the measured FMA peak (benchmarks/_peak.py).
 
-    python benchmarks/gemm.py [--size 1024] [--repeat 15]
+    python benchmarks/gemm.py [--size 1024] [--k K] [--repeat 15]
+
+--k sets the reduction length (default: the size): (size x K) @ (K x size).
 
 Each round times every kernel `repeat // 3` times back to back and keeps its fastest run (noise
 from other processes only slows a run down); the figure is the median over 3 rounds.  After
@@ -30,6 +35,7 @@ import _peak  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.autotune.task import Task, instantiate  # noqa: E402
+from tensorforge.ops.nn_dense_packed import pack_columns  # noqa: E402
 from tensorforge.ops.schedules import gemm_kernel  # noqa: E402
 from tensorforge.runtime import module as rt  # noqa: E402
 from tensorforge.target import Target  # noqa: E402
@@ -42,30 +48,44 @@ TARGET = "c -mcpu=native"
 OPENBLAS_PARK_S = 0.2
 
 
-def _build(n: int):
-    """{name: callable(a, b, c)}: the default matmul schedule and the hand-written one."""
-    task = Task.for_op("matmul", [((n, n), "float32"), ((n, n), "float32")], target=TARGET)
+def _build(n: int, k: int, b: np.ndarray):
+    """{name: callable(a, b, c)}: the default matmul schedule, the product with `b` packed at
+    compile time, and the hand-written schedule."""
+    task = Task.for_op("matmul", [((n, k), "float32"), ((k, n), "float32")], target=TARGET)
     s, args = instantiate(task, None)
     default = tensorforge.build(tensorforge.lower(s, args, name="gemm_default"), target=TARGET)
-    s, args = gemm_schedule(n, n, n)
+    nr = gemm_kernel.for_target(Target.parse(TARGET)).nr
+    panels = pack_columns(b, nr)
+    task = Task.for_op("matmul_packed", [((n, k), "float32"), (panels.shape, "float32")], {"units": n}, target=TARGET)
+    s, args = instantiate(task, None)
+    packed_mod = tensorforge.build(tensorforge.lower(s, args, name="gemm_packed"), target=TARGET)
+    s, args = gemm_schedule(n, n, k)
     hand = tensorforge.build(tensorforge.lower(s, args, name="gemm_hand"), target=TARGET)
-    return {"tensorforge (default matmul)": default, "tensorforge (testing/gemm.py)": hand}
+    return {"tensorforge (default matmul)": default,
+            "tensorforge (weights packed)": lambda a, _b, c: packed_mod(a, panels, c),
+            "tensorforge (testing/gemm.py)": hand}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--k", type=int, default=None, help="reduction length (default: --size)")
     ap.add_argument("--repeat", type=int, default=15)
     opts = ap.parse_args()
     n = opts.size
-    flops = 2.0 * n * n * n
+    k = opts.k or n
+    flops = 2.0 * n * n * k
     try:
         from threadpoolctl import threadpool_info, threadpool_limits
     except ImportError:  # pragma: no cover
         raise SystemExit("benchmarks need threadpoolctl (pip install -e .[dev])") from None
 
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c = np.empty((n, n), np.float32)
     start = time.perf_counter()
-    mods = _build(n)
+    mods = _build(n, k, b)
     print(f"compile: {time.perf_counter() - start:.2f} s (a cache hit skips the C compiler)")
     lanes = Target.parse(TARGET).simd_lanes("float32")
     record = gemm_kernel.load_calibration()
@@ -73,10 +93,6 @@ def main() -> None:
           f"({'calibrated' if record else 'detected; run `tensorforge calibrate` to measure'}; "
           f"the register model's choice: {gemm_kernel.detected(lanes)})")
 
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((n, n), dtype=np.float32)
-    b = rng.standard_normal((n, n), dtype=np.float32)
-    c = np.empty((n, n), np.float32)
     for mod in mods.values():
         c.fill(np.nan)
         mod(a, b, c)
@@ -119,7 +135,8 @@ def main() -> None:
     if note:
         print(note)
     tf, npy = results[1][name], results[1]["numpy"]
-    print(f"gemm {n} fp32: tensorforge {tf:.1f} GFLOP/s, numpy {npy:.1f} GFLOP/s, ratio {tf / npy:.2f}")
+    shape = f"{n}" if k == n else f"{n}x{k}x{n}"
+    print(f"gemm {shape} fp32: tensorforge {tf:.1f} GFLOP/s, numpy {npy:.1f} GFLOP/s, ratio {tf / npy:.2f}")
 
 
 if __name__ == "__main__":

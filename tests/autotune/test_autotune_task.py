@@ -162,3 +162,44 @@ def test_reduction_chunks_inside_a_fused_epilogue_compute_the_same(small_l2):
         results.append(got)
     for got in results[1:]:
         np.testing.assert_allclose(got, results[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture
+def small_caches(monkeypatch):
+    """L1 of 1 KiB and L2 of 8 KiB: the small products below then take cache blocks."""
+    from tensorforge.autotune import task as task_module
+    task_module._config_space.cache_clear()
+    monkeypatch.setattr(Target, "l1_cache_bytes", property(lambda self: 1024))
+    monkeypatch.setattr(Target, "l2_cache_bytes", property(lambda self: 8192))
+    yield
+    task_module._config_space.cache_clear()
+
+
+AVX2 = "c -mcpu=x86-64-v3"
+
+
+@pytest.mark.parametrize("task", [
+    Task.for_op("matmul_packed", [((96, 64), "float32"), ((4, 64, 16), "float32")], {"units": 64}, target=AVX2),
+    Task.for_op("matmul_packed", [((2, 100, 96), "float32"), ((3, 96, 16), "float32")], {"units": 48}, target=AVX2),
+], ids=["packed", "packed_batched"])
+def test_cache_blocks_compute_the_same(task, small_caches):
+    # a reduction of several L1-sized chunks with 16 registers: the cache_block knob exists, its
+    # default blocks the product, and every value (with the other knobs random) matches the
+    # reference
+    space = task.config_space
+    assert "cache_block" in space
+    values = [e.to_json() for e in space.knob("cache_block").entities]
+    assert values[0] == "none" and space.default_config()["cache_block"].val != "none"
+    rng = random.Random(7)
+    for value in values:
+        check_candidate(task, space.from_json({**space.random(rng).to_json(), "cache_block": value}))
+
+
+def test_cache_blocks_only_with_16_registers_and_enough_rows(small_caches):
+    from tensorforge.ops.schedules.cpu_matmul import cache_blocks
+    avx2, avx512 = Target.parse(AVX2), Target.parse("c -mcpu=x86-64-v4")
+    assert cache_blocks(96, 64, 64, 6, 16, avx2) == [(16, 48, 64), (8, 48, 64)]
+    assert cache_blocks(96, 64, 64, 6, 64, avx512) == []      # 32 registers: unmeasured there
+    assert cache_blocks(48, 64, 64, 6, 16, avx2) == []        # 8 row tiles
+    assert cache_blocks(96, 64, 16, 6, 16, avx2) == []        # one chunk of the reduction
+    assert cache_blocks(96, 40, 64, 6, 16, avx2) == []        # no multiple of nr divides N
