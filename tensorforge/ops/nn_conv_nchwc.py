@@ -133,8 +133,8 @@ class conv2d_nchwc:
                 lambda i, fo, y, x, fi: te.sum(padded[i, channel(fo, rc), y * sy + ry * dy, x * sx + rx * dx]
                                                * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
                 name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
-        if (kh, kw) == (1, 1) and (sy, sx) == (1, 1) and not any(padding) and per_group == fb:
-            return _pointwise_rows(data, wp, oh, ow, bi)
+        if (kh, kw) == (1, 1) and not any(padding) and per_group == fb:
+            return _pointwise_rows(data, wp, oh, ow, bi, (sy, sx))
         # the channel block rides along as a third "spatial" axis that needs no padding
         padded = pad_stage(data, (padding[0], padding[1], 0), (*ext, bi))
         rco = te.reduce_axis((0, c // bi), name="rco")
@@ -157,22 +157,26 @@ class conv2d_nchwc:
         return to_nchwc(out, wp.shape[4])
 
 
-def _pointwise_rows(data: te.Tensor, wp: te.Tensor, oh: int, ow: int, bi: int) -> te.Tensor:
-    """A 1x1 stride-1 conv on blocked data is a matrix product over the image's positions in
+def _pointwise_rows(data: te.Tensor, wp: te.Tensor, oh: int, ow: int, bi: int,
+                    strides: tuple = (1, 1)) -> te.Tensor:
+    """A 1x1 unpadded conv on blocked data is a matrix product over the output's positions in
     memory order: `conv2d_nchwc_rows` computes it on (N, F/B, OH * OW, B), so a register tile
     can span positions across rows (6 of them with AVX2's 6 x 16 micro-kernel, where a row of 14
-    or 7 only splits into 7s), and `conv2d_nchwc` is that product seen as (N, F/B, OH, OW, B)."""
+    or 7 only splits into 7s), and `conv2d_nchwc` is that product seen as (N, F/B, OH, OW, B).
+    With strides, a position reads every s-th input row and column (ResNet's downsampling
+    convs): the tile's input values are broadcast one by one either way."""
     n = int(data.shape[0].value)
     fb, c, _, _, b = (int(d.value) for d in wp.shape)
+    sy, sx = strides
     rco = te.reduce_axis((0, c // bi), name="rco")
     rci = te.reduce_axis((0, bi), name="rci")
     rows = te.compute(
         (n, fb, oh * ow, b),
-        lambda i, fo, p, fi: te.sum(data[i, rco, p // ow, p % ow, rci] * wp[fo, rco * bi + rci, 0, 0, fi],
+        lambda i, fo, p, fi: te.sum(data[i, rco, p // ow * sy, p % ow * sx, rci] * wp[fo, rco * bi + rci, 0, 0, fi],
                                     axis=[rco, rci]),
         name="conv2d_nchwc_rows", tag="conv2d_nchwc_rows")
     return te.compute((n, fb, oh, ow, b), lambda i, fo, y, x, fi: rows[i, fo, y * ow + x, fi],
-                      name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": 1})
+                      name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
 
 
 @op("nchwc_to_nchw", INJECTIVE)

@@ -9,7 +9,7 @@ from autotune_graphs import conv_net, groups_of
 import tensorforge
 from tensorforge import te
 from tensorforge.autotune import extract_tasks
-from tensorforge.autotune.task import Task
+from tensorforge.autotune.task import Task, instantiate
 from tensorforge.lowering import group_to_te
 from tensorforge.ops.schedules import get_template, get_tunable
 from tensorforge.target import Target
@@ -203,3 +203,27 @@ def test_cache_blocks_only_with_16_registers_and_enough_rows(small_caches):
     assert cache_blocks(48, 64, 64, 6, 16, avx2) == []        # 8 row tiles
     assert cache_blocks(96, 64, 16, 6, 16, avx2) == []        # one chunk of the reduction
     assert cache_blocks(96, 40, 64, 6, 16, avx2) == []        # no multiple of nr divides N
+
+
+@pytest.mark.parametrize("size,order", [(2, [0, 1]), (7, [1, 0])])
+def test_pointwise_rows_order_follows_the_input_size(size, order, small_l2):
+    # weights of 16 KiB fill the 4 KiB L2 of `small_l2`: the position tiles go outside the
+    # channel blocks only when the input (size x size x 64 channels) does not fit half of it
+    task = Task.for_op("conv2d_nchwc", [((1, 8, size, size, 8), "float32"), ((4, 64, 1, 1, 16), "float32")],
+                       {"data_layout": "NCHW8c"}, target=AVX2)
+    assert list(task.config_space.default_config()["order_outer"].perm) == order
+    check_candidate(task, None)
+
+
+@pytest.mark.parametrize("shape,strides", [((1, 2, 7, 9, 8), (1, 1)), ((2, 2, 9, 11, 8), (2, 2)),
+                                           ((1, 2, 8, 13, 8), (2, 1))], ids=["s1", "s2", "s2x1"])
+def test_pointwise_rows_with_strides_compute_the_same(shape, strides):
+    # a 1x1 unpadded conv on blocked data, strided or not, is a product over output positions
+    # (conv2d_nchwc_rows); its default and random configs (position tails) match the reference
+    task = Task.for_op("conv2d_nchwc", [(shape, "float32"), ((2, 16, 1, 1, 16), "float32")],
+                       {"data_layout": "NCHW8c", "strides": strides}, target=AVX2)
+    _, args = instantiate(task, None)
+    assert any(getattr(t.op, "tag", "") == "conv2d_nchwc_rows" for t in args[-1].op.input_tensors())
+    rng = random.Random(11)
+    for config in [None] + [task.config_space.random(rng) for _ in range(3)]:
+        check_candidate(task, config)
