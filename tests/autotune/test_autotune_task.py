@@ -227,3 +227,16 @@ def test_pointwise_rows_with_strides_compute_the_same(shape, strides):
     rng = random.Random(11)
     for config in [None] + [task.config_space.random(rng) for _ in range(3)]:
         check_candidate(task, config)
+
+
+@pytest.mark.parametrize("shape,kernel,strides", [((1, 2, 27, 27, 8), 3, (2, 2)), ((1, 2, 20, 20, 8), 4, (2, 2)),
+                                                  ((1, 2, 9, 40, 8), 3, (1, 2))])
+def test_strided_conv_on_blocked_input_takes_a_wide_tile(shape, kernel, strides):
+    # 16 registers: up to 15 columns, the kernel column unrolled inside them, the block's
+    # vectors not unrolled; the default computes what the reference does
+    task = Task.for_op("conv2d_nchwc", [(shape, "float32"), ((2, 16, kernel, kernel, 16), "float32")],
+                       {"data_layout": "NCHW8c", "strides": strides, "padding": (1, 1, 1, 1)}, target=AVX2)
+    config = task.config_space.default_config()
+    assert list(config["order_inner"].perm) == [0, 1, 3, 2] and config["unroll_kw"].val
+    assert config["unroll_acc"].anns == ("unroll", "none") and 8 <= config["tile_x"].size[-1] <= 15
+    check_candidate(task, None)
