@@ -21,11 +21,12 @@ PARALLEL_MIN_MACS multiply-adds.  Knobs:
   order   tile loops panel-first (a column panel of the right operand stays in cache) or rows-first;
   pack_b  (matmul.cpu only) copy the (K x nr) panel of the right operand into a contiguous
           buffer once per panel (`cache_read` attached at the panel loop);
-  cache_block  (matmul_packed.cpu only; where the reduction spans at least two L1-sized chunks, with 16 vector
-          registers, where it was measured) "KCxMCxNC" of BLIS's cache blocking, or "none": an (mc x nc) block of the output accumulates in a local buffer while the
-          reduction runs in chunks of kc; each (kc x nr) panel of the right operand stays in L1
-          for the block's row tiles and each (mc x kc) block of the left operand in L2
-          (`cache_blocks`).  GEMM 256x4096x1024 on AVX2: 79 -> 91 GFLOP/s.
+  cache_block  (matmul_packed.cpu only, with 16 vector registers, where it was measured, and
+          only where the reduction spans at least two L1-sized chunks: `cache_blocks`)
+          "KCxMCxNC", BLIS's cache blocking, or "none": an (mc x nc) block of the output
+          accumulates in a local buffer while the reduction runs in chunks of kc, so each
+          (kc x nr) panel of the right operand stays in L1 for the block's row tiles and each
+          (mc x kc) block of the left operand in L2 (1024x4096x1024 on AVX2: 79 -> 91 GFLOP/s).
 A right operand packed at compile time is prefetched a panel ahead when a panel serves more than
 one row tile (`Stage.prefetch`): the first row tile of each panel would otherwise wait on memory
 for the panel while the other tiles only compute.
@@ -267,10 +268,11 @@ MIN_BLOCK_ROW_TILES = 16
 def cache_blocks(m: int, n: int, k: int, mr: int, nr: int, target) -> list[tuple[int, int, int]]:
     """(kc, mc, nc) candidates of the `cache_block` knob, the default first; none (no knob)
     with 32 vector registers (unmeasured there), for fewer than MIN_BLOCK_ROW_TILES row tiles or
-    when the reduction is under two chunks.  kc: the largest divisor of K whose (kc x nr) panel fits L1;
-    mc: the largest divisor of M whose (mc x kc) block fits half of L2; nc: the largest divisor
-    of N, a multiple of nr, whose (mc x nc) block fits BLOCK_BYTES.  Blocks divide the output
-    exactly, so the loops over them need no guards (a guarded last block ran at half speed)."""
+    when the reduction is under two chunks.  kc: the largest divisor of K whose (kc x nr) panel
+    fits L1; mc: the largest divisor of M whose (mc x kc) block fits half of L2; nc: the largest
+    divisor of N, a multiple of nr, whose (mc x nc) block fits BLOCK_BYTES; the second candidate
+    halves kc.  Blocks divide the output exactly, so the loops over them need no guards (a
+    guarded last block ran at half speed)."""
     lanes = max(1, target.simd_lanes("float32"))
     if not gemm_kernel.narrow_register_file(lanes) or m < MIN_BLOCK_ROW_TILES * mr or nr <= 0:
         return []
