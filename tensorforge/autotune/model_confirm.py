@@ -11,8 +11,8 @@ tunable task, builds the task's fused groups (with their epilogues, as `compile`
 under its default and its `top` fastest recorded configs.  Each candidate replaces the task's
 kernels in the running model, must give the model's outputs, and is timed there: the model
 runs whole, `runs` times per round and `rounds` rounds in turn, and a candidate's time is the
-time of the task's own kernels in those runs, so their inputs and weights come from where the
-model leaves them (timed alone in a loop, the weights stay in cache: on the DCGAN generator
+time of one of the task's own kernels in those runs (their mean over the task's occurrences,
+the unit of every record), so their inputs and weights come from where the model leaves them (timed alone in a loop, the weights stay in cache: on the DCGAN generator
 the configs of one layer then differ by 1%, in the model by 10%).  The results are appended
 to the record file as "model" records, which decide the task's config from then on (see
 records.best_configs): the default wins unless a tuned config is faster where it runs.
@@ -114,7 +114,7 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
                     timings = [0.0] * len(model.spec.steps)
                     for _ in range(runs):
                         ex.run_with(named, swapped, timings)
-                    totals[ci].append(sum(timings[k] for k in steps) / runs)
+                    totals[ci].append(kernel_seconds(timings, steps, runs))
             now = time.time()
             for ci, c in enumerate(configs):
                 if ok[ci]:
@@ -129,5 +129,13 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
             chosen[task] = configs[best]
             what = "the default" if best == 0 else f"config {configs[best].index}"
             say(f"{task.name} x{len(steps)}: in the model, {what} "
-                f"({times[best] * 1e3:.3f} ms; default {times[0] * 1e3:.3f} ms)")
+                f"({times[best] * 1e3:.3f} ms per kernel; default {times[0] * 1e3:.3f} ms)")
     return chosen
+
+
+def kernel_seconds(timings, steps, runs: int) -> float:
+    """Seconds of one of a task's kernels from the executor's per-step `timings` summed over
+    `runs` runs: the task's `steps` averaged, the unit of every record's time (summed, a task
+    that occurs 16 times had its "model" time counted 16 times by `tune`'s closing total, which
+    weights each task by its occurrences)."""
+    return sum(timings[k] for k in steps) / runs / len(steps)

@@ -53,3 +53,9 @@ def test_nothing_to_confirm_without_records(tmp_path):
     path.write_text("")
     assert confirm_in_model(graph, str(path), log=False) == {}
     assert load_records(path) == []
+
+
+def test_a_model_record_times_one_kernel():
+    from tensorforge.autotune.model_confirm import kernel_seconds
+    # steps 0 and 2 run the task (step 1 another kernel), 2 runs: (1 + 4) / 2 runs / 2 kernels
+    assert kernel_seconds([1.0, 2.0, 4.0], [0, 2], 2) == 1.25
