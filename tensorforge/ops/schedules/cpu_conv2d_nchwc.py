@@ -25,6 +25,8 @@ Knobs (the heuristic above is the default point of the space):
 """
 from __future__ import annotations
 
+import math
+
 from ...te.space import as_config
 from . import gemm_kernel, template
 from .common import (
@@ -46,6 +48,11 @@ _INNER_ORDERS = ((0, 1, 2, 3), (1, 2, 0, 3), (1, 0, 2, 3), (0, 1, 3, 2))   # ove
 
 def _ext(iv) -> int:
     return const_extent(iv, 0)
+
+
+def _extents(ivs) -> int:
+    """The product of the loops' constant extents (a symbolic one counts as 1)."""
+    return math.prod(_ext(iv) or 1 for iv in ivs)
 
 
 @template("conv2d_nchwc.cpu", tunable=True)
@@ -172,9 +179,7 @@ def _reduction_chunks(stage, target, ow: int, block: int) -> tuple[list[int], in
     divisors among them); else no candidates (no knob)."""
     rc, *rest = stage.op.reduce_axis
     n_rc = _ext(rc) or 1
-    per_rc = 4 * block
-    for iv in rest:
-        per_rc *= _ext(iv) or 1
+    per_rc = 4 * block * _extents(rest)
     if n_rc * per_rc <= target.l2_cache_bytes or 4 * ow * block > ROW_BUFFER_BYTES:
         return [], 0
     fit = divisor_at_most(n_rc, max(1, target.l2_cache_bytes // CHUNK_L2_SHARE // per_rc))
@@ -204,9 +209,7 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
     # (see conv2d_nchwc) and the input does not fit half of it; an input that does stays in L2
     # for every block, whose weights then stream once (MobileNet's 1024-channel 1x1 convs on 7x7:
     # 6-10% faster with the blocks outside on AVX2, its 512-channel ones on 14x14 4% slower)
-    input_bytes = 4 * positions
-    for iv in s[rows].op.reduce_axis:
-        input_bytes *= _ext(iv) or 1
+    input_bytes = 4 * positions * _extents(s[rows].op.reduce_axis)
     rows_outer = _weights_fill_l2(s[rows], target, lanes) and 2 * input_bytes > target.l2_cache_bytes
     cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
     epilogue = [t for t in outs if t is not conv]
@@ -247,9 +250,7 @@ def _weights_fill_l2(stage, target, lanes: int) -> bool:
     """With 16 registers (where the rows-outside order was measured): the weights of the conv
     stage (output channel blocks x block x its reduction) fill the L2 cache."""
     n_blocks, block = _ext(stage.op.axis[1]) or 1, _ext(stage.op.axis[-1]) or 1
-    weight_bytes = 4 * n_blocks * block
-    for iv in stage.op.reduce_axis:
-        weight_bytes *= _ext(iv) or 1
+    weight_bytes = 4 * n_blocks * block * _extents(stage.op.reduce_axis)
     return gemm_kernel.narrow_register_file(lanes) and weight_bytes >= target.l2_cache_bytes
 
 

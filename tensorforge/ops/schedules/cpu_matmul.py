@@ -36,7 +36,7 @@ from __future__ import annotations
 from ...te.space import as_config
 from ...te.tensor import PlaceholderOp
 from . import gemm_kernel, template
-from .common import const_extent, const_shape, reads_only_at, schedule_elementwise_stage
+from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
 from .cpu import complex_out
 
 REGISTERS = gemm_kernel.REGISTERS
@@ -277,17 +277,19 @@ def cache_blocks(m: int, n: int, k: int, mr: int, nr: int, target) -> list[tuple
     if not gemm_kernel.narrow_register_file(lanes) or m < MIN_BLOCK_ROW_TILES * mr or nr <= 0:
         return []
 
-    def largest(total: int, limit: int, step: int = 1) -> int:
-        return max((d for d in range(step, min(total, limit) + 1, step) if total % d == 0), default=0)
-    kc = largest(k, target.l1_cache_bytes // (4 * nr))
-    if not kc or k < 2 * kc:
+    kc_limit = target.l1_cache_bytes // (4 * nr)
+    if kc_limit < 1:
         return []
-    mc = largest(m, target.l2_cache_bytes // 2 // (4 * kc))
-    nc = largest(n, BLOCK_BYTES // (4 * max(mc, 1)), nr)
+    kc = divisor_at_most(k, kc_limit)
+    if k < 2 * kc:
+        return []
+    mc_limit = target.l2_cache_bytes // 2 // (4 * kc)
+    mc = divisor_at_most(m, mc_limit) if mc_limit >= 1 else 0
+    nc = max((d for d in range(nr, min(n, BLOCK_BYTES // (4 * max(mc, 1))) + 1, nr) if n % d == 0), default=0)
     if mc < mr or not nc:
         return []
     out = [(kc, mc, nc)]
-    half_k = largest(k, kc // 2)
+    half_k = divisor_at_most(k, kc // 2) if kc >= 2 else 0
     if half_k and k >= 2 * half_k:
         out.append((half_k, mc, nc))
     return out
