@@ -29,3 +29,28 @@ def conv_net():
 
 def groups_of(graph):
     return fuse(optimize(graph, "c"))
+
+
+def first_conv_group():
+    """The fused group of conv_net's first conv (the conv with its bias and relu)."""
+    return next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+
+
+def schedule_group(group, template, cfg, target="c"):
+    """(schedule, placeholders, outputs) of a fused group as the lowering builds it (its
+    elementwise stages inlined) and scheduled by `template` under `cfg`."""
+    from tensorforge import te
+    from tensorforge.lowering import group_to_te
+    from tensorforge.target import Target
+    from tensorforge.te.tensor import ComputeOp
+
+    placeholders, env, master_outs, master_ops = group_to_te(group)
+    outs = [env[v] for v in group.outputs]
+    s = te.create_schedule([t.op for t in outs])
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
+                and not op.reduce_axis:
+            stage.compute_inline()
+    template(s, master_outs, outs, Target.parse(target), cfg)
+    return s, placeholders, outs

@@ -158,24 +158,13 @@ def test_default_point_is_the_hand_template(task):
 def test_conv_default_with_fused_epilogue_is_the_hand_template():
     """A group (conv in NCHW[x]c, bias, relu, back to NCHW): the tile is computed inside the
     epilogue alike without a config and at the default point of the conv's own task."""
-    from autotune_graphs import conv_net, groups_of
-
-    from tensorforge.lowering import group_to_te
-    from tensorforge.te.tensor import ComputeOp
+    from autotune_graphs import first_conv_group, schedule_group
 
     target = Target.parse("c")
-    group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+    group = first_conv_group()
 
     def lower_with(template, cfg):
-        placeholders, env, master_outs, master_ops = group_to_te(group)
-        outs = [env[v] for v in group.outputs]
-        s = te.create_schedule([t.op for t in outs])
-        for stage in list(s.stages):
-            op = stage.op
-            if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
-                    and not op.reduce_axis:
-                stage.compute_inline()
-        template(s, master_outs, outs, target, cfg)
+        s, placeholders, outs = schedule_group(group, template, cfg)
         return str(tensorforge.lower(s, placeholders + outs, "k"))
 
     assert len(group.nodes) > 1

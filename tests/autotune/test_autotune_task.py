@@ -4,16 +4,13 @@ import random
 
 import numpy as np
 import pytest
-from autotune_graphs import conv_net, groups_of
+from autotune_graphs import conv_net, first_conv_group, schedule_group
 
 import tensorforge
-from tensorforge import te
 from tensorforge.autotune import extract_tasks
 from tensorforge.autotune.task import Task, instantiate
-from tensorforge.lowering import group_to_te
 from tensorforge.ops.schedules import get_template, get_tunable
 from tensorforge.target import Target
-from tensorforge.te.tensor import ComputeOp
 from tensorforge.testing import check_candidate
 
 # a fixed 16-lane target: the blocks (NCHW32c) and shapes below do not depend on the machine
@@ -66,25 +63,17 @@ def test_every_config_computes_the_same(task, n):
         check_candidate(task, c)
 
 
+def _build_group(group, template, cfg):
+    """(module, placeholders, outputs) of the group scheduled by `template` under `cfg`."""
+    s, placeholders, outs = schedule_group(group, template, cfg)
+    return tensorforge.build(s, placeholders + outs), placeholders, outs
+
+
 def test_conv_configs_inside_a_fused_epilogue_compute_the_same():
-    target = Target.parse("c")
-    group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+    group = first_conv_group()
     task = extract_tasks(conv_net())[0]
     rng = random.Random(3)
-
-    def build(template, cfg):
-        placeholders, env, master_outs, master_ops = group_to_te(group)
-        outs = [env[v] for v in group.outputs]
-        s = te.create_schedule([t.op for t in outs])
-        for stage in list(s.stages):
-            op = stage.op
-            if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
-                    and not op.reduce_axis:
-                stage.compute_inline()
-        template(s, master_outs, outs, target, cfg)
-        return tensorforge.build(s, placeholders + outs), placeholders, outs
-
-    want_mod, placeholders, outs = build(get_template("conv2d_nchwc.cpu"), None)
+    want_mod, placeholders, outs = _build_group(group, get_template("conv2d_nchwc.cpu"), None)
     data = np.random.default_rng(0)
     inputs = [data.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in placeholders]
     want = np.zeros([int(d.value) for d in outs[0].shape], "float32")
@@ -92,7 +81,7 @@ def test_conv_configs_inside_a_fused_epilogue_compute_the_same():
     for _ in range(3):
         # a config of the task (the conv alone) applies to the group with its epilogue
         config = task.config_space.random(rng)
-        mod, _, _ = build(get_tunable("conv2d_nchwc.cpu").fn, config)
+        mod, _, _ = _build_group(group, get_tunable("conv2d_nchwc.cpu").fn, config)
         got = np.full_like(want, np.nan)
         mod(*inputs, got)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=str(config))
@@ -137,28 +126,18 @@ def test_reduction_chunks_only_where_the_weights_exceed_l2():
 
 
 def test_reduction_chunks_inside_a_fused_epilogue_compute_the_same(small_l2):
-    target = Target.parse("c")
-    group = next(g for g in groups_of(conv_net()) if g.master is not None and g.master.op == "conv2d_nchwc")
+    group = first_conv_group()
     task = extract_tasks(conv_net())[0]
     assert "chunk_rc" in task.config_space
-    placeholders, env, master_outs, master_ops = group_to_te(group)
-    outs = [env[v] for v in group.outputs]
     data = np.random.default_rng(0)
-    inputs = [data.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in placeholders]
-    results = []
+    inputs, results = None, []
     for c in [e.to_json() for e in task.config_space.knob("chunk_rc").entities]:
-        placeholders, env, master_outs, master_ops = group_to_te(group)
-        outs = [env[v] for v in group.outputs]
-        s = te.create_schedule([t.op for t in outs])
-        for stage in list(s.stages):
-            op = stage.op
-            if isinstance(op, ComputeOp) and op not in {t.op for t in outs} and op not in master_ops \
-                    and not op.reduce_axis:
-                stage.compute_inline()
         config = task.config_space.from_json({**task.config_space.default_config().to_json(), "chunk_rc": c})
-        get_tunable("conv2d_nchwc.cpu").fn(s, master_outs, outs, target, config)
+        mod, placeholders, outs = _build_group(group, get_tunable("conv2d_nchwc.cpu").fn, config)
+        if inputs is None:
+            inputs = [data.standard_normal([int(d.value) for d in p.shape]).astype("float32") for p in placeholders]
         got = np.full([int(d.value) for d in outs[0].shape], np.nan, "float32")
-        tensorforge.build(s, placeholders + outs)(*inputs, got)
+        mod(*inputs, got)
         results.append(got)
     for got in results[1:]:
         np.testing.assert_allclose(got, results[0], rtol=1e-4, atol=1e-4)
