@@ -195,16 +195,13 @@ def _rank_correlation(tuner: Tuner, configs: Sequence[ConfigEntity], results: Se
 
 def runner_threads(runner) -> int | None:
     """The thread count a runner's candidates run with, for the records: its `num_threads`, or
-    for a local runner without one this process's default (the measuring process inherits it);
+    for a local runner without one this process's count (LocalRunner.threads);
     None when unknown (a pool's workers use their own machines' defaults)."""
-    n = getattr(runner, "num_threads", None)
-    if n is not None:
-        return int(n)
     from .measure import LocalRunner
     if isinstance(runner, LocalRunner):
-        from ..runtime.module import get_num_threads
-        return get_num_threads()
-    return None
+        return runner.threads()
+    n = getattr(runner, "num_threads", None)
+    return int(n) if n is not None else None
 
 
 def _stderr_line(line: str) -> None:
