@@ -194,6 +194,17 @@ def test_pointwise_rows_order_follows_the_input_size(size, order, small_l2):
     check_candidate(task, None)
 
 
+@pytest.mark.parametrize("size,strides,order", [(4, 2, [0, 1]), (16, 2, [1, 0]), (8, 1, [0, 1])])
+def test_strided_pointwise_rows_put_positions_outside_when_the_input_spans_l2(size, strides, order, small_l2):
+    # weights of 512 B, far from filling the 4 KiB L2: a stride-2 conv takes the position tiles
+    # outside the channel blocks when the input rows it spans (16 x 16 x 8 channels: 8 KiB)
+    # exceed half of L2; a 4 x 4 input does not, nor does an unstrided conv on 8 x 8 (2 KiB)
+    task = Task.for_op("conv2d_nchwc", [((1, 1, size, size, 8), "float32"), ((2, 8, 1, 1, 8), "float32")],
+                       {"data_layout": "NCHW8c", "strides": (strides, strides)}, target=AVX2)
+    assert list(task.config_space.default_config()["order_outer"].perm) == order
+    check_candidate(task, None)
+
+
 @pytest.mark.parametrize("shape,strides", [((1, 2, 7, 9, 8), (1, 1)), ((2, 2, 9, 11, 8), (2, 2)),
                                            ((1, 2, 8, 13, 8), (2, 1))], ids=["s1", "s2", "s2x1"])
 def test_pointwise_rows_with_strides_compute_the_same(shape, strides):
@@ -219,3 +230,4 @@ def test_strided_conv_on_blocked_input_takes_a_wide_tile(shape, kernel, strides)
     assert list(config["order_inner"].perm) == [0, 1, 3, 2] and config["unroll_kw"].val
     assert config["unroll_acc"].anns == ("unroll", "none") and 8 <= config["tile_x"].size[-1] <= 15
     check_candidate(task, None)
+
