@@ -113,6 +113,11 @@ def _add_tune(sub) -> None:
                                   "with (default: TENSORFORGE_NUM_THREADS or all cores)")
     p.add_argument("--min-repeat-ms", type=options.positive_float, default=5.0,
                    help="each timing lasts at least this long (default 5 ms; steadier on a busy machine)")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="time each run of a candidate alone, after evicting every cache level (64 MiB "
+                        "overwritten), instead of back-to-back runs: for models whose weights do not stay "
+                        "in cache from one call to the next, where a kernel reads its weights from memory "
+                        "(--min-repeat-ms does not apply; slower per candidate)")
     p.add_argument("--confirm", type=int_at_least(0, "a config count"), default=3,
                    help="at the end, re-measure each kernel's default and its N fastest configs side by side; "
                         "those times pick the best (default 3; 0 skips)")

@@ -14,6 +14,8 @@ import os
 from . import options
 from .common import format_time, load_graph, progress
 
+COLD_REPEAT = 5         # timings per candidate with --cold-cache, each one run after a flush
+
 
 def tune_model(opts: argparse.Namespace) -> int:
     from ..autotune import LocalRunner, extract_tasks, tune
@@ -30,6 +32,9 @@ def tune_model(opts: argparse.Namespace) -> int:
     for t in tasks:
         progress(f"  {t.name} x{t.occurrences}  ({t.config_space.size} configs)")
     measure = {"num_threads": opts.threads, "min_repeat_ms": opts.min_repeat_ms}
+    if opts.cold_cache:
+        # each timing one run after a flush (back-to-back runs after the first find the data hot)
+        measure.update(flush_cache=True, number=1, repeat=COLD_REPEAT, min_repeat_ms=0.0)
     if opts.pool:
         from ..autotune.pool import DaskRunner
         runner = DaskRunner(opts.pool, device=opts.device, **measure)

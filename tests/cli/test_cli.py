@@ -109,3 +109,25 @@ def test_tune_with_a_shared_budget_plot_and_record_summary(tmp_path, capsys):
     assert records.read_text().count("\n") == 4 and png.read_bytes()[:4] == b"\x89PNG"
     assert cli.main(["inspect", "--records", str(records)]) == 0
     assert "4 records of 1 task(s)" in capsys.readouterr().out
+
+
+def test_tune_with_cold_caches_times_single_runs_after_a_flush(tmp_path, capsys, monkeypatch):
+    from tensorforge import autotune
+    from tensorforge.autotune.records import load_records
+    from tensorforge.cli.tune_cmd import COLD_REPEAT
+
+    made = []
+
+    class Runner(autotune.LocalRunner):
+        def __init__(self, **options):
+            made.append(options)
+            super().__init__(**options)
+
+    monkeypatch.setattr(autotune, "LocalRunner", Runner)
+    small_model(tmp_path / "m.onnx")
+    records = tmp_path / "tune.jsonl"
+    assert cli.main(["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "2", "--tuner",
+                     "random", "--target", "c", "--threads", "1", "--confirm", "0", "--no-confirm-model",
+                     "--cold-cache"]) == 0
+    assert made[0]["flush_cache"] and made[0]["number"] == 1 and made[0]["min_repeat_ms"] == 0
+    assert all(len(r.costs) == COLD_REPEAT for r in load_records(records) if r.ok)
