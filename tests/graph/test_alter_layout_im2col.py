@@ -1,6 +1,7 @@
 """Convolutions that no blocked template serves (conv1d; conv2d whose output channels do not
-fill the vectors) become im2col + one packed GEMM, and compute the same as the op's reference:
-random shapes with strides, padding, dilation, odd channel counts and tall kernels."""
+fill the vectors; with 16 registers, strided convs with short output rows) become im2col + one
+packed GEMM, and compute the same as the op's reference: random shapes with strides, padding,
+dilation, odd channel counts and tall kernels."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,3 +56,20 @@ def test_user_shapes(shape):
     assert any(("im2col" if rank == 1 else "conv2d_nchwc") in label for label in model.spec.labels), \
         model.spec.labels
     np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("size,stride,mcpu,gemm", [(14, 2, "x86-64-v3", True),    # 7 columns of 2 vectors
+                                                   (28, 2, "x86-64-v3", False),   # 14 columns: the wide tile
+                                                   (7, 1, "x86-64-v3", False),    # stride 1: Winograd's
+                                                   (14, 2, "x86-64-v4", False)])  # 32 registers: unmeasured
+def test_strided_conv_with_short_rows_is_a_gemm_with_16_registers(size, stride, mcpu, gemm):
+    from tensorforge.graph.passes.alter_layout import alter_layout
+
+    graph, x = _conv_graph(2, 1, 16, 32, (size, size), (3, 3), (stride, stride), (1, 1, 1, 1), (1, 1))
+    target = Target.parse(f"c -mcpu={mcpu}")
+    blocked = [nd.op for nd in alter_layout(graph, target).nodes if nd.op.startswith("conv")]
+    assert blocked == (["conv2d"] if gemm else ["conv2d_nchwc"])      # left NCHW for alter_layout_im2col
+    if gemm:
+        model = tensorforge.compile(graph, target=f"c -mcpu={mcpu}")
+        assert any("im2col" in label for label in model.spec.labels), model.spec.labels
+        np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-4)

@@ -18,6 +18,8 @@
   each input value taps / strides times.
 - A conv1d takes the same path as a conv2d of height 1 (unsqueeze, blocked conv, squeeze), except
   a pointwise one, which im2col makes a plain GEMM.
+- With 16 vector registers, a strided conv whose output row fits one register tile (7 columns of
+  two vectors) stays NCHW too, for alter_layout_im2col's GEMM (`_narrow_strided_product`).
 """
 from __future__ import annotations
 
@@ -108,6 +110,8 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
         return False
     if any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
+    if _narrow_strided_product(n, target):
+        return False
     per_group = y.shape[1] // groups
     if per_group % _filter_step(per_group, target) == 0:
         return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1        # conv1d pointwise: a GEMM
@@ -116,6 +120,32 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
     taps = int(np.prod(w.shape[2:]))
     strides = n.attrs.get("strides") or (1,) * (w.ndim - 2)
     return taps >= PAD_MIN_OVERLAP * int(np.prod(strides))
+
+
+def _narrow_strided_product(n: Node, target: Target) -> bool:
+    """With 16 vector registers, a strided float32 conv2d of one group whose output row fits
+    one register tile of the direct conv (7 columns of two vectors: ResNet-18's 3x3 stride-2
+    256 -> 512 conv on 14x14) runs as alter_layout_im2col's GEMM on its windows: the direct
+    conv's short rows leave its taps and channels to loops around a 7-column tile (72% of the
+    FMA peak on AVX2), the packed GEMM streams its 4.7 MB of weights once, in order (86%, with
+    the window copy).  Only while the window matrix stays within MAX_COLS_BYTES."""
+    from ...ops.schedules import gemm_kernel
+    from ...ops.schedules.cpu_conv2d_nchwc import TILE_VECTORS
+    from .alter_layout_im2col import MAX_COLS_BYTES
+
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    lanes = target.simd_lanes("float32")
+    if n.op != "conv2d" or int(n.attrs.get("groups", 1)) != 1 or not gemm_kernel.narrow_register_file(lanes):
+        return False
+    strides = tuple(n.attrs.get("strides") or (1, 1))
+    if max(strides) < 2 or int(np.prod(w.shape[2:])) < 2 or x.dtype != "float32":
+        return False
+    block = block_for(y.shape[1], "float32", target)
+    if y.shape[1] % block or block < lanes:
+        return False
+    columns = gemm_kernel.accumulators(lanes, TILE_VECTORS) // (block // lanes)
+    windows = y.shape[0] * y.shape[2] * y.shape[3] * int(np.prod(w.shape[1:]))
+    return y.shape[3] <= columns and 4 * windows <= MAX_COLS_BYTES
 
 
 def _blocked_conv(n: Node, params: dict, target: Target) -> list[Node]:

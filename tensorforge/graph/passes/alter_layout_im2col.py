@@ -1,4 +1,6 @@
-"""Convolutions that no blocked template serves become one matrix product on their windows.
+"""Convolutions that no blocked template serves become one matrix product on their windows,
+and so do those alter_layout leaves to it for speed (with 16 vector registers, strided convs
+whose output rows fit one register tile: alter_layout._narrow_strided_product).
 
 A conv1d, or a conv2d whose output channels do not fill the target's vectors (alter_layout
 leaves those in NCHW), runs on the generic direct template, which is far from the FMA peak for
