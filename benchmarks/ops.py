@@ -167,6 +167,7 @@ def blocked_model(layer: Layer, work: Workload):
     import tensorforge
     from tensorforge.graph.builder import GraphBuilder
     from tensorforge.graph.passes.alter_layout import block_for
+    from tensorforge.graph.pipeline import optimize
     from tensorforge.ops.nn_conv_nchwc import blocked_layout, pack_weight, to_nchwc
     from tensorforge.target import Target
 
@@ -179,20 +180,21 @@ def blocked_model(layer: Layer, work: Workload):
         bi = block_for(layer.ic, "float32", target)
         x = to_nchwc(x, bi)
         attrs["data_layout"] = blocked_layout(bi)
-    xin = b.input("x", x.shape, "float32")
+    block_out = block_for(layer.oc, "float32", target)
     if "data_layout" in attrs:
         # what the compiler makes of the layer between blocked neighbours: a conv it leaves out
         # of the blocked layout (with 16 registers, a stride-2 conv with 7 output columns is a
         # GEMM on its windows) runs as in the model, a layout change in and its epilogue out
+        # (the graph passes decide; only such a layer is compiled so)
         g = GraphBuilder(f"{layer.name}_between")
         gin = g.input("x", x.shape, "float32")
         y = g.add1("conv2d", [g.add1("nchwc_to_nchw", [gin]), g.const(work.weight, "w")],
                    {k: v for k, v in attrs.items() if k != "data_layout"})
-        model = tensorforge.compile(g.finish([g.add1("nchw_to_nchwc", [y], {"block": block_for(layer.oc, "float32",
-                                                                                            target)})]), target=TARGET)
-        if not any(n.op.startswith("conv2d") for n in model.info["graph"].nodes):
-            return model, x
-    w = b.const(pack_weight(work.weight, block_for(layer.oc, "float32", target)), "w")
+        between = g.finish([g.add1("nchw_to_nchwc", [y], {"block": block_out})])
+        if not any(n.op.startswith("conv2d") for n in optimize(between, target).nodes):
+            return tensorforge.compile(between, target=TARGET), x
+    xin = b.input("x", x.shape, "float32")
+    w = b.const(pack_weight(work.weight, block_out), "w")
     model = tensorforge.compile(b.finish([b.add1("conv2d_nchwc", [xin, w], attrs)]), target=TARGET)
     return model, x
 

@@ -326,12 +326,13 @@ def output_buffers(func, n_inputs: int) -> list[np.ndarray]:
     """The candidate's output arguments (its params after the inputs), cache-line aligned: NaN
     where the kernel should write, so an element it skips cannot pass the check."""
     from ..ir import dtype as dt
+    from ..runtime.memory import aligned_empty
 
     outs = []
     for buf in func.params[n_inputs:]:
-        shape = tuple(int(d.value) for d in buf.shape)
-        dtype = np.dtype(dt.element_of(buf.dtype))
-        outs.append(_aligned(np.full(shape, np.nan, dtype) if dtype.kind == "f" else np.zeros(shape, dtype)))
+        out = aligned_empty(tuple(int(d.value) for d in buf.shape), dt.element_of(buf.dtype))
+        out[...] = np.nan if out.dtype.kind == "f" else 0
+        outs.append(out)
     return outs
 
 
