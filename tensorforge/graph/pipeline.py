@@ -28,6 +28,7 @@ from .passes.fold_qdq import fold_qdq
 from .passes.fold_qdq_gather import fold_qdq_gather
 from .passes.fold_qdq_tables import fold_qdq_tables
 from .passes.simplify_graph import simplify_graph
+from .passes.trim_conv_taps import trim_conv_taps
 
 
 def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph]:
@@ -48,6 +49,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
     ("conv_transpose_as_conv", conv_transpose_as_conv, 2),      # stride 1: a conv with the kernel flipped
+    ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
     ("alter_layout", alter_layout, 2),
     ("alter_layout_im2col", alter_layout_im2col, 2),  # convs no blocked template serves: one GEMM

@@ -30,6 +30,7 @@ from tensorforge.graph.passes.fold_qdq import fold_qdq
 from tensorforge.graph.passes.fold_qdq_gather import fold_qdq_gather
 from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
 from tensorforge.graph.passes.simplify_graph import simplify_graph
+from tensorforge.graph.passes.trim_conv_taps import trim_conv_taps
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
 from tensorforge.target import Target
@@ -44,7 +45,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw", "conv_transpose_as_conv"}
+          "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -361,6 +362,40 @@ def test_alter_layout_blocks_of_filters_per_group(target, per_group, block):
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
+# -- trim_conv_taps -------------------------------------------------------------------------------
+
+def test_trim_conv_taps_cuts_the_taps_that_only_read_padding():
+    w = rand(6, 4, 5, 5)
+    b = builder()
+    x = b.input("x", (1, 4, 12, 1), "float32")          # width 1: only the centre column meets data
+    y = b.add1("conv2d", [x, b.const(w)], {"strides": (1, 1), "padding": (2, 2, 2, 2), "dilations": (1, 1),
+                                          "groups": 1})
+    before = b.finish([y])
+
+    e = builder()
+    x = e.input("x", (1, 4, 12, 1), "float32")
+    y = e.add1("conv2d", [x, e.const(np.ascontiguousarray(w[:, :, :, 2:3]))],
+               {"strides": (1, 1), "padding": (2, 0, 2, 0), "dilations": (1, 1), "groups": 1})
+    after = trim_conv_taps(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(1, 4, 12, 1)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_trim_conv_taps_leaves_convs_whose_every_tap_meets_data_alone():
+    b = builder()
+    x = b.input("x", (1, 4, 8, 8), "float32")
+    one = b.input("one", (1, 4, 1, 1), "float32")
+    two = b.input("two", (1, 4, 2, 2), "float32")
+    y = b.add1("conv2d", [x, b.const(rand(8, 4, 3, 3))], CONV)                      # 8x8, pad 1
+    # only the second tap (at 3 - 2 = 1) meets data: trimmed, the front padding would be -1
+    z = b.add1("conv2d", [two, b.const(rand(8, 4, 2, 2))], dict(CONV, padding=(2, 2, 0, 0), dilations=(3, 3)))
+    wt = b.input("w", (8, 4, 3, 3), "float32")
+    v = b.add1("conv2d", [one, wt], CONV)                                            # weight at run time
+    g = b.finish([y, z, v])
+    assert trim_conv_taps(g, AVX512) is g
+
+
 # -- alter_layout_column_conv ---------------------------------------------------------------------
 
 def test_alter_layout_column_conv_lays_a_column_conv_along_a_row():
@@ -450,6 +485,24 @@ def test_alter_layout_im2col_makes_a_narrow_conv_one_gemm():
     prod = e.add1("matmul", [cols, e.const(np.ascontiguousarray(w.reshape(8, 36).T))])
     y = e.add1("transpose", [e.add1("reshape", [prod], {"shape": (1, 8, 8, 8)})], {"perm": (0, 3, 1, 2)})
     assert_graph_equal(alter_layout_im2col(before, AVX512), e.finish([y]))
+
+
+def test_alter_layout_im2col_makes_a_pointwise_conv_a_product_on_the_image():
+    w = rand(3, 16, 1, 1)
+    b = builder()
+    img = b.input("img", (2, 16, 5, 6), "float32")
+    y = b.add1("conv2d", [img, b.const(w)], dict(CONV, padding=(0, 0, 0, 0)))   # a 16 -> 3 head
+    before = b.finish([y])
+
+    e = builder()
+    img = e.input("img", (2, 16, 5, 6), "float32")
+    rows = e.add1("reshape", [img], {"shape": (2, 16, 30)})
+    prod = e.add1("matmul", [e.const(np.ascontiguousarray(w.reshape(3, 16))), rows])
+    y = e.add1("reshape", [prod], {"shape": (2, 3, 5, 6)})
+    after = alter_layout_im2col(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(2, 16, 5, 6)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_alter_layout_im2col_leaves_grouped_and_runtime_weight_convs_alone():
