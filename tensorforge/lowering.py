@@ -143,12 +143,14 @@ def cache_path(signature, target) -> Path:
 
 
 def machine_defaults(target) -> str:
-    """The machine-dependent choices default schedules make (the GEMM micro-kernel on CPUs)."""
+    """The machine-dependent choices default schedules make: the GEMM micro-kernel on CPUs, and
+    the cores they split work over (parallel loops or none, an LSTM step's chunks), which differ
+    between one machine's runs under different CPU affinities."""
     from .ops.schedules import gemm_kernel
     from .target import Target
 
     tgt = Target.parse(target)
-    return str(gemm_kernel.for_target(tgt)) if tgt.template_suffix == "cpu" else ""
+    return f"{gemm_kernel.for_target(tgt)}, {tgt.num_cores} cores" if tgt.template_suffix == "cpu" else ""
 
 
 def text_path(path: Path) -> Path:

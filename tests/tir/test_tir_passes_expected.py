@@ -10,6 +10,7 @@ import pytest
 from tensorforge.arith import structural_equal
 from tensorforge.ir import expr as E
 from tensorforge.ir.expr import Broadcast, Call, Ramp, Var, const
+from tensorforge.ir.functor import substitute
 from tensorforge.tir import interp
 from tensorforge.tir import nodes as N
 from tensorforge.tir.passes.flatten_storage import flatten_storage
@@ -124,21 +125,25 @@ def test_partition_loops_peels_the_guarded_tail():
     same_results(before, check(partition_loops, before, want))
 
 
-def test_partition_loops_splits_inside_a_parallel_loop_but_not_the_parallel_loop():
+def test_partition_loops_branches_a_parallel_loop_on_its_guard():
+    # the iterations stay in one parallel loop; those that pass the guard run its body without it
     io, ii = Var("io"), Var("ii")
-    copy = store(Y, load(X, ii), ii)
+    copy = store(Y, load(X, io * 16 + ii), io * 16 + ii)
     guarded = N.IfThenElse(io * 16 + ii < 60, copy)
     parallel = N.PrimFunc("f", (X, Y), loop(io, 4, loop(ii, 16, guarded), kind=N.PARALLEL))
-    # with io anywhere in [0, 4), the guard is proven for ii in [0, 12)
-    want = loop(io, 4, N.seq(loop(ii, 12, copy), loop(ii, 4, guarded, start=12)), kind=N.PARALLEL)
-    check(partition_loops, parallel, want)
+    # the one tail iteration (io = 3) is split again, its guard holding for ii in [0, 12)
+    last = {io: const(3)}
+    tail = N.seq(loop(ii, 12, substitute(copy, last)), loop(ii, 4, substitute(guarded, last), start=12))
+    want = loop(io, 4, N.IfThenElse(io < 3, loop(ii, 16, copy), tail), kind=N.PARALLEL)
+    same_results(parallel, check(partition_loops, parallel, want))
 
 
 def test_partition_loops_peels_every_guard_off_the_main_part():
     # 650 units in 41 blocks of 16, the blocks in 2 parallel chunks of 21 (an LSTM step's
-    # schedule): a block guard (chunk * 21 + block < 41) and, inside it, a unit guard.  The block
-    # loop's head [0, 20) drops the block guard and is split again by the unit guard, which holds
-    # for every chunk in [0, 19): the main part has no guard at all.
+    # schedule): a block guard (chunk * 21 + block < 41) and, inside it, a unit guard.  The first
+    # chunk passes both guards and runs without them.  In the second, the block loop's head
+    # [0, 20) drops the block guard and is split again by the unit guard, which holds for every
+    # block in [0, 19): the main part has no guard at all.
     po, bo, ii = Var("po"), Var("bo"), Var("ii")
     src, dst = N.Buffer("P", (650,), "float32"), N.Buffer("Q", (650,), "float32")
     unit = po * 336 + bo * 16 + ii
@@ -146,10 +151,12 @@ def test_partition_loops_peels_every_guard_off_the_main_part():
     unit_guard = N.IfThenElse(unit < 650, copy)
     block_guard = N.IfThenElse(po * 21 + bo < 41, loop(ii, 16, unit_guard))
     before = N.PrimFunc("f", (src, dst), loop(po, 2, loop(bo, 21, block_guard), kind=N.PARALLEL))
-    want = loop(po, 2, N.seq(
-        loop(bo, 19, loop(ii, 16, copy)),
-        loop(bo, 1, N.seq(loop(ii, 10, copy), loop(ii, 6, unit_guard, start=10)), start=19),
-        loop(bo, 1, block_guard, start=20)), kind=N.PARALLEL)
+    second = {po: const(1)}
+    copy1, unit_guard1, block_guard1 = (substitute(x, second) for x in (copy, unit_guard, block_guard))
+    want = loop(po, 2, N.IfThenElse(po < 1, loop(bo, 21, loop(ii, 16, copy)), N.seq(
+        loop(bo, 19, loop(ii, 16, copy1)),
+        loop(bo, 1, N.seq(loop(ii, 10, copy1), loop(ii, 6, unit_guard1, start=10)), start=19),
+        loop(bo, 1, block_guard1, start=20))), kind=N.PARALLEL)
     same_results(before, check(partition_loops, before, want))
 
 

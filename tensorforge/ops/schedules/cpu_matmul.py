@@ -247,12 +247,21 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     batch_size = 1
     for iv in batch:
         batch_size *= _ext(iv)
+    # a tile loop whose split leaves a tail stays out of the parallel loop when the batch alone
+    # has work for every core: fused with the batch, its tail guard would recur in every batch
+    # and no loop could peel it (tir/passes/partition_loops.py), leaving the guard in the tile
+    size = cfg["tile_n"].size[1] * cfg["tile_n"].size[2] if first is jo else cfg["tile_m"].size[-1]
+    tail = (n if first is jo else m) % size != 0
+    with_first = not (batch and tail and batch_size >= target.num_cores)
     if target.num_cores > 1 and batch_size * m * n * kk >= PARALLEL_MIN_MACS:
-        outer = ost.fuse(*batch, first) if batch else first
+        if not batch:
+            outer = first
+        else:
+            outer = ost.fuse(*batch, first) if with_first else ost.fuse(*batch)
         ost.parallel(outer)
     if pack:
         # once per panel: at the panel loop (fused with the batch loops when it is outermost)
-        s[packed].compute_at(ost, outer if first is jo else jo)
+        s[packed].compute_at(ost, outer if first is jo and with_first else jo)
         pc = s[packed].op.axis[-1]
         pco, pci = s[packed].split(pc, factor=vl)
         s[packed].vectorize(pci)
