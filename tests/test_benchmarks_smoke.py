@@ -251,3 +251,14 @@ def test_torch_compile_costs_runs(tmp_path):
     # medians of parts need not add up to the median of the whole, but they are of the same calls
     parts = sum(float(got[c]) for c in ("dynamo in", "weights", "convert", "model", "dynamo out"))
     assert 0.5 < parts / float(got["torch.compile"]) < 2.0
+
+
+def test_shape_sweep_runs_with_run_time_operands(tmp_path):
+    """benchmarks/shape_sweep.py checks each random model against ONNX Runtime and times it; seed 2
+    starts with a product of two run-time operands (attention's shape)."""
+    pytest.importorskip("onnxruntime", reason="benchmarks/shape_sweep.py compares against ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "shape_sweep.py"), "--cases", "3", "--seed", "2",
+                           "--repeat", "3"], capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(run-time operands)" in proc.stdout
+    assert "geometric mean tf/ort over 3 cases" in proc.stdout
