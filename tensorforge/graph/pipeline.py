@@ -29,6 +29,7 @@ from .passes.fold_qdq_gather import fold_qdq_gather
 from .passes.fold_qdq_tables import fold_qdq_tables
 from .passes.simplify_graph import simplify_graph
 from .passes.trim_conv_taps import trim_conv_taps
+from .passes.unique_names import unique_names
 
 
 def _any_target(fn: Callable[[Graph], Graph]) -> Callable[[Graph, Target], Graph]:
@@ -62,6 +63,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_int8", alter_layout_int8, 2),      # int8 products on the CPU's dot-product unit
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
+    ("unique_names", _any_target(unique_names), 0),   # values derived twice from a shared one
 ]
 
 

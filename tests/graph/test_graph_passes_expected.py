@@ -31,6 +31,7 @@ from tensorforge.graph.passes.fold_qdq_gather import fold_qdq_gather
 from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.passes.trim_conv_taps import trim_conv_taps
+from tensorforge.graph.passes.unique_names import unique_names
 from tensorforge.graph.pipeline import PASSES
 from tensorforge.graph.reference import run_reference
 from tensorforge.target import Target
@@ -45,7 +46,8 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps"}
+          "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps",
+          "unique_names"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -360,6 +362,33 @@ def test_alter_layout_blocks_of_filters_per_group(target, per_group, block):
     assert padded == -(-per_group // block) * block
     x = RNG.standard_normal((1, 8, 8, 8)).astype("float32")
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
+# -- unique_names ---------------------------------------------------------------------------------
+
+def test_unique_names_merges_equal_constants_and_renames_the_rest():
+    w = rand(4, 4)
+    x = Value("x", (2, 4), "float32")
+    packed_a, packed_b = Value("w_p", (4, 4), "float32"), Value("w_p", (4, 4), "float32")    # equal
+    other = Value("w_p", (4, 4), "float32")                                                  # differs
+    row_a, row_b = Value("x_row", (2, 4), "float32"), Value("x_row", (2, 4), "float32")
+    y = Value("y", (2, 4), "float32")
+    clash = Value("y", (2, 4), "float32")              # an intermediate named like the output
+    ya, yb, yc = (Value(f"y{i}", (2, 4), "float32") for i in "abc")
+    nodes = [Node("relu", (x,), (row_a,)), Node("matmul", (row_a, packed_a), (ya,)),
+             Node("relu", (x,), (row_b,)), Node("matmul", (row_b, packed_b), (yb,)),
+             Node("matmul", (x, other), (yc,)), Node("add", (ya, yb), (clash,)), Node("add", (clash, yc), (y,))]
+    before = Graph((x,), (y,), tuple(nodes), {packed_a: w, packed_b: w.copy(), other: w + 1}, "g")
+    after = unique_names(before)
+
+    other2, row_b2, clash2 = (Value(n, (2, 4), "float32") for n in ("w_p_2", "x_row_2", "y_2"))
+    want = [Node("relu", (x,), (row_a,)), Node("matmul", (row_a, packed_a), (ya,)),
+            Node("relu", (x,), (row_b2,)), Node("matmul", (row_b2, packed_a), (yb,)),
+            Node("matmul", (x, other2), (yc,)), Node("add", (ya, yb), (clash2,)), Node("add", (clash2, yc), (y,))]
+    assert_graph_equal(after, Graph((x,), (y,), tuple(want), {packed_a: w, other2: w + 1}, "g"))
+    xs = rand(2, 4)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-6)
+    assert unique_names(after) is after
 
 
 # -- trim_conv_taps -------------------------------------------------------------------------------
