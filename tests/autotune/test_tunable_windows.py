@@ -39,6 +39,16 @@ TASKS = {
                                                                ((1, 2, 2, 8, 2, 2, 3), "float32")],
                                     {"strides": (2, 2), "out_hw": (18, 14), "kernel": (4, 4),
                                      "padding": (1, 1, 1, 1)}),
+    # a 3x3 kernel with stride 2: phases of 2x2, 2x1, 1x2 and 1x1 taps, a stage each
+    "transpose_exact_taps": Task.for_op("conv_transpose2d_nchwc", [((1, 16, 5, 6), "float32"),
+                                                                   ((2, 2, 2, 16, 2, 2, 16), "float32")],
+                                        {"strides": (2, 2), "out_hw": (9, 11), "kernel": (3, 3),
+                                         "padding": (1, 1, 1, 1)}),
+    # a 1x3 kernel with stride 4 along its rows, 3 channels: three rows of phases without taps
+    "transpose_exact_narrow": Task.for_op("conv_transpose2d_nchwc", [((1, 8, 9, 7), "float32"),
+                                                                     ((1, 4, 1, 8, 1, 3, 3), "float32")],
+                                          {"strides": (4, 1), "out_hw": (33, 7), "kernel": (1, 3),
+                                           "padding": (0, 1, 0, 1)}),
 }
 
 

@@ -184,3 +184,25 @@ def test_direct_conv_with_a_tail_tile(hw, kernel, stride):
     model = tensorforge.compile(g, opt_level=2)
     xs = rng.standard_normal((1, 16, hw, hw)).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kernel, strides, padding, want", [
+    ((3, 3), (2, 2), (1, 1, 1, 1), {(0, 0): (1, 1), (0, 1): (1, 2), (1, 0): (2, 1), (1, 1): (2, 2)}),
+    ((1, 3), (4, 1), (0, 1, 0, 1), {(0, 0): (1, 3)}),          # three rows of phases no tap reaches
+])
+def test_conv_transpose_phases_reduce_over_exactly_their_taps(kernel, strides, padding, want):
+    """Where the stride does not divide the kernel, each phase is a stage of its own whose
+    reduction covers only the taps that reach it (a shared stage padded every phase to the
+    most taps: 16 products per 2x2 output block of a 3x3 stride-2 kernel where 9 are needed)."""
+    from tensorforge import te
+    from tensorforge.ops import registry
+
+    ty, tx = (-(-k // s) for k, s in zip(kernel, strides))
+    x = te.placeholder((1, 8, 6, 5), "float32", "x")
+    wp = te.placeholder((1, *strides, 8, ty, tx, 16), "float32", "wp")
+    out = registry.get("conv_transpose2d_nchwc").compute(x, wp, strides=strides, out_hw=(9, 9), kernel=kernel,
+                                                         padding=padding)
+    (gathered,) = out.op.input_tensors()
+    stages = {tuple(int(v) for v in t.op.name.rsplit("phase", 1)[1].split("_")):
+              tuple(int(iv.dom.extent.value) for iv in t.op.reduce_axis[1:]) for t in gathered.op.input_tensors()}
+    assert stages == want

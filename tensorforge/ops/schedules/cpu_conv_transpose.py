@@ -10,6 +10,11 @@ the tile is every channel times a few vectors of positions along a phase row ins
 outputs (the NCHW layout change with bias and activation) then run as vector loops along their
 rows, reading the phase stage.
 
+Where the stride does not divide the kernel the op has a stage per phase, each with its own
+taps, and a copy stage that sets them side by side (ops/nn_conv_transpose_nchwc.py): each phase
+stage gets the tiles of the knobs' point over its (image, block, tile row) loops, and the copy
+runs vectorized along its channel block.
+
 Why not take the tile straight into the epilogue, as the conv2d template does: the epilogue reads
 the phase stage at (y % sy, y // sy), and bound inference widens a phase index read under a split
 of y to every phase, so a tile attached there would hold all phases (four times the weights per
@@ -48,36 +53,56 @@ def _ext(iv) -> int:
 @template("conv_transpose2d_nchwc.cpu", tunable=True)
 def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     """The phase-tiled loops of the module docstring, with their choices as knobs (see there);
-    `cfg` None is the heuristic default, the space's default point."""
+    `cfg` None is the heuristic default, the space's default point.  Where the stride does not
+    divide the kernel the op has one stage per phase, each reducing over its own taps: each gets
+    the same tiles (the knobs of the first), over its (image, block, tile row) loops."""
     cfg = as_config(cfg)
     out5 = master_outs[0]
-    phases = out5.op.input_tensors()[0]
-    for t in phases.op.input_tensors():
-        if t.op.name == "pad":
-            schedule_rows(s, t, target)
+    stages = [t for t in out5.op.input_tensors() if t.op.tag.startswith("conv_transpose2d_phase")]
+    gathered = [t for t in out5.op.input_tensors() if t.op.tag == "conv_transpose2d_gathered"]
+    if gathered:        # one stage per phase, copied side by side (ops/nn_conv_transpose_nchwc.py)
+        stages = list(gathered[0].op.input_tensors())
+        gst = s[gathered[0]]
+        *outer_axes, inner = gst.op.axis
+        vo, vi = gst.split(inner, factor=max(1, target.simd_lanes(gathered[0].dtype)))
+        gst.vectorize(vi)
+        if target.num_cores > 1:
+            gst.parallel(gst.fuse(*outer_axes[:2]))
+    for t in {u for st in stages for u in st.op.input_tensors() if u.op.name == "pad"}:
+        schedule_rows(s, t, target)
     if out5 not in outs:
         s[out5].compute_inline()
     for t in outs:
         schedule_rows(s, t, target)
-    lanes = max(1, target.simd_lanes(phases.dtype))
-    narrow = phases.op.tag.endswith("_narrow")
-    _define_knobs(cfg, phases, lanes, narrow)
+    lanes = max(1, target.simd_lanes(stages[0].dtype))
+    narrow = stages[0].op.tag.endswith("_narrow")
+    _define_knobs(cfg, stages[0], lanes, narrow)
+    for phases in stages:
+        _schedule_phases(s, phases, cfg, lanes, narrow, target)
+
+
+def _schedule_phases(s, phases, cfg, lanes: int, narrow: bool, target) -> None:
+    """Register tiles of one phase stage: all phases (n, fo, py, px, ... axes) or one."""
     acc = s.cache_write(phases, "local")
     pst = s[phases]
     rc, ry, rx = s[acc].op.reduce_axis
-    phases_outer = cfg["order_outer"].val == "phases"
+    every_phase = len(pst.op.axis) == 7
+    phases_outer = cfg["order_outer"].val == "phases" and every_phase
+    axes = list(pst.op.axis)
+    n, fo = axes[:2]
+    py_px = axes[2:4] if every_phase else []
     if narrow:
-        n, fo, py, px, fi, yq, xq = pst.op.axis
+        fi, yq, xq = axes[-3:]
         yqo, yqi = cfg["tile_y"].apply(s, pst, yq)
         xqo, xqv, vec = cfg["tile_x"].apply(s, pst, xq)
         width = cfg["tile_x"].size[2]
         tile = [fi, yqi, xqv, vec]
     else:
-        n, fo, py, px, yq, xq, fi = pst.op.axis
+        yq, xq, fi = axes[-3:]
         yqo, yqi = cfg["tile_y"].apply(s, pst, yq)
         xqo, xqi = cfg["tile_x"].apply(s, pst, xq)
         tile = [yqi, xqi, fi]
-    outer = [n, fo, py, px, yqo, xqo] if phases_outer else [n, fo, yqo, xqo, py, px]
+    outer = [n, fo, *py_px, yqo, xqo] if phases_outer else [n, fo, yqo, xqo, *py_px]
     pst.reorder(*outer, *tile)
     if not narrow:
         _, vec = pst.split(fi, factor=lanes)
@@ -107,7 +132,7 @@ def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     cfg["unroll_taps"].apply(s, s[acc], [ry, rx])
     s[acc].vectorize(tile_axes[-1])
     if target.num_cores > 1:
-        pst.parallel(pst.fuse(n, fo, py, px) if phases_outer else pst.fuse(n, fo, yqo))
+        pst.parallel(pst.fuse(n, fo, *py_px) if phases_outer else pst.fuse(n, fo, yqo))
 
 
 def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
@@ -118,7 +143,7 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         # each position vector of the tile takes `block` accumulators and one register for its
         # input vector, and the block's weights take `block` broadcasts: all within the register
         # file (a tile that only counted its accumulators spilled: 3-channel DCGAN layer 2.2x slower)
-        _, _, _, _, block, yq_n, xq_n = const_shape(phases)
+        block, yq_n, xq_n = const_shape(phases)[-3:]
         width = min(lanes, xq_n)
         positions = max(1, (gemm_kernel.register_count(lanes) - 1 - block) // (block + 1))
         yb = divisor_at_most(yq_n, max(1, min(MAX_TILE_ROWS, positions)))
@@ -128,7 +153,7 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         cfg.define_split("tile_x", xq_n, 3, policy="candidate", allow_tail=True,
                          candidates=cands if (xv, width) in cands else cands + [(xv, width)], default=(xv, width))
     else:
-        _, _, _, _, yq_n, xq_n, block = const_shape(phases)
+        yq_n, xq_n, block = const_shape(phases)[-3:]
         per_position = max(1, block // lanes)
         budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
         # with 16 registers, two phase rows per tile: on DCGAN (AVX2) 4 x 2 positions ran at
