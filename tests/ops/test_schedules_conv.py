@@ -206,3 +206,24 @@ def test_conv_transpose_phases_reduce_over_exactly_their_taps(kernel, strides, p
     stages = {tuple(int(v) for v in t.op.name.rsplit("phase", 1)[1].split("_")):
               tuple(int(iv.dom.extent.value) for iv in t.op.reduce_axis[1:]) for t in gathered.op.input_tensors()}
     assert stages == want
+
+
+@pytest.mark.parametrize("c, m, length, k, stride, pad", [
+    (16, 24, 32, 16, 8, 4),       # a vocoder's up-sampling: 31 positions per phase (a prime)
+    (8, 16, 9, 4, 2, 1),
+    (6, 3, 10, 5, 3, 2),          # 3 output channels: the narrow block
+])
+def test_conv_transpose1d_runs_as_a_transposed_conv_of_height_one(c, m, length, k, stride, pad):
+    """A 1-D transposed conv takes the blocked phase path through a height of 1 (it ran on the
+    generic template at 6-15x ONNX Runtime's time), its phase rows tiled with a shorter last tile
+    where their length has no divisor near the register tile."""
+    rng = _rng("deconv1d", c, m, length, k, stride)
+    b = GraphBuilder("deconv1d")
+    x = b.input("x", (1, c, length), "float32")
+    w = b.const((rng.standard_normal((c, m, k)) / np.sqrt(c * k)).astype("float32"), "w")
+    y = b.add1("relu", [b.add1("conv_transpose1d", [x, w], {"strides": (stride,), "padding": (pad, pad),
+                                                             "output_padding": (0,), "dilations": (1,),
+                                                             "groups": 1})])
+    graph = b.finish([y])
+    model = _check(graph, rng.standard_normal((1, c, length)).astype("float32"))
+    assert "conv_transpose2d_nchwc" in _ops(model) and "conv_transpose1d" not in _ops(model)

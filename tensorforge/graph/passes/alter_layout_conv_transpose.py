@@ -11,6 +11,10 @@ this pass, packs that weight).  A batch_norm with constant statistics that alone
 transposed convolution is folded into the weights and a per-channel bias (the rewrite
 fold_batch_norm does for conv2d, along the weight's output-channel axis 1).
 Applies with groups 1, dilation 1 and non-negative padding.
+
+A conv_transpose1d (a vocoder's up-sampling, kernel 16 and stride 8) is first written as the
+same transposed conv of height 1, between an unsqueeze and a squeeze (views), so it takes the
+same path; alone it ran on the generic template, 6-15x ONNX Runtime's time.
 """
 from __future__ import annotations
 
@@ -19,11 +23,13 @@ import numpy as np
 from ...ops.nn_conv_transpose_nchwc import pack_transpose_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .rewrite import rewrite_nodes
 
 
 def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
     if not target.prefers("NCHWc"):
         return graph
+    graph = rewrite_nodes(graph, _as_height_one)
     params = dict(graph.params)
     users = graph.consumers()
     folded: set = set()          # batch_norm nodes whose work moved into the convolution
@@ -133,3 +139,27 @@ def _lone_batch_norm(y: Value, users: dict, params: dict, outputs: set) -> Node 
     if bn.op != "batch_norm" or bn.attrs.get("axis", 1) != 1 or bn.inputs[0] is not y:
         return None
     return bn if all(v in params for v in bn.inputs[1:]) else None
+
+
+def _as_height_one(n: Node, params: dict) -> list[Node] | None:
+    """conv_transpose1d -> unsqueeze -> conv_transpose2d of height 1 -> squeeze, for the forms
+    the 2-D path packs (constant float32 weight, groups 1, dilation 1, padding not negative)."""
+    if n.op != "conv_transpose1d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return None
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    if x.dtype != "float32" or w.dtype != "float32" or n.attrs.get("groups", 1) != 1:
+        return None
+    strides = tuple(n.attrs.get("strides") or (1,))
+    pads = tuple(n.attrs.get("padding") or (0, 0))
+    if tuple(n.attrs.get("dilations") or (1,)) != (1,) or any(p < 0 for p in pads):
+        return None
+    x4 = Value(f"{y.name}_in_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
+    w4 = Value(f"{y.name}_w_h1", (w.shape[0], w.shape[1], 1, w.shape[2]), w.dtype)
+    params[w4] = params[w].reshape(w4.shape)
+    y4 = Value(f"{y.name}_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
+    attrs = {"strides": (1, strides[0]), "padding": (0, pads[0], 0, pads[1]),
+             "output_padding": (0, tuple(n.attrs.get("output_padding") or (0,))[0]), "dilations": (1, 1),
+             "groups": 1}
+    return [Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1"),
+            Node("conv_transpose2d", (x4, w4), (y4,), attrs, n.name),
+            Node("squeeze", (y4,), (y,), {"axes": (2,)}, f"{n.name}_squeeze")]

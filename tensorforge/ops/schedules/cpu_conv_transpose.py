@@ -156,13 +156,23 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         yq_n, xq_n, block = const_shape(phases)[-3:]
         per_position = max(1, block // lanes)
         budget = gemm_kernel.accumulators(lanes, ACCUMULATORS)
+        if gemm_kernel.narrow_register_file(lanes):
+            # 16 registers: the tile, each step's broadcast and weight vector, and a spare (15
+            # positions of one vector spilled: a kernel-16 stride-8 1-D layer 3.3 ms, 12 1.9 ms)
+            budget = min(budget, gemm_kernel.register_count(lanes) - 4)
         # with 16 registers, two phase rows per tile: on DCGAN (AVX2) 4 x 2 positions ran at
         # twice the speed of 8 x 1 with the same 8 accumulators
         rows = 2 if gemm_kernel.narrow_register_file(lanes) and yq_n % 2 == 0 else 1
-        xb = divisor_at_most(xq_n, max(1, budget // (per_position * rows)))
+        ideal = min(xq_n, max(1, budget // (per_position * rows)))
+        xb = divisor_at_most(xq_n, ideal)
+        # a phase row whose divisors are all far below the tile (a prime 31 or 499 positions: a
+        # vocoder's 1-D up-sampling) takes the full tile and a shorter last one; one position per
+        # tile left a single chain of dependent FMAs (a 512->256 kernel-16 stride-8 layer 4.8x ORT)
+        tail = 2 * xb < ideal
+        xb = ideal if tail else xb
         yb = divisor_at_most(yq_n, max(1, budget // (per_position * xb)))
-        cfg.define_split("tile_x", xq_n, 2, policy="factors", max_factor=max(xb, min(xq_n, ACCUMULATORS)),
-                         default=(xb,))
+        cfg.define_split("tile_x", xq_n, 2, policy="factors", allow_tail=tail,
+                         max_factor=max(xb, min(xq_n, ACCUMULATORS)), default=(xb,))
     # at most MAX_TILE_ROWS rows and MAX_INNER_RC channels: the tile, the taps and the inner
     # channels are unrolled together, and larger products only spill and take long to compile
     cfg.define_split("tile_y", yq_n, 2, policy="factors", max_factor=max(yb, min(yq_n, MAX_TILE_ROWS)),
