@@ -24,7 +24,7 @@ import numpy as np
 
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .rewrite import rewrite_nodes
+from .rewrite import constant_weight_window, rewrite_nodes
 
 _RANKS = {"conv_transpose1d": 1, "conv_transpose2d": 2}
 MAX_GROWTH = 1.25      # output positions per input position beyond which the taps on padding cost too much
@@ -44,14 +44,11 @@ def conv_weight(w: np.ndarray, groups: int) -> np.ndarray:
 
 
 def _rewrite(n: Node, params: dict) -> list[Node] | None:
-    rank = _RANKS.get(n.op)
-    if rank is None or len(n.inputs) != 2 or n.inputs[1] not in params:
+    window = constant_weight_window(n, params, _RANKS)
+    if window is None:
         return None
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
-    strides = tuple(n.attrs.get("strides") or (1,) * rank)
-    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
+    rank, x, w, y, strides, dilations, pads = window
     output_padding = tuple(n.attrs.get("output_padding") or (0,) * rank)
-    pads = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
     if any(s != 1 for s in strides) or any(output_padding) or not x.dtype.startswith("float"):
         return None
     if math.prod(y.shape[2:]) > MAX_GROWTH * math.prod(x.shape[2:]):

@@ -33,3 +33,16 @@ def rewrite_nodes(graph: Graph, rewrite: Callable[[Node, dict], list | None]) ->
         nodes.extend(replacement if replacement is not None else [n])
         changed = changed or replacement is not None
     return graph.with_nodes(nodes, params=params) if changed else graph
+
+
+def constant_weight_window(n: Node, params: dict, ranks: dict) -> tuple | None:
+    """For a node whose op is a key of `ranks` (op -> number of spatial axes) with two inputs, the
+    second a constant: (rank, data, weight, output, strides, dilations, padding), each attribute
+    filled with its default; else None."""
+    rank = ranks.get(n.op)
+    if rank is None or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return None
+    strides = tuple(n.attrs.get("strides") or (1,) * rank)
+    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
+    pads = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
+    return (rank, n.inputs[0], n.inputs[1], n.outputs[0], strides, dilations, pads)

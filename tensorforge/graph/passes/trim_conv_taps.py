@@ -23,7 +23,7 @@ import numpy as np
 from ...ops.nn_window import out_spatial
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .rewrite import rewrite_nodes
+from .rewrite import constant_weight_window, rewrite_nodes
 
 _RANKS = {"conv1d": 1, "conv2d": 2, "conv3d": 3}
 
@@ -40,13 +40,11 @@ def live_taps(size: int, out: int, kernel: int, stride: int, dilation: int, pad_
 
 
 def _rewrite(n: Node, params: dict) -> list[Node] | None:
-    rank = _RANKS.get(n.op)
-    if rank is None or len(n.inputs) != 2 or n.inputs[1] not in params:
+    window = constant_weight_window(n, params, _RANKS)
+    if window is None:
         return None
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
-    strides = tuple(n.attrs.get("strides") or (1,) * rank)
-    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
-    pads = list(n.attrs.get("padding") or (0,) * (2 * rank))
+    rank, x, w, y, strides, dilations, padding = window
+    pads = list(padding)
     kernel = w.shape[2:]
     keep = []
     for i in range(rank):
