@@ -109,28 +109,29 @@ class conv_transpose2d_nchwc:
         rows = yq_n - 1 + (sy - 1 + pt) // sy + ty_n
         cols = xq_n - 1 + (sx - 1 + pl) // sx + tx_n
         xpad = pad_stage(data, (ty_n - 1, tx_n - 1), (rows, cols))
-        rc = te.reduce_axis((0, c), name="rc")
-        ry = te.reduce_axis((0, ty_n), name="ry")
-        rx = te.reduce_axis((0, tx_n), name="rx")
         # output (y, x) = (yq * sy + py, xq * sx + px): one phase (py, px) reads one set of taps
-        def tap_sum(i, fo, py, px, yq, xq, fi):
+        def tap_sum(i, fo, py, px, yq, xq, fi, taps=(ty_n, tx_n)):
+            rc = te.reduce_axis((0, c), name="rc")
+            ry = te.reduce_axis((0, taps[0]), name="ry")
+            rx = te.reduce_axis((0, taps[1]), name="rx")
             return te.sum(xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
                           * wp[fo, (py + pt) % sy, (px + pl) % sx, rc, ry, rx, fi], axis=[rc, ry, rx])
 
-        narrow = "_narrow" if b < NARROW_BLOCK else ""
+        narrow = b < NARROW_BLOCK
         taps_y, taps_x = (phase_taps(k, st, p) for k, st, p in zip(kernel, strides, (pt, pl)))
+        shape = (n, fb, sy, sx, b, yq_n, xq_n) if narrow else (n, fb, sy, sx, yq_n, xq_n, b)
         if len(set(taps_y)) > 1 or len(set(taps_x)) > 1:
-            return _exact_phases(xpad, wp, (n, fb, b, yq_n, xq_n), (sy, sx), (pt, pl), (oh, ow), (ty_n, tx_n),
-                                 (taps_y, taps_x), narrow)
-        if not narrow:
-            phases = te.compute((n, fb, sy, sx, yq_n, xq_n, b), tap_sum, name="conv_transpose2d_phases",
-                                tag="conv_transpose2d_phases")
-            at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi]  # noqa: E731
-        else:
-            phases = te.compute((n, fb, sy, sx, b, yq_n, xq_n),
-                                lambda i, fo, py, px, fi, yq, xq: tap_sum(i, fo, py, px, yq, xq, fi),
+            phases = _exact_phases(tap_sum, shape, (taps_y, taps_x), narrow)
+        elif narrow:
+            phases = te.compute(shape, lambda i, fo, py, px, fi, yq, xq: tap_sum(i, fo, py, px, yq, xq, fi),
                                 name="conv_transpose2d_phases", tag="conv_transpose2d_phases_narrow")
+        else:
+            phases = te.compute(shape, lambda i, fo, py, px, yq, xq, fi: tap_sum(i, fo, py, px, yq, xq, fi),
+                                name="conv_transpose2d_phases", tag="conv_transpose2d_phases")
+        if narrow:
             at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, fi, y // sy, x // sx]  # noqa: E731
+        else:
+            at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi]  # noqa: E731
         return te.compute((n, fb, oh, ow, b), at, name="conv_transpose2d_nchwc", tag="conv_transpose2d_nchwc")
 
     @staticmethod
@@ -154,50 +155,34 @@ def phase_taps(kernel: int, stride: int, pad: int) -> list[int]:
     return [max(0, -(-(kernel - (q + pad) % stride) // stride)) for q in range(stride)]
 
 
-def _exact_phases(xpad, wp, dims, strides, front, out_hw, max_taps, taps, narrow: str) -> te.Tensor:
-    """One stage per output phase that some tap reaches, reducing over exactly its taps (the
-    module docstring's phase stage, split where the stride does not divide the kernel: a 3x3
-    kernel with stride 2 has phases of 2x2, 2x1, 1x2 and 1x1 taps, a 1x3 kernel with stride 4
-    along its rows has rows of phases with none); the output picks each position's phase."""
-    n, fb, b, yq_n, xq_n = dims
-    sy, sx = strides
-    pt, pl = front
-    ty_n, tx_n = max_taps
-    c = const_shape(wp)[3]
-    stages = {}
-    def phase_stage(py: int, px: int, ty: int, tx: int) -> te.Tensor:
-        rc = te.reduce_axis((0, c), name="rc")
-        ry = te.reduce_axis((0, ty), name="ry")
-        rx = te.reduce_axis((0, tx), name="rx")
+def _exact_phases(tap_sum, shape: tuple, taps: tuple, narrow: bool) -> te.Tensor:
+    """The phase stage of `shape` (the one-stage form's) as a copy of one stage per output phase
+    that some tap reaches, each reducing over exactly its taps (`tap_sum` with the phase's tap
+    counts): a 3x3 kernel with stride 2 has phases of 2x2, 2x1, 1x2 and 1x1 taps, a 1x3 kernel
+    with stride 4 along its rows has rows of phases with none, which the copy fills with zeros."""
+    n, fb, sy, sx = shape[:4]
+    plane = (n, fb, *shape[4:])
+    suffix = "_narrow" if narrow else ""
 
-        def tap_sum(i, fo, yq, xq, fi):
-            return te.sum(xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
-                          * wp[fo, (py + pt) % sy, (px + pl) % sx, rc, ry, rx, fi], axis=[rc, ry, rx])
-
-        name, tag = f"conv_transpose2d_phase{py}_{px}", "conv_transpose2d_phase" + narrow
+    def phase_stage(py: int, px: int) -> te.Tensor:
+        counts = (taps[0][py], taps[1][px])
         if narrow:
-            return te.compute((n, fb, b, yq_n, xq_n), lambda i, fo, fi, yq, xq: tap_sum(i, fo, yq, xq, fi),
-                              name=name, tag=tag)
-        return te.compute((n, fb, yq_n, xq_n, b), tap_sum, name=name, tag=tag)
+            body = lambda i, fo, fi, yq, xq: tap_sum(i, fo, py, px, yq, xq, fi, counts)  # noqa: E731
+        else:
+            body = lambda i, fo, yq, xq, fi: tap_sum(i, fo, py, px, yq, xq, fi, counts)  # noqa: E731
+        return te.compute(plane, body, name=f"conv_transpose2d_phase{py}_{px}",
+                          tag="conv_transpose2d_phase" + suffix)
 
-    stages = {(py, px): phase_stage(py, px, taps[0][py], taps[1][px])
+    stages = {(py, px): phase_stage(py, px)
               for py, px in itertools.product(range(sy), range(sx)) if taps[0][py] and taps[1][px]}
 
     def gather(i, fo, py, px, u, v, w):
-        value = te.const(0.0, xpad.dtype)
+        value = te.const(0.0, next(iter(stages.values())).dtype)
         for (qy, qx), st in stages.items():
             value = te.if_then_else(te.all(py == qy, px == qx), st[i, fo, u, v, w], value)
         return value
 
-    # the phases side by side again, as the one-stage form has them (a copy, vectorized along
-    # each stage's innermost axis): the output then reads them by arithmetic on its index
-    # instead of choosing among the stages per element
-    if narrow:
-        phases = te.compute((n, fb, sy, sx, b, yq_n, xq_n), gather, name="conv_transpose2d_phases",
-                            tag="conv_transpose2d_gathered")
-        at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, fi, y // sy, x // sx]  # noqa: E731
-    else:
-        phases = te.compute((n, fb, sy, sx, yq_n, xq_n, b), gather, name="conv_transpose2d_phases",
-                            tag="conv_transpose2d_gathered")
-        at = lambda i, fo, y, x, fi: phases[i, fo, y % sy, x % sx, y // sy, x // sx, fi]  # noqa: E731
-    return te.compute((n, fb, out_hw[0], out_hw[1], b), at, name="conv_transpose2d_nchwc", tag="conv_transpose2d_nchwc")
+    # the phases side by side again (a copy, vectorized along each stage's innermost axis): the
+    # output then reads them by arithmetic on its index instead of choosing among the stages per
+    # element
+    return te.compute(shape, gather, name="conv_transpose2d_phases", tag="conv_transpose2d_gathered")

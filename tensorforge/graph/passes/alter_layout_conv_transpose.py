@@ -23,7 +23,7 @@ import numpy as np
 from ...ops.nn_conv_transpose_nchwc import pack_transpose_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .rewrite import rewrite_nodes
+from .rewrite import constant_weight_window, rewrite_nodes
 
 
 def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
@@ -144,14 +144,13 @@ def _lone_batch_norm(y: Value, users: dict, params: dict, outputs: set) -> Node 
 def _as_height_one(n: Node, params: dict) -> list[Node] | None:
     """conv_transpose1d -> unsqueeze -> conv_transpose2d of height 1 -> squeeze, for the forms
     the 2-D path packs (constant float32 weight, groups 1, dilation 1, padding not negative)."""
-    if n.op != "conv_transpose1d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+    window = constant_weight_window(n, params, {"conv_transpose1d": 1})
+    if window is None:
         return None
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    _, x, w, y, strides, dilations, pads = window
     if x.dtype != "float32" or w.dtype != "float32" or n.attrs.get("groups", 1) != 1:
         return None
-    strides = tuple(n.attrs.get("strides") or (1,))
-    pads = tuple(n.attrs.get("padding") or (0, 0))
-    if tuple(n.attrs.get("dilations") or (1,)) != (1,) or any(p < 0 for p in pads):
+    if dilations != (1,) or any(p < 0 for p in pads):
         return None
     x4 = Value(f"{y.name}_in_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
     w4 = Value(f"{y.name}_w_h1", (w.shape[0], w.shape[1], 1, w.shape[2]), w.dtype)

@@ -58,14 +58,14 @@ def conv_transpose2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     the same tiles (the knobs of the first), over its (image, block, tile row) loops."""
     cfg = as_config(cfg)
     out5 = master_outs[0]
-    stages = [t for t in out5.op.input_tensors() if t.op.tag.startswith("conv_transpose2d_phase")]
-    gathered = [t for t in out5.op.input_tensors() if t.op.tag == "conv_transpose2d_gathered"]
-    if gathered:        # one stage per phase, copied side by side (ops/nn_conv_transpose_nchwc.py)
-        stages = list(gathered[0].op.input_tensors())
-        gst = s[gathered[0]]
+    phases = out5.op.input_tensors()[0]
+    stages = [phases]
+    if phases.op.tag == "conv_transpose2d_gathered":    # one stage per phase, copied side by side
+        stages = list(phases.op.input_tensors())
+        gst = s[phases]
         *outer_axes, inner = gst.op.axis
-        vo, vi = gst.split(inner, factor=max(1, target.simd_lanes(gathered[0].dtype)))
-        gst.vectorize(vi)
+        _, vec = gst.split(inner, factor=max(1, target.simd_lanes(phases.dtype)))
+        gst.vectorize(vec)
         if target.num_cores > 1:
             gst.parallel(gst.fuse(*outer_axes[:2]))
     for t in {u for st in stages for u in st.op.input_tensors() if u.op.name == "pad"}:
