@@ -385,25 +385,34 @@ def _static_dims(inp) -> list[int]:
 
 def with_output_names(b: GraphBuilder, outputs: list) -> Graph:
     """The graph's output values carry the model's output names (an identity node is added for
-    an output that is an input, a constant, or another output)."""
+    an output that is an input, a constant, or another output).  A name the model lists twice
+    (torch.onnx.export of a forward that returns one tensor twice) is one value, returned at
+    both places."""
     from ..graph.ir import Node
     taken = {v.name for v in b.inputs} | {v.name for v in b.params} | {
         v.name for n in b.nodes for v in n.outputs}
     renames: dict = {}
     final = []
     produced = {v for n in b.nodes for v in n.outputs}
+    named: dict = {}
     for name, v in outputs:
+        if name in named:
+            final.append(named[name])
+            continue
         if v.name == name and v not in renames:
             final.append(v)
+            named[name] = v
             continue
         if v in produced and v not in renames and name not in taken:
             new = Value(name, v.shape, v.dtype)
             renames[v] = new
             taken.add(name)
             final.append(new)
+            named[name] = new
             continue
         out = b.add("identity", [renames.get(v, v)], {}, name=name)[0]
         final.append(out)
+        named[name] = out
     if renames:
         b.nodes = [Node(n.op, tuple(renames.get(x, x) if x is not None else None for x in n.inputs),
                         tuple(renames.get(x, x) for x in n.outputs), n.attrs, n.name) for n in b.nodes]

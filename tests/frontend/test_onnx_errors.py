@@ -179,3 +179,21 @@ def test_staged_model_keeps_the_most_recent_specializations():
     assert model.info["specializations"] == 4 and model.info["evicted"] == 2    # 2 was dropped for 4
     with pytest.raises(ValueError, match="max_specializations must be at least 1"):
         StagedModel(program, {}, max_specializations=0)
+
+
+@pytest.mark.parametrize("batch", [2, "b"])
+def test_output_listed_twice_is_returned_at_both_places(batch):
+    """torch.onnx.export of a forward that returns one tensor twice lists its name twice among the
+    graph outputs; the compile used to stop on the clashing names.  A graph input listed twice
+    (and once more after a computed output) works too."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 3])
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [x],
+                   [y, y, helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3]), x])
+    compiled = tensorforge.compile(from_onnx(model))
+    for rows in ((2, 5) if batch == "b" else (2,)):
+        a = np.random.default_rng(rows).standard_normal((rows, 3)).astype(np.float32)
+        outs = compiled(a)
+        assert len(outs) == 4
+        for got, want in zip(outs, (np.maximum(a, 0), np.maximum(a, 0), a, a)):
+            np.testing.assert_array_equal(got, want)
