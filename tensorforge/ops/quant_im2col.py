@@ -19,6 +19,13 @@ With columns=K (more than C * KH * KW), the result has K columns, the ones past 
 holding pad_value: a product whose depth is padded (the int8 units take k in groups of 4)
 then reads the im2col matrix itself instead of a padded copy of it.
 
+With per_image=True (an NCHW x only), each image's windows are the columns of a matrix of its
+own instead: (N, C * KH * KW, OH * OW), the (c, kh, kw) rows and the (oh, ow) columns in the
+order above, so that W (M, C * KH * KW) times it is the image's output in NCHW with no
+transposition:
+
+    im2col(x, per_image)[n, (c * KH + kh) * KW + kw, oh * OW + ow] = im2col(x)[(n * OH + oh) * OW + ow, ...]
+
 An NCHW x with padding is first copied into a padded image ("im2col_pad"), so the gather itself
 tests no borders (the image is KH * KW / (stride^2) times smaller than the windows).
 
@@ -39,7 +46,7 @@ from .nn_window import out_spatial, spatial_attrs
 from .registry import COMPLEX, OpError, TensorType, op
 
 _DEFAULTS = {"strides": None, "padding": None, "dilations": None, "pad_value": 0, "image": None,
-             "columns": None}
+             "columns": None, "per_image": False}
 
 
 def _nchw_shape(shape: tuple, image) -> tuple:
@@ -74,17 +81,21 @@ def _geometry(shape: tuple, kernel, strides, padding, dilations) -> tuple:
 class im2col:
     @staticmethod
     def infer(x: TensorType, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-              image=None, columns=None) -> TensorType:
+              image=None, columns=None, per_image=False) -> TensorType:
         if x is None:
             raise OpError("im2col: needs x")
+        if per_image and (image is not None or columns is not None):
+            raise OpError("im2col: per_image takes an NCHW image, with neither image= nor columns=")
         shape = _nchw_shape(tuple(x.shape), image)
         (kh, kw), _, _, _, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
         n, c = shape[:2]
+        if per_image:
+            return TensorType((n, c * kh * kw, oh * ow), x.dtype)
         return TensorType((n * oh * ow, _columns(c * kh * kw, columns)), x.dtype)
 
     @staticmethod
     def compute(x: te.Tensor, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-                image=None, columns=None) -> te.Tensor:
+                image=None, columns=None, per_image=False) -> te.Tensor:
         shape = _nchw_shape(const_shape(x), image)
         (kh, kw), s, p, d, oh, ow = _geometry(shape, kernel, strides, padding, dilations)
         _, c, h, w = shape
@@ -99,10 +110,17 @@ class im2col:
                 (y >= top) & (y < top + h) & (z >= left) & (z < left + w), x[n, ci, y - top, z - left],
                 const(pad_value, x.dtype)), name="im2col_pad")
 
-            def padded_body(r, col):
-                n, rest = r // (oh * ow), r % (oh * ow)
+            def padded_window(n, col, rest):
                 ci, kk = col // (kh * kw), col % (kh * kw)
-                value = padded[n, ci, (rest // ow) * s[0] + (kk // kw) * d[0], (rest % ow) * s[1] + (kk % kw) * d[1]]
+                return padded[n, ci, (rest // ow) * s[0] + (kk // kw) * d[0], (rest % ow) * s[1] + (kk % kw) * d[1]]
+
+            if per_image:
+                return te.compute((shape[0], width, oh * ow), padded_window, name="im2col", tag="im2col",
+                                  attrs={"window": (oh, ow, kh, kw), "channels_last": 0, "per_image": 1,
+                                         "padded_copy": d[1]})
+
+            def padded_body(r, col):
+                value = padded_window(r // (oh * ow), col, r % (oh * ow))
                 if ncols > width:
                     return te.if_then_else(col < width, value, const(pad_value, x.dtype))
                 return value
@@ -110,8 +128,7 @@ class im2col:
             return te.compute((shape[0] * oh * ow, ncols), padded_body, name="im2col", tag="im2col",
                               attrs={"window": (oh, ow, kh, kw), "channels_last": 0, "padded_copy": d[1]})
 
-        def body(r, col):
-            n, rest = r // (oh * ow), r % (oh * ow)
+        def window(n, col, rest):
             if image is None:
                 ci, kk = col // (kh * kw), col % (kh * kw)
             else:
@@ -124,13 +141,22 @@ class im2col:
             value = x[n, ci, y, z] if image is None else x[(n * h + y) * w + z, ci]
             return te.if_then_else(inside, value, const(pad_value, x.dtype))
 
+        if per_image:
+            return te.compute((shape[0], width, oh * ow), window, name="im2col", tag="im2col",
+                              attrs={"window": (oh, ow, kh, kw), "channels_last": 0, "per_image": 1})
+
+        def body(r, col):
+            return window(r // (oh * ow), col, r % (oh * ow))
+
         return te.compute((shape[0] * oh * ow, ncols), body, name="im2col", tag="im2col",
                           attrs={"window": (oh, ow, kh, kw), "channels_last": c if image is not None else 0})
 
     @staticmethod
     def reference(x: np.ndarray, kernel, strides=None, padding=None, dilations=None, pad_value=0,
-                  image=None, columns=None) -> np.ndarray:
+                  image=None, columns=None, per_image=False) -> np.ndarray:
         cols = _reference_window(x, kernel, strides, padding, dilations, pad_value, image)
+        if per_image:
+            return np.ascontiguousarray(cols.reshape(x.shape[0], -1, cols.shape[1]).transpose(0, 2, 1))
         ncols = _columns(cols.shape[1], columns)
         if ncols == cols.shape[1]:
             return cols

@@ -510,10 +510,32 @@ def test_alter_layout_im2col_makes_a_narrow_conv_one_gemm():
     e = builder()
     img = e.input("img", (1, 4, 8, 8), "float32")
     cols = e.add1("im2col", [img], {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1),
+                                    "dilations": (1, 1), "pad_value": 0, "per_image": True})
+    prod = e.add1("matmul", [e.const(np.ascontiguousarray(w.reshape(8, 36))), cols])     # (1, 8, 64): NCHW
+    y = e.add1("reshape", [prod], {"shape": (1, 8, 8, 8)})
+    after = alter_layout_im2col(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(1, 4, 8, 8)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_im2col_puts_windows_in_rows_when_channels_outnumber_positions():
+    w = rand(12, 4, 3, 3)
+    b = builder()
+    img = b.input("img", (1, 4, 3, 3), "float32")
+    y = b.add1("conv2d", [img, b.const(w)], CONV)              # 9 positions, 12 channels
+    before = b.finish([y])
+
+    e = builder()
+    img = e.input("img", (1, 4, 3, 3), "float32")
+    cols = e.add1("im2col", [img], {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1),
                                     "dilations": (1, 1), "pad_value": 0})
-    prod = e.add1("matmul", [cols, e.const(np.ascontiguousarray(w.reshape(8, 36).T))])
-    y = e.add1("transpose", [e.add1("reshape", [prod], {"shape": (1, 8, 8, 8)})], {"perm": (0, 3, 1, 2)})
-    assert_graph_equal(alter_layout_im2col(before, AVX512), e.finish([y]))
+    prod = e.add1("matmul", [cols, e.const(np.ascontiguousarray(w.reshape(12, 36).T))])
+    y = e.add1("transpose", [e.add1("reshape", [prod], {"shape": (1, 3, 3, 12)})], {"perm": (0, 3, 1, 2)})
+    after = alter_layout_im2col(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(1, 4, 3, 3)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_alter_layout_im2col_makes_a_pointwise_conv_a_product_on_the_image():

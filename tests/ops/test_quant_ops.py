@@ -125,6 +125,21 @@ def test_im2col_times_weights_is_the_convolution(strides, padding, dilations):
     np.testing.assert_array_equal(prod.reshape(n, oh, ow, m).transpose(0, 3, 1, 2), conv)
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 3), (0, 2, 1, 0), (1, 2))])
+def test_im2col_per_image_is_each_images_window_matrix(dtype, strides, padding, dilations):
+    """per_image: (N, C * KH * KW, OH * OW), so W @ cols[n] is image n's output in NCHW."""
+    rng = np.random.default_rng(17)
+    x = rng.integers(0, 256, (2, 3, 9, 7)).astype(dtype)
+    attrs = {"kernel": (3, 2), "strides": strides, "padding": padding, "dilations": dilations, "pad_value": 0}
+    rows = get("im2col").run_reference([x], attrs)[0]
+    cols = check_op("im2col", [x], {**attrs, "per_image": True})[0]
+    assert cols.shape == (2, 18, rows.shape[0] // 2)
+    np.testing.assert_array_equal(cols, rows.reshape(2, -1, 18).transpose(0, 2, 1))
+    with pytest.raises(OpError, match="per_image"):
+        get("im2col").infer_types([TensorType((2, 3, 9, 7), dtype)], {**attrs, "per_image": True, "columns": 20})
+
+
 @pytest.mark.parametrize("strides, padding, dilations", [((1, 1), (1, 1, 1, 1), (1, 1)), ((2, 1), (0, 2, 1, 0), (1, 2))])
 def test_im2col_of_an_image_as_rows_is_the_convolution(strides, padding, dilations):
     """With image=(N, H, W) x is the image as rows (NHWC) and the columns run (kh, kw, c)."""

@@ -3,7 +3,8 @@ n, oh, ow, c, kh, kw: the row axis split by OW and OH, the column axis by KW and
 index is a sum of loop variables times constants (no division per element); the outermost
 row loops run on the thread pool.  An image given as rows (channels last) has its columns in
 (kh, kw, c) order: the column axis is split by C first, and the innermost loop copies one
-contiguous run of C channels.  From the padded copy of an NCHW image, a window row of at least
+contiguous run of C channels.  The per-image form (N, C * KH * KW, OH * OW) runs n, c, kh, kw,
+oh, ow: each of its rows is written in order, along the image's rows.  From the padded copy of an NCHW image, a window row of at least
 MIN_RUN contiguous bytes is copied as one vector."""
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def im2col(s, master_outs, outs, target, cfg=None) -> None:
         if u.op.name == "im2col_pad":        # the padded copy of an NCHW image, made first
             s[u].compute_root()
     st = s[t]
+    if t.op.attrs.get("per_image"):
+        n, col, r = st.op.axis
+        c_outer, x_kw = st.split(col, factor=kw)
+        x_c, x_kh = st.split(c_outer, factor=kh)
+        x_oh, x_ow = st.split(r, factor=ow)
+        st.reorder(n, x_c, x_kh, x_kw, x_oh, x_ow)
+        if target.num_cores > 1:
+            st.parallel(st.fuse(n, x_c))
+        return
     r, col = st.op.axis
     r_outer, x_ow = st.split(r, factor=ow)
     x_n, x_oh = st.split(r_outer, factor=oh)
