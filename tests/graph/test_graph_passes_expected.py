@@ -538,6 +538,31 @@ def test_alter_layout_im2col_puts_windows_in_rows_when_channels_outnumber_positi
     np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
 
 
+def test_alter_layout_im2col_runs_the_bias_and_activation_on_the_product():
+    """A per-channel bias and a relu after the conv move before the reshape back to NCHW, onto
+    the (N, M, positions) product, so its template takes them in registers; an add of an input
+    and a bias that varies along the rows stay after it."""
+    w, bias = rand(8, 4, 3, 3), rand(1, 8, 1, 1)
+    b = builder()
+    img = b.input("img", (2, 4, 6, 5), "float32")
+    y = b.add1("relu", [b.add1("add", [b.add1("conv2d", [img, b.const(w)], CONV), b.const(bias)])])
+    row_bias = b.add1("add", [y, b.const(rand(6, 1))])        # varies along the image's rows: stays
+    before = b.finish([row_bias])
+
+    e = builder()
+    img = e.input("img", (2, 4, 6, 5), "float32")
+    cols = e.add1("im2col", [img], {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1),
+                                    "dilations": (1, 1), "pad_value": 0, "per_image": True})
+    prod = e.add1("matmul", [e.const(np.ascontiguousarray(w.reshape(8, 36))), cols])
+    flat = e.add1("relu", [e.add1("add", [prod, e.const(bias.reshape(1, 8, 1))])])
+    y = e.add1("reshape", [flat], {"shape": (2, 8, 6, 5)})
+    expected = e.finish([e.add1("add", [y, e.const(before.params[before.nodes[-1].inputs[1]])])])
+    after = alter_layout_im2col(before, AVX512)
+    assert_graph_equal(after, expected)
+    xs = rand(2, 4, 6, 5)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_alter_layout_im2col_makes_a_pointwise_conv_a_product_on_the_image():
     w = rand(3, 16, 1, 1)
     b = builder()

@@ -53,7 +53,66 @@ def alter_layout_im2col(graph: Graph, target: Target) -> Graph:
     if rewritten is graph:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
-    return eliminate_dead_code(rewritten)
+    return eliminate_dead_code(epilogues_before_reshape(rewritten))
+
+
+def epilogues_before_reshape(graph: Graph) -> Graph:
+    """Elementwise ops after a reshape that splits a product's last axis in two (the (N, M, OH * OW)
+    product of a conv as a GEMM, reshaped to (N, M, OH, OW)) run before it, on the product's
+    shape: `relu(add(reshape(p), bias))` with a per-channel bias (1, M, 1, 1) becomes
+    `reshape(relu(add(p, bias')))` with bias' (1, M, 1).  The product's template then takes them
+    as its epilogue, in registers, and the reshape is a view; through the reshape they were a
+    kernel of their own that recomputed each element's channel with two divisions.  Only ops
+    whose other operands are constants that do not vary along the two split axes move."""
+    from .alter_layout_propagate import _is_elementwise
+    params = dict(graph.params)
+    nodes = list(graph.nodes)
+    outputs = set(graph.outputs)
+    changed, moved = False, True
+    while moved:
+        moved = False
+        readers: dict = {}
+        for n in nodes:
+            for v in n.inputs:
+                readers.setdefault(v, []).append(n)
+        for k, r in enumerate(nodes):
+            if r.op != "reshape" or not _splits_last_axis(r.inputs[0], r.outputs[0]):
+                continue
+            y = r.outputs[0]
+            (e,) = readers.get(y, [None]) if len(readers.get(y, [])) == 1 else (None,)
+            if e is None or y in outputs or len(e.outputs) != 1 or not _is_elementwise(e):
+                continue
+            others = [v for v in e.inputs if v is not y]
+            if any(v is None or v not in params or not _constant_along_split(v, y) for v in others):
+                continue
+            p, z = r.inputs[0], e.outputs[0]
+            flat = {}
+            for v in others:
+                shape = v.shape[:-2] + (1,) if len(v.shape) >= 2 else v.shape
+                flat[v] = Value(f"{v.name}_flat", shape, v.dtype)
+                params[flat[v]] = np.ascontiguousarray(params[v].reshape(shape))
+            z_flat = Value(f"{z.name}_flat", p.shape, z.dtype)
+            first = Node(e.op, tuple(p if v is y else flat[v] for v in e.inputs), (z_flat,), e.attrs, e.name)
+            back = Node("reshape", (z_flat,), (z,), {"shape": z.shape}, r.name)
+            nodes = [n for n in nodes if n is not r and n is not e]
+            nodes.insert(min(k, len(nodes)), first)
+            nodes.insert(min(k, len(nodes)) + 1, back)
+            changed = moved = True
+            break
+    return graph.with_nodes(nodes, params=params) if changed else graph
+
+
+def _splits_last_axis(p: Value, y: Value) -> bool:
+    """Whether reshaping `p` to `y` splits p's last axis into y's last two and keeps the rest."""
+    return len(y.shape) == len(p.shape) + 1 >= 3 and y.shape[:-2] == p.shape[:-1] \
+        and y.shape[-2] * y.shape[-1] == p.shape[-1]
+
+
+def _constant_along_split(v: Value, y: Value) -> bool:
+    """Whether constant `v`, broadcast against `y`, has one element along y's last two axes."""
+    if len(v.shape) > len(y.shape):
+        return False
+    return all(d == 1 for d in v.shape[-2:])
 
 
 def _rewrite(n: Node, params: dict) -> list[Node] | None:
