@@ -51,16 +51,24 @@ C_DIALECT = Dialect(
 _LOOP_PRAGMAS = {"unroll": "GCC unroll {value}", "ivdep": "GCC ivdep"}
 
 # Heap allocation, ALIGN-byte aligned.  The byte count is checked for negative extents and
-# size_t overflow, which fail like an exhausted heap instead of returning a short buffer.
-_ALLOC_HELPER = """static inline void* tf_alloc(size_t elem_bytes, int ndim, const int64_t* dims) {
+# size_t overflow, which fail like an exhausted heap instead of returning a short buffer.  With
+# the thread pool loaded, blocks come from and go back to its cache of freed blocks (weak
+# references, as POOL_SHIM's: runtime/thread_pool.py), so a kernel called again reuses them.
+_ALLOC_HELPER = """extern void* tf_pool_alloc(size_t) __attribute__((weak));
+extern void tf_pool_free(void*) __attribute__((weak));
+static inline void* tf_alloc(size_t elem_bytes, int ndim, const int64_t* dims) {
   size_t n = elem_bytes;
   for (int k = 0; k < ndim; ++k) {
     if (dims[k] < 0 || __builtin_mul_overflow(n, (size_t)dims[k], &n)) return NULL;
   }
+  if (tf_pool_alloc) return tf_pool_alloc(n ? n : %d);
   void* p = NULL;
   if (posix_memalign(&p, %d, n ? n : %d) != 0) return NULL;
   return p;
-}""" % (ALIGN, ALIGN)
+}
+static inline void tf_free(void* p) {
+  if (tf_pool_free) tf_pool_free(p); else free(p);
+}""" % (ALIGN, ALIGN, ALIGN)
 
 
 # float16 is only stored, loaded and converted (legalize.py moves its arithmetic to float32), so
@@ -393,6 +401,6 @@ class CPrinter(VectorExtensions, CLikePrinter):
         self.lines[-1] += " else {"
         self.indent += 1
         self.stmt(s.body)
-        self.emit(f"free({name});")
+        self.emit(f"tf_free({name});")
         self.indent -= 1
         self.emit("}")

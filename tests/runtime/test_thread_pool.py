@@ -180,3 +180,61 @@ def test_two_threads_sharing_one_cpu_finish_with_every_share_done():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def _pool_allocator():
+    lib = thread_pool.load()
+    lib.tf_pool_alloc.restype = ctypes.c_void_p
+    lib.tf_pool_alloc.argtypes = [ctypes.c_size_t]
+    lib.tf_pool_free.argtypes = [ctypes.c_void_p]
+    return lib.tf_pool_alloc, lib.tf_pool_free
+
+
+def test_freed_kernel_buffers_are_reused_for_requests_they_fit():
+    """A kernel called again gets its buffers back instead of new pages from the system: a freed
+    block serves the next request of at most its size (and at least half of it), 64-byte
+    aligned; a block too large to keep (the cache holds KEEP_MIB in all) goes back to the heap."""
+    alloc, free = _pool_allocator()
+    size = 3 << 20
+    first = alloc(size)
+    assert first % 64 == 0
+    ctypes.memset(first, 1, size)
+    free(first)
+    again = alloc(size - 1000)
+    assert again == first
+    other = alloc(size)                      # the kept block is in use: a new one
+    assert other not in (None, first)
+    free(again)
+    small = alloc(4096)                      # far smaller than what is kept: not that block
+    assert small != first
+    free(small)
+    free(other)
+    huge = alloc((thread_pool.KEEP_MIB + 1) << 20)
+    assert huge is not None
+    free(huge)                               # not kept: freed (a later request gets new memory)
+    assert alloc(1 << 62) is None            # fails like an exhausted heap
+
+
+def test_pool_allocator_under_concurrent_threads():
+    alloc, free = _pool_allocator()
+    errors = []
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(300):
+            n = int(rng.integers(64, 1 << 18))
+            p = alloc(n)
+            if p is None or p % 64:
+                errors.append(p)
+                return
+            ctypes.memset(p, seed, n)
+            if ctypes.string_at(p + n - 1, 1) != bytes([seed]):
+                errors.append("overwritten")
+            free(p)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
