@@ -91,6 +91,24 @@ def test_bad_attributes_are_clear_errors():
 def test_tile_choice():
     assert winograd_tile(64, 64, 56, 56) == 4 and winograd_tile(512, 512, 7, 7) == 2
     assert winograd_tile(3, 64, 224, 224) == 0 and winograd_tile(64, 8, 56, 56) == 0
+    assert winograd_tile(8, 32, 56, 56) == 0 and winograd_tile(8, 32, 56, 56, min_channels=8) == 4
+
+
+@pytest.mark.parametrize("mcpu, winograd", [("x86-64-v3", True), ("x86-64-v4", False)])
+def test_eight_input_channels_take_winograd_with_16_registers(mcpu, winograd):
+    """With 16 vector registers (AVX2, one 8-lane block) an 8 -> 32 channel 3x3 conv is a
+    Winograd conv; with 32 (AVX-512, where the 16-channel floor was measured) it stays direct."""
+    b = GraphBuilder("eight")
+    x = b.input("x", (1, 8, 20, 20), "float32")
+    w = b.const(RNG.standard_normal((32, 8, 3, 3)).astype("float32") * 0.3, "w")
+    graph = b.finish([b.add1("relu", [b.add1("conv2d", [x, w], {"padding": (1, 1, 1, 1)})])])
+    data = RNG.standard_normal((1, 8, 20, 20)).astype("float32")
+    model = tensorforge.compile(graph, target=f"c -mcpu={mcpu}", opt_level=3)
+    ops = [n.op for n in model.info["graph"].nodes]
+    assert ("conv2d_winograd_nchwc" in ops) == winograd
+    if winograd:
+        want = tensorforge.compile(graph, target="c", opt_level=2)(data)[0]
+        np.testing.assert_allclose(model(data)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
 
 
 def _net():

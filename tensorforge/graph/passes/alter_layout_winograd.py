@@ -13,7 +13,9 @@ the size of the 3x3 one and pays for the input and output transforms.  On ResNet
 m = 4 wins on maps of 8x8 and larger; on 7x7 maps, where 4x4 tiles waste a third of their
 outputs, m = 2 is chosen (benchmarks/ops.py measures both against the direct conv).  Layers
 with few input channels keep the direct conv: their product is too short to hide the
-transforms.
+transforms.  That floor is 16 channels with 32 vector registers (AVX-512, where it was
+measured) and 8 with 16 (AVX2, one 8-lane block): there 8 -> 32 channels on 56x56 took 0.21 ms
+direct and 0.18 ms as Winograd (ONNX Runtime 0.18), 8 -> 96 on 96x28 0.53 and 0.45 (0.42-0.45).
 """
 from __future__ import annotations
 
@@ -28,12 +30,15 @@ from ..ir import Graph, Node, Value
 from .alter_layout import block_for
 
 MIN_CHANNELS = 16
+# the input-channel floor with 16 vector registers (AVX2)
+MIN_CHANNELS_16_REGISTERS = 8
 
 
-def winograd_tile(c: int, k: int, oh: int, ow: int) -> int:
+def winograd_tile(c: int, k: int, oh: int, ow: int, min_channels: int = MIN_CHANNELS) -> int:
     """The Winograd tile size m for a 3x3 stride-1 conv of c -> k channels with an oh x ow
-    output, or 0 to keep the direct conv."""
-    if c < MIN_CHANNELS or k < MIN_CHANNELS:
+    output, or 0 to keep the direct conv (fewer than `min_channels` input channels, or fewer
+    than MIN_CHANNELS output channels)."""
+    if c < min_channels or k < MIN_CHANNELS:
         return 0
     return 4 if min(oh, ow) >= 8 else 2
 
@@ -55,7 +60,8 @@ def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
         attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
         return nodes + [Node("conv2d_winograd_nchwc", (data, u), n.outputs, attrs, n.name)]
 
-    return rewrite_winograd(graph, _tile_for, transform_weight, emit)
+    min_channels = MIN_CHANNELS if target.vector_registers >= 32 else MIN_CHANNELS_16_REGISTERS
+    return rewrite_winograd(graph, lambda n, params: _tile_for(n, params, min_channels), transform_weight, emit)
 
 
 def rewrite_winograd(graph: Graph, tile_for: Callable, transform: Callable, emit: Callable) -> Graph:
@@ -86,11 +92,11 @@ def rewrite_winograd(graph: Graph, tile_for: Callable, transform: Callable, emit
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _tile_for(n: Node, params: dict) -> int:
+def _tile_for(n: Node, params: dict, min_channels: int) -> int:
     if n.op != "conv2d_nchwc" or len(n.inputs) != 2 or n.inputs[1] not in params:
         return 0
     layout = n.attrs.get("data_layout", "NCHW")
-    if n.outputs[0].dtype != "float32" or (layout == "NCHW" and n.inputs[0].shape[1] % MIN_CHANNELS):
+    if n.outputs[0].dtype != "float32" or (layout == "NCHW" and n.inputs[0].shape[1] % min_channels):
         return 0
     if tuple(n.attrs.get("strides", (1, 1))) != (1, 1) or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
         return 0
@@ -100,4 +106,4 @@ def _tile_for(n: Node, params: dict) -> int:
     if w.ndim != 5 or tuple(w.shape[2:4]) != (3, 3) or w.dtype != np.float32:
         return 0
     y = n.outputs[0]
-    return winograd_tile(w.shape[1], w.shape[0] * w.shape[4], y.shape[2], y.shape[3])
+    return winograd_tile(w.shape[1], w.shape[0] * w.shape[4], y.shape[2], y.shape[3], min_channels)
