@@ -71,7 +71,7 @@ def _build_group(group, template, cfg):
 
 def test_conv_configs_inside_a_fused_epilogue_compute_the_same():
     group = first_conv_group()
-    task = extract_tasks(conv_net())[0]
+    task = extract_tasks(conv_net(), opt_level=2)[0]
     rng = random.Random(3)
     want_mod, placeholders, outs = _build_group(group, get_template("conv2d_nchwc.cpu"), None)
     data = np.random.default_rng(0)
@@ -127,7 +127,7 @@ def test_reduction_chunks_only_where_the_weights_exceed_l2():
 
 def test_reduction_chunks_inside_a_fused_epilogue_compute_the_same(small_l2):
     group = first_conv_group()
-    task = extract_tasks(conv_net())[0]
+    task = extract_tasks(conv_net(), opt_level=2)[0]
     assert "chunk_rc" in task.config_space
     data = np.random.default_rng(0)
     inputs, results = None, []
