@@ -28,7 +28,11 @@ from .c_text import ATOM, comment, kernel_symbol
 from .c_vector import VectorExtensions
 
 STATUS_OK, STATUS_ALLOC_FAILED = 0, 1
-STACK_LIMIT_BYTES = 32 * 1024     # larger local buffers go to the heap
+# Larger local buffers go to the heap.  A cache-blocked GEMM's block of accumulators takes up to
+# cpu_matmul.BLOCK_BYTES: on the stack, GCC keeps each register tile of it in registers through
+# the reduction; on the heap, inside a parallel loop, it could not tell the block from the
+# operands and loaded and stored the tile at every multiply-add.
+STACK_LIMIT_BYTES = 64 * 1024
 ALIGN = 64
 
 # narrow storage types (float8, float4, int4, int2, ...) are bytes that kernels only move
