@@ -75,3 +75,33 @@ def test_strided_conv_with_short_rows_is_a_gemm_with_16_registers(size, stride, 
         model = tensorforge.compile(graph, target=f"c -mcpu={mcpu}")
         assert any("im2col" in label for label in model.spec.labels), model.spec.labels
         np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_conv_between_nchw_values_is_a_product_on_the_image():
+    """A 1x1 conv that reads a graph input and writes a graph output runs as W times the image
+    (NCHW in and out); one that reads a blocked conv's output, or writes into one, stays
+    blocked; so does one over a 1x1 map (a squeeze-and-excitation block's)."""
+    from tensorforge.graph.passes.alter_layout import alter_layout
+
+    rng = np.random.default_rng(3)
+    target = Target.parse("c -mcpu=x86-64-v3")
+
+    def conv(b, x, cin, cout, k):
+        w = b.const(rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.2)
+        return b.add1("conv2d", [x, w], {"padding": (k // 2,) * 4})
+
+    b = GraphBuilder("pw")
+    x = b.input("x", (1, 16, 12, 12), "float32")
+    alone = b.add1("relu", [conv(b, x, 16, 24, 1)])
+    after = conv(b, b.add1("relu", [conv(b, x, 16, 32, 3)]), 32, 32, 1)       # reads a blocked conv
+    before = conv(b, conv(b, x, 16, 32, 1), 32, 32, 3)                        # feeds a blocked conv
+    tiny = conv(b, b.input("s", (1, 16, 1, 1), "float32"), 16, 32, 1)
+    graph = b.finish([alone, after, before, tiny])
+    ops = [(n.op, n.inputs[1].shape[2:] if n.op.startswith("conv") else None) for n in alter_layout(graph, target).nodes
+           if n.op.startswith("conv")]
+    assert ops.count(("conv2d", (1, 1))) == 1, ops          # only `alone` is left for the product
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    assert sum("matmul" in label for label in model.spec.labels) == 1, model.spec.labels
+    feeds = [rng.standard_normal((1, 16, 12, 12)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)]
+    for got, want in zip(model(*feeds), run_reference(graph, *feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

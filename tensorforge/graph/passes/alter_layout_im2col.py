@@ -128,10 +128,12 @@ def _rewrite(n: Node, params: dict) -> list[Node] | None:
     padding = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
     out_spatial = tuple(y.shape[2:])
     rows, cols = x.shape[0] * int(np.prod(out_spatial)), x.shape[1] * int(np.prod(kernel))
-    if rows * cols * 4 > MAX_COLS_BYTES or rows == 0 or cols == 0:
+    if rows == 0 or cols == 0:
         return None
     if all(k == 1 for k in kernel) and all(st == 1 for st in strides) and not any(padding):
-        return _pointwise(n, params)
+        return _pointwise(n, params)        # no windows to copy: any size
+    if rows * cols * 4 > MAX_COLS_BYTES:
+        return None
     if rank == 1:      # conv1d as a conv2d of height 1
         x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
         pre = [Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1")]
