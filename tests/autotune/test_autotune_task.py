@@ -250,3 +250,15 @@ def test_cache_block_accumulators_live_on_the_stack():
     from tensorforge.build_module import build
     source = build(build_candidate(task, config)).source
     assert "tf_alloc" not in source and "__attribute__((aligned(64)))" in source
+
+
+@pytest.mark.parametrize("kw,columns", [(16, 14), (5, 15)])
+def test_one_vector_tile_leaves_a_register_for_the_weight(kw, columns):
+    """With 16 registers and 8-channel blocks: taps in a loop of their own (16 of them) take 14
+    columns, so the broadcast and the tap's weight vector both stay in registers; taps unrolled
+    into the columns (5, unblocked input) keep 15."""
+    task = Task.for_op("conv2d_nchwc", [((1, 24, 1, 300), "float32"), ((3, 24, 1, kw, 8), "float32")],
+                       {"padding": (0, kw // 2, 0, kw // 2)}, target=AVX2)
+    config = task.config_space.default_config()
+    assert config["tile_x"].size[-1] == columns
+    check_candidate(task, config)

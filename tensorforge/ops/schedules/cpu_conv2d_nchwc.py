@@ -76,7 +76,8 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     rc, ry, rx, *rci = s[conv].op.reduce_axis
     stride = int(conv.op.attrs.get("stride_x", 1))
     wide = _wide_strided_tile(lanes, blocked=bool(rci), kw=_ext(rx), stride=stride)
-    xb0 = column_tile(ow, STRIDED_TILE_COLUMNS) if wide else _row_tile(ow, lanes, vectors)
+    inner, unroll_kw = _default_inner(target, lanes, blocked=bool(rci), kw=_ext(rx), stride=stride)
+    xb0 = column_tile(ow, STRIDED_TILE_COLUMNS) if wide else _row_tile(ow, lanes, vectors, unroll_kw)
     cfg.define_split("tile_x", ow, 2, policy="factors", allow_tail=True, max_factor=max(xb0, min(ow, 32)),
                      default=(xb0,))
     widths = sorted({w for w in (lanes // 2, lanes, 2 * lanes, block) if w >= 1 and w <= block and block % w == 0}
@@ -90,7 +91,6 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     # below, each block's weights stay in cache over the rows instead)
     rows_outer = _ext(ry) == 1 and _ext(rx) == 1 and _weights_fill_l2(s[conv], target, lanes)
     cfg.define_reorder("order_outer", 2, policy="all", default=(1, 0) if rows_outer else (0, 1))
-    inner, unroll_kw = _default_inner(target, lanes, blocked=bool(rci), kw=_ext(rx), stride=stride)
     cfg.define_reorder("order_inner", 4, policy="candidates", candidates=_INNER_ORDERS, default=inner)
     cfg.define_annotate("unroll_acc", 2, policy="try_unroll",
                         default=("unroll", "none") if wide else ("unroll", "unroll"))
@@ -261,11 +261,17 @@ def _weights_fill_l2(stage, target, lanes: int) -> bool:
     return gemm_kernel.narrow_register_file(lanes) and weight_bytes >= target.l2_cache_bytes
 
 
-def _row_tile(ow: int, lanes: int, vectors: int) -> int:
+def _row_tile(ow: int, lanes: int, vectors: int, unroll_kw: bool = False) -> int:
     """Columns of the default register tile: an even split with a shorter last tile when the best
     divisor is much narrower (with 16 registers: below 70% of it, DQN's 9 -> 5 + 4; with 32,
-    only below half, so the measured AVX-512 tiles of 56 and 112 columns stay 8 wide)."""
+    only below half, so the measured AVX-512 tiles of 56 and 112 columns stay 8 wide).  With 16
+    registers, a block of one vector and the taps in a loop of their own (not unrolled into the
+    columns), the tile leaves a register for the tap's weight vector besides the broadcast: 14
+    columns, not 15, which made the C compiler read the weight from memory for every column
+    (a 48 -> 48 channel, 2-group conv1d with 16 taps: 2.8 -> 1.9 ms)."""
     limit = max(1, gemm_kernel.accumulators(lanes, TILE_VECTORS) // vectors)
+    if gemm_kernel.narrow_register_file(lanes) and vectors == 1 and not unroll_kw:
+        limit = min(limit, gemm_kernel.register_count(lanes) - 2)
     return column_tile(ow, limit, 0.7 if gemm_kernel.narrow_register_file(lanes) else 0.5)
 
 
