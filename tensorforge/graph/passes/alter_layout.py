@@ -20,12 +20,14 @@
   a pointwise one, which im2col makes a plain GEMM.
 - With 16 vector registers, a strided conv whose output row fits one register tile (7 columns of
   two vectors) stays NCHW too, for alter_layout_im2col's GEMM (`_narrow_strided_product`).
-- A pointwise conv2d (1x1, stride 1, no padding, one group) whose input will not be blocked (a
-  graph input, or the output of an op that needs NCHW: a reshape, a concat, a resize) and whose
-  output no blocked conv reads stays NCHW as well: alter_layout_im2col makes it W times the image, read and written in NCHW.  The
-  blocked conv would broadcast each input value from a channel plane of its own and write NCHW
-  back element by element (72 -> 72 channels on 45x45, alone in a graph: 1.64x ONNX Runtime's
-  time blocked, 0.86x as the product; 64 -> 256 on 56x56 1.31x and 0.86x).
+- A pointwise conv2d (1x1, stride 1, no padding, one group, at least 64 positions) whose input
+  will not be blocked (a graph input, or the output of an op that needs NCHW: a reshape, a
+  concat, a resize) and whose output no blocked conv reads stays NCHW as well:
+  alter_layout_im2col makes it W times the image, read and written in NCHW.  The blocked conv
+  would broadcast each input value from a channel plane of its own and write NCHW back element
+  by element (72 -> 72 channels on 45x45, alone in a graph: 1.64x ONNX Runtime's time blocked,
+  0.82x as the product; 64 -> 256 on 56x56 1.31x and 0.82x).  `_LayoutGuess` tells which
+  values alter_layout_propagate will keep blocked, following that pass's rules.
 """
 from __future__ import annotations
 
@@ -45,13 +47,7 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
     nodes = []
     changed = False
     transposed: dict = {}
-    producers = {v: n for n in graph.nodes for v in n.outputs}
-    readers: dict = {}
-    for n in graph.nodes:
-        for v in n.inputs:
-            readers.setdefault(v, []).append(n)
-    fed: dict = {}
-    read: dict = {}
+    guess = _LayoutGuess(graph, params, target)
     for n in graph.nodes:
         if packs and n.op == "dense" and len(n.inputs) == 2 and n.inputs[1] in params and n.inputs[1].ndim == 2:
             w = n.inputs[1]
@@ -63,9 +59,7 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
             changed = True
-        elif blocks and _blockable(n, params, target) and not (
-                _pointwise(n) and not _fed_blocked(n.inputs[0], producers, params, target, fed)
-                and not _read_blocked(n.outputs[0], readers, params, target, read)):
+        elif blocks and _blockable(n, params, target) and not guess.stays_nchw(n):
             nodes += _blocked_conv(n, params, target)
             changed = True
         else:
@@ -156,47 +150,61 @@ def _pointwise(n: Node) -> bool:
 KEEPS_BLOCKS = ("max_pool2d", "avg_pool2d", "global_avg_pool", "global_max_pool", "batch_norm")
 
 
-def _fed_blocked(v: Value, producers: dict, params: dict, target: Target, memo: dict, depth: int = 0) -> bool:
-    """Whether alter_layout_propagate will hand `v` to its readers in the blocked layout: it comes
-    from a blocked conv through elementwise ops, pools and depthwise convs (a guess that
-    follows that pass's rules; `memo` caches it per value)."""
-    if v in memo:
-        return memo[v]
-    node = producers.get(v)
-    found = False
-    if node is not None and depth < 64:
-        ins = [u for u in node.inputs if u is not None and u not in params]
-        groups = int(node.attrs.get("groups", 1))
-        if node.op in ("conv1d", "conv2d") and groups > 1 and groups == node.inputs[0].shape[1] == v.shape[1]:
-            found = _fed_blocked(node.inputs[0], producers, params, target, memo, depth + 1)     # depthwise
-        elif node.op in ("conv1d", "conv2d"):
-            found = _blockable(node, params, target) and not (
-                _pointwise(node) and not _fed_blocked(node.inputs[0], producers, params, target, memo, depth + 1))
-        elif node.op in KEEPS_BLOCKS and ins:
-            found = _fed_blocked(ins[0], producers, params, target, memo, depth + 1)
-        elif ins and len(node.outputs) == 1 and node.outputs[0].shape == v.shape and _elementwise(node):
-            found = any(_fed_blocked(u, producers, params, target, memo, depth + 1) for u in ins)
-    memo[v] = found
-    return found
+class _LayoutGuess:
+    """Which values alter_layout_propagate will hand on in the blocked layout: those that come
+    from a blocked conv through elementwise ops, pools and depthwise convs (`fed_blocked`), and
+    those that such a path leads into a blocked or depthwise conv (`read_blocked`).  A guess that follows that
+    pass's rules, cached per value."""
+
+    def __init__(self, graph: Graph, params: dict, target: Target):
+        self.params, self.target = params, target
+        self.producers = {v: n for n in graph.nodes for v in n.outputs}
+        self.readers: dict = {}
+        for n in graph.nodes:
+            for v in n.inputs:
+                self.readers.setdefault(v, []).append(n)
+        self._fed: dict = {}
+        self._read: dict = {}
+
+    def stays_nchw(self, n: Node) -> bool:
+        """A pointwise conv that neither reads nor writes a value kept blocked."""
+        return _pointwise(n) and not self.fed_blocked(n.inputs[0]) and not self.read_blocked(n.outputs[0])
+
+    def _keeps_layout(self, n: Node, v: Value) -> bool:
+        """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or (
+            len(n.outputs) == 1 and n.outputs[0].shape == v.shape and _elementwise(n))
+
+    def fed_blocked(self, v: Value) -> bool:
+        if v not in self._fed:
+            self._fed[v] = False            # a cycle cannot occur; this only stops a repeat
+            node = self.producers.get(v)
+            found = False
+            if node is not None and node.op in ("conv1d", "conv2d") and not _depthwise(node):
+                found = _blockable(node, self.params, self.target) and not self.stays_nchw(node)
+            elif node is not None and self._keeps_layout(node, v):
+                found = any(self.fed_blocked(u) for u in node.inputs if u is not None and u not in self.params)
+            self._fed[v] = found
+        return self._fed[v]
+
+    def read_blocked(self, v: Value) -> bool:
+        if v not in self._read:
+            self._read[v] = False
+            found = False
+            for r in self.readers.get(v, ()):
+                if r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
+                    found = _depthwise(r) or _blockable(r, self.params, self.target)
+                elif self._keeps_layout(r, v):
+                    found = self.read_blocked(r.outputs[0])
+                if found:
+                    break
+            self._read[v] = found
+        return self._read[v]
 
 
-def _read_blocked(v: Value, readers: dict, params: dict, target: Target, memo: dict, depth: int = 0) -> bool:
-    """Whether some reader of `v` would take it blocked: a conv that runs blocked (or a depthwise
-    conv), directly or through elementwise ops and pools (a guess, as `_fed_blocked`)."""
-    if v in memo:
-        return memo[v]
-    memo[v] = False
-    found = False
-    for r in readers.get(v, ()):
-        if depth >= 64 or found:
-            break
-        groups = int(r.attrs.get("groups", 1))
-        if r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
-            found = _blockable(r, params, target) or groups == v.shape[1] > 1
-        elif (r.op in KEEPS_BLOCKS or (len(r.outputs) == 1 and r.outputs[0].shape == v.shape and _elementwise(r))):
-            found = _read_blocked(r.outputs[0], readers, params, target, memo, depth + 1)
-    memo[v] = found
-    return found
+def _depthwise(n: Node) -> bool:
+    groups = int(n.attrs.get("groups", 1))
+    return n.op in ("conv1d", "conv2d") and groups > 1 and groups == n.inputs[0].shape[1] == n.outputs[0].shape[1]
 
 
 def _elementwise(n: Node) -> bool:
