@@ -105,3 +105,17 @@ def test_pointwise_conv_between_nchw_values_is_a_product_on_the_image():
     feeds = [rng.standard_normal((1, 16, 12, 12)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)]
     for got, want in zip(model(*feeds), run_reference(graph, *feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_pointwise_conv_between_layout_transforms_stays_blocked():
+    """A 1x1 conv read through nchwc_to_nchw and written into nchw_to_nchwc runs blocked (the
+    propagation cancels the transform pairs), as benchmarks/ops.py's "blocked" layers do."""
+    from tensorforge.graph.passes.alter_layout import alter_layout
+
+    target = Target.parse("c -mcpu=x86-64-v3")
+    b = GraphBuilder("between")
+    x = b.input("x", (1, 4, 12, 12, 16), "float32")
+    w = b.const(np.random.default_rng(4).standard_normal((64, 64, 1, 1)).astype(np.float32))
+    y = b.add1("conv2d", [b.add1("nchwc_to_nchw", [x]), w], {"padding": (0, 0, 0, 0)})
+    graph = b.finish([b.add1("nchw_to_nchwc", [y], {"block": 16})])
+    assert [n.op for n in alter_layout(graph, target).nodes if n.op.startswith("conv")] == ["conv2d_nchwc"]

@@ -153,7 +153,8 @@ KEEPS_BLOCKS = ("max_pool2d", "avg_pool2d", "global_avg_pool", "global_max_pool"
 class _LayoutGuess:
     """Which values alter_layout_propagate will hand on in the blocked layout: those that come
     from a blocked conv through elementwise ops, pools and depthwise convs (`fed_blocked`), and
-    those that such a path leads into a blocked or depthwise conv (`read_blocked`).  A guess that follows that
+    those that such a path leads into a blocked or depthwise conv (`read_blocked`); a layout
+    transform already in the graph counts as its blocked side (the pass cancels a pair).  A guess that follows that
     pass's rules, cached per value."""
 
     def __init__(self, graph: Graph, params: dict, target: Target):
@@ -180,7 +181,9 @@ class _LayoutGuess:
             self._fed[v] = False            # a cycle cannot occur; this only stops a repeat
             node = self.producers.get(v)
             found = False
-            if node is not None and node.op in ("conv1d", "conv2d") and not _depthwise(node):
+            if node is not None and node.op == "nchwc_to_nchw":
+                found = True                # the transform pair cancels: the blocked value is read
+            elif node is not None and node.op in ("conv1d", "conv2d") and not _depthwise(node):
                 found = _blockable(node, self.params, self.target) and not self.stays_nchw(node)
             elif node is not None and self._keeps_layout(node, v):
                 found = any(self.fed_blocked(u) for u in node.inputs if u is not None and u not in self.params)
@@ -192,7 +195,9 @@ class _LayoutGuess:
             self._read[v] = False
             found = False
             for r in self.readers.get(v, ()):
-                if r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
+                if r.op == "nchw_to_nchwc":
+                    found = True
+                elif r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
                     found = _depthwise(r) or _blockable(r, self.params, self.target)
                 elif self._keeps_layout(r, v):
                     found = self.read_blocked(r.outputs[0])
