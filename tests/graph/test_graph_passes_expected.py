@@ -540,8 +540,8 @@ def test_alter_layout_im2col_puts_windows_in_rows_when_channels_outnumber_positi
 
 def test_alter_layout_im2col_runs_the_bias_and_activation_on_the_product():
     """A per-channel bias and a relu after the conv move before the reshape back to NCHW, onto
-    the (N, M, positions) product, so its template takes them in registers; an add of an input
-    and a bias that varies along the rows stay after it."""
+    the (N, M, positions) product, so its template takes them in registers; an add of a
+    constant that varies along the image's rows stays after it."""
     w, bias = rand(8, 4, 3, 3), rand(1, 8, 1, 1)
     b = builder()
     img = b.input("img", (2, 4, 6, 5), "float32")
