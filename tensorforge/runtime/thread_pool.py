@@ -34,11 +34,12 @@ How the pool works:
   tf_pool_alloc and go back through tf_pool_free, which keeps up to KEEP_BLOCKS freed blocks
   (KEEP_BYTES in all) for the next request of a size it fits (at most twice the request), so a
   kernel called again reuses its buffers.  A request scans the slots' size hints and takes a
-  block only where the hint fits, so a miss costs a few loads, not an atomic per slot.  With malloc and free per call, glibc hands large
-  blocks back to the system when they are at the top of the heap, and each call then faulted
-  its pages in again: one instance of an 8 -> 16 channel Winograd conv on 112x112 ran in 2.3 ms
-  instead of 0.45, depending only on where its buffers fell.  Slots are taken and filled with
-  atomic exchanges (the block's size is read only by the thread that took it).
+  block only where the hint fits, so a miss costs a few loads, not an atomic per slot.  With
+  malloc and free per call, glibc hands large blocks back to the system when they are at the
+  top of the heap, and each call then faulted its pages in again: one instance of an 8 -> 16
+  channel Winograd conv on 112x112 ran in 2.3 ms instead of 0.45, depending only on where its
+  buffers fell.  Slots are taken and filled with atomic exchanges (the block's size is read
+  only by the thread that took it).
 - fork(): the child starts with no workers.  At exit (or unload) idle workers are stopped and
   joined; the library is linked -z nodelete so it is never unmapped under running workers.
 """

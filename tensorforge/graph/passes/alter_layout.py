@@ -36,6 +36,7 @@ import numpy as np
 from ...ops.nn_conv_nchwc import pack_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise
 
 
 def alter_layout(graph: Graph, target: Target) -> Graph:
@@ -111,11 +112,11 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
     half a vector, or its windows overlap enough to pad them (module docstring)."""
     if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
         return False
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    w, y = n.inputs[1], n.outputs[0]
     groups = int(n.attrs.get("groups", 1))
     if y.dtype != "float32" or w.dtype != "float32" or groups < 1:
         return False
-    if groups > 1 and groups == x.shape[1] == y.shape[1]:
+    if _depthwise(n):
         return False
     if any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
@@ -147,15 +148,15 @@ def _pointwise(n: Node) -> bool:
 
 # ops whose blocked input alter_layout_propagate keeps blocked (besides elementwise ops and
 # depthwise convs)
-KEEPS_BLOCKS = ("max_pool2d", "avg_pool2d", "global_avg_pool", "global_max_pool", "batch_norm")
+KEEPS_BLOCKS = (*WINDOW_POOLS, *GLOBAL_POOLS, "batch_norm")
 
 
 class _LayoutGuess:
     """Which values alter_layout_propagate will hand on in the blocked layout: those that come
     from a blocked conv through elementwise ops, pools and depthwise convs (`fed_blocked`), and
     those that such a path leads into a blocked or depthwise conv (`read_blocked`); a layout
-    transform already in the graph counts as its blocked side (the pass cancels a pair).  A guess that follows that
-    pass's rules, cached per value."""
+    transform already in the graph counts as its blocked side (the pass cancels a pair).  A
+    guess that follows that pass's rules, cached per value."""
 
     def __init__(self, graph: Graph, params: dict, target: Target):
         self.params, self.target = params, target
@@ -174,7 +175,7 @@ class _LayoutGuess:
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
         return n.op in KEEPS_BLOCKS or _depthwise(n) or (
-            len(n.outputs) == 1 and n.outputs[0].shape == v.shape and _elementwise(n))
+            len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
         if v not in self._fed:
@@ -210,11 +211,6 @@ class _LayoutGuess:
 def _depthwise(n: Node) -> bool:
     groups = int(n.attrs.get("groups", 1))
     return n.op in ("conv1d", "conv2d") and groups > 1 and groups == n.inputs[0].shape[1] == n.outputs[0].shape[1]
-
-
-def _elementwise(n: Node) -> bool:
-    from .alter_layout_propagate import _is_elementwise
-    return _is_elementwise(n)
 
 
 def _narrow_strided_product(n: Node, target: Target) -> bool:

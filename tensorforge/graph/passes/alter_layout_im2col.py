@@ -41,6 +41,7 @@ import numpy as np
 
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout_propagate import is_elementwise
 from .rewrite import rewrite_nodes
 
 MAX_COLS_BYTES = 64 << 20
@@ -64,7 +65,6 @@ def epilogues_before_reshape(graph: Graph) -> Graph:
     as its epilogue, in registers, and the reshape is a view; through the reshape they were a
     kernel of their own that recomputed each element's channel with two divisions.  Only ops
     whose other operands are constants that do not vary along the two split axes move."""
-    from .alter_layout_propagate import _is_elementwise
     params = dict(graph.params)
     nodes = list(graph.nodes)
     outputs = set(graph.outputs)
@@ -79,8 +79,9 @@ def epilogues_before_reshape(graph: Graph) -> Graph:
             if r.op != "reshape" or not _splits_last_axis(r.inputs[0], r.outputs[0]):
                 continue
             y = r.outputs[0]
-            (e,) = readers.get(y, [None]) if len(readers.get(y, [])) == 1 else (None,)
-            if e is None or y in outputs or len(e.outputs) != 1 or not _is_elementwise(e):
+            users = readers.get(y, [])
+            e = users[0] if len(users) == 1 else None
+            if e is None or y in outputs or len(e.outputs) != 1 or not is_elementwise(e):
                 continue
             others = [v for v in e.inputs if v is not y]
             if any(v is None or v not in params or not _constant_along_split(v, y) for v in others):
@@ -95,8 +96,7 @@ def epilogues_before_reshape(graph: Graph) -> Graph:
             first = Node(e.op, tuple(p if v is y else flat[v] for v in e.inputs), (z_flat,), e.attrs, e.name)
             back = Node("reshape", (z_flat,), (z,), {"shape": z.shape}, r.name)
             nodes = [n for n in nodes if n is not r and n is not e]
-            nodes.insert(min(k, len(nodes)), first)
-            nodes.insert(min(k, len(nodes)) + 1, back)
+            nodes[k:k] = [first, back]          # where the reshape was: e read only it and constants
             changed = moved = True
             break
     return graph.with_nodes(nodes, params=params) if changed else graph

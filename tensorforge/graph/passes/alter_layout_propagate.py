@@ -258,7 +258,7 @@ class _Propagation:
         # exactly as in 4-D: N, H and W stay axes of their own)
         found = [self._twin(v) for v in n.inputs if v is not None and v.ndim == 4 and v.shape[1] == y.shape[1]]
         twins = [t for t in found if t is not None]
-        if not twins or not _is_elementwise(n):
+        if not twins or not is_elementwise(n):
             return False
         block = twins[0].shape[4]
         inputs: list[Value | None] = []
@@ -282,7 +282,7 @@ class _Propagation:
         return True
 
 
-def _is_elementwise(n: Node) -> bool:
+def is_elementwise(n: Node) -> bool:
     """Whether `n`'s op reads every input only at the output's index (up to broadcasting), in a
     single stage: then it computes the same values in any layout that all operands share."""
     from ... import te

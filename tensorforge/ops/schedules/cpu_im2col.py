@@ -4,8 +4,8 @@ index is a sum of loop variables times constants (no division per element); the 
 row loops run on the thread pool.  An image given as rows (channels last) has its columns in
 (kh, kw, c) order: the column axis is split by C first, and the innermost loop copies one
 contiguous run of C channels.  The per-image form (N, C * KH * KW, OH * OW) runs n, c, kh, kw,
-oh, ow: each of its rows is written in order, along the image's rows.  From the padded copy of an NCHW image, a window row of at least
-MIN_RUN contiguous bytes is copied as one vector."""
+oh, ow: each of its rows is written in order, along the image's rows.  From the padded copy of
+an NCHW image, a window row of at least MIN_RUN contiguous bytes is copied as one vector."""
 from __future__ import annotations
 
 from . import template
