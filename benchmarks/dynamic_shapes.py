@@ -1,15 +1,18 @@
 """Symbolic shapes: one model compiled once and called with several shapes, against the same model
 compiled for each shape, and against ONNX Runtime on the same file.
 
-    python benchmarks/dynamic_shapes.py [--models resnet18,mobilenet_v1] [--batches 1,4,16]
+    python benchmarks/dynamic_shapes.py [--models resnet18,mobilenet_v1] [--batches 1,4,16,3,7,12,24]
                                         [--threads 1] [--repeat 20] [--real]
 
 Each workload of benchmarks/exports/models.py is exported by `torch.onnx.export` with a
 symbolic batch dimension.  `from_onnx(path)` (no shapes) gives a staged model, compiled once with
 `tensorforge.compile` and called with every batch size; `from_onnx(path, shapes=...)` gives a
-static model per batch size.  After one warm-up call per shape (which compiles that
-specialization), the three are timed interleaved; the table gives medians and the ratios
-staged/static (target: at most 1.2) and staged/ORT, with the machine's FMA peak.
+static model per batch size.  After one warm-up call per shape (which compiles what that
+batch size needs), the three are timed interleaved; the table gives medians and the ratios
+staged/static (target: at most 1.2) and staged/ORT, with the machine's FMA peak.  "runs as"
+gives the batch buckets a batch size is cut into (tensorforge/batch_buckets.py: powers of two up
+to 64), "compiled" the specializations its first call compiled, "first call s" how long that
+call took: a batch size whose buckets exist compiles nothing.
 
 `--real` also runs the real models with symbolic dimensions that ship in PyPI wheels (an OCR
 text detector with a free image size, voice-activity detectors over audio of any length, one
@@ -65,8 +68,9 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    print(f"{'model':14s} {'batch':>5s} {'staged ms':>10s} {'static ms':>10s} {'ort ms':>9s} "
-          f"{'staged/static':>13s} {'staged/ort':>10s} {'first call s':>12s}")
+    from tensorforge.batch_buckets import DEFAULT_BATCH_BUCKETS, batch_chunks
+    print(f"{'model':14s} {'batch':>5s} {'runs as':>10s} {'staged ms':>10s} {'static ms':>10s} {'ort ms':>9s} "
+          f"{'staged/static':>13s} {'staged/ort':>10s} {'compiled':>8s} {'first call s':>12s}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             path, feeds = export_dynamic(name, Path(tmp))
@@ -74,9 +78,13 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
             sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
             for batch in batches:
                 named = batched(feeds, batch)
+                compiled, split = staged.info["specializations"], staged.info["batch_split"]["calls"]
                 began = time.perf_counter()
                 got = staged.run(**named)
                 first = time.perf_counter() - began
+                compiled = staged.info["specializations"] - compiled
+                chunks = batch_chunks(batch, DEFAULT_BATCH_BUCKETS)
+                runs_as = "+".join(map(str, chunks)) if staged.info["batch_split"]["calls"] > split else "whole"
                 static = tensorforge.compile(from_onnx(str(path), shapes={n: a.shape for n, a in named.items()}),
                                              threads=threads)
                 ref = sess.run(None, named)
@@ -88,8 +96,9 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
                         times[key].append(median_ms(lambda fn=fn, named=named: fn(**named), repeat))
                     times["ort"].append(median_ms(lambda sess=sess, named=named: sess.run(None, named), repeat))
                 t = {k: float(np.median(v)) for k, v in times.items()}
-                print(f"{name:14s} {batch:5d} {t['staged']:10.3f} {t['static']:10.3f} {t['ort']:9.3f} "
-                      f"{t['staged'] / t['static']:13.2f} {t['staged'] / t['ort']:10.2f} {first:12.1f}", flush=True)
+                print(f"{name:14s} {batch:5d} {runs_as:>10s} {t['staged']:10.3f} {t['static']:10.3f} {t['ort']:9.3f} "
+                      f"{t['staged'] / t['static']:13.2f} {t['staged'] / t['ort']:10.2f} {compiled:8d} {first:12.1f}",
+                      flush=True)
             print(f"{'':14s} specializations compiled: {staged.info['specializations']}", flush=True)
 
 
@@ -151,7 +160,7 @@ def bench_real(repeat: int, threads: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="resnet18,mobilenet_v1")
-    ap.add_argument("--batches", default="1,4,16")
+    ap.add_argument("--batches", default="1,4,16,3,7,12,24")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--real", action="store_true", help="also the real models with symbolic dimensions")

@@ -12,8 +12,10 @@ from __future__ import annotations
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from .backends import backend_for
+from .batch_buckets import DEFAULT_BATCH_BUCKETS
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
 from .calibrate import ensure_calibrated
 from .frontend.onnx_program import OnnxProgram
@@ -33,13 +35,17 @@ from .target import Target
 
 
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
-            threads: int | None = None, precision: str = "fp32"):
+            threads: int | None = None, precision: str = "fp32",
+            batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
 
     A model that is not one static graph compiles at call time, once per specialization: an
     OnnxProgram (from_onnx of a model with symbolic shapes, control flow, ...) gives a
     StagedModel, a TorchProgram (from_torch with symbolic dimensions) a ShapeSpecializedModel.
+    `batch_buckets`: the batch sizes a model with a symbolic batch compiles; another
+    batch size runs as chunks of these where the model keeps batch rows apart (batch 7 as
+    4 + 2 + 1; see batch_buckets.py).  () or None compiles every batch size as it comes.
 
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
@@ -53,9 +59,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         # an ONNX program, per concrete input shape for an exported PyTorch program)
         _check_options(opt_level, threads)
         Target.parse(target)
+        options = {"target": target, "opt_level": opt_level, "records": records, "threads": threads,
+                   "precision": precision}
         staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
-        return staged(graph, {"target": target, "opt_level": opt_level, "records": records,
-                              "threads": threads, "precision": precision})
+        return staged(graph, options, batch_buckets=batch_buckets)
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")

@@ -8,16 +8,22 @@ per specialization, and run; host ops (If, Loop, Scan, sequences, NonZero, ...) 
 Specializations are kept in an LRU cache of `max_specializations` entries, so a model called
 with batch 1, 4 and 16 compiles three times and then runs each as fast as a model compiled for
 that shape.  Compiled kernels are also cached on disk, so a new process recompiles nothing.
+
+A symbolic batch (the one symbol that leads the inputs' shapes) is cut into batch buckets where
+a stretch keeps batch rows apart (batch_buckets.py): batch 7 runs as 4 + 2 + 1 on the
+specializations for 4, 2 and 1, so a new batch size compiles nothing once its buckets exist.
 """
 from __future__ import annotations
 
 import sys
 import time
 from collections import ChainMap, OrderedDict
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from . import batch_buckets as buckets
+from .batch_buckets import DEFAULT_BATCH_BUCKETS, BatchSplit
 from .errors import InputError
 from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
@@ -64,12 +70,17 @@ class StagedModel:
     """`model(*inputs)` or `model.run(name=value)` -> list of outputs in graph order.  Inputs
     are NumPy arrays (lists of arrays for sequence inputs, None for an absent optional)."""
 
-    def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64):
+    def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)
         self._signatures: dict[tuple, list] = {}
+        self.batch_buckets = buckets.checked_buckets(batch_buckets)
+        self._batch = buckets.leading_symbol(program) if self.batch_buckets else None
+        self._splits: dict[tuple, BatchSplit | str] = {}
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
+        self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}}
 
     @property
     def input_names(self) -> list[str]:
@@ -104,19 +115,32 @@ class StagedModel:
     # -- running -------------------------------------------------------------------------------
     def _call(self, named: dict) -> list:
         env = self.program.bind_inputs(named)
-        return self._execute(self.program, ChainMap(env))
+        chunks = None
+        if self._batch is not None:
+            rows = next(np.shape(env[s.name])[0] for s in self.program.inputs
+                        if s.kind == "tensor" and s.dims and s.dims[0] == self._batch)
+            chunks = buckets.batch_chunks(rows, self.batch_buckets)
+        return self._execute(self.program, ChainMap(env), chunks if chunks and len(chunks) > 1 else None)
 
-    def _execute(self, program: OnnxProgram, env: ChainMap) -> list:
+    def _execute(self, program: OnnxProgram, env: ChainMap, chunks: list[int] | None = None) -> list:
+        """Runs the program's nodes; `chunks`: the batch buckets the call's batch is cut into
+        (None: run whole), for the stretches that keep batch rows apart."""
         local = env.maps[0]
         k, n = 0, len(program.nodes)
         while k < n:
-            segment = None if program.is_host(k, env) else self._specialized(program, k, env)
-            if segment is None:
-                self._host(program, k, env)
-                k += 1
+            host = program.is_host(k, env)
+            split = self._split(program, k, env, chunks) if chunks and not host else None
+            if split is not None and chunks:
+                self._run_split(program, k, env, split, chunks)
+                k = split.stretch.end
             else:
-                self._run_segment(segment, env)
-                k = segment[0].end
+                segment = None if host else self._specialized(program, k, env)
+                if segment is None:
+                    self._host(program, k, env)
+                    k += 1
+                else:
+                    self._run_segment(segment, env)
+                    k = segment[0].end
             for name in [m for m in local if program.last_use.get(m, -1) < k]:
                 del local[name]
         return [_lookup(program, env, name) for name in program.output_names]
@@ -140,6 +164,62 @@ class StagedModel:
             signatures.append(sig)
         self._compiled.put(_key(program, start, sig, env), (segment, model))
         return segment, model
+
+    def _split(self, program: OnnxProgram, start: int, env: ChainMap, chunks: list[int]) -> BatchSplit | None:
+        """The batch split of the stretch at `start` when every chunk size (and the call's batch)
+        may run it, else None; judged once per stretch and shape pattern (batch_buckets.py)."""
+        rows = sum(chunks)
+        signatures = self._signatures.setdefault((id(program), start), [])
+        found = None
+        for sig in signatures:
+            key = _key(program, start, sig, env, batch_rows=rows)
+            if key is not None and key in self._splits:
+                found = self._splits[key]
+                break
+        if found is None:
+            bound = set(signatures[-1][1]) if signatures else set()
+            segment = program.plan(start, env, bound)
+            if segment is None:
+                return None
+            sig = (segment.inputs, segment.bound)
+            if sig not in signatures:
+                signatures.append(sig)
+            found = buckets.judge_stretch(segment, env, rows)
+            key = _key(program, start, sig, env, batch_rows=rows)
+            if key is not None:
+                self._splits[key] = found
+            if isinstance(found, str):
+                self.info["batch_split"]["not_split"][start] = found
+        if isinstance(found, str):
+            return None
+        convert = buckets.stretch_converter(found, program, start, env)
+        if not all(found.fits(size, convert) for size in {rows, *chunks}):
+            self.info["batch_split"]["not_split"][start] = "the stretch converts to another graph at some sizes"
+            return None
+        return found
+
+    def _run_split(self, program: OnnxProgram, start: int, env: ChainMap, split: BatchSplit,
+                   chunks: list[int]) -> None:
+        """The stretch run once per chunk of the batch rows, on the specialization for that chunk
+        size; outputs concatenated along the batch axis."""
+        plan = split.stretch
+        parts: dict[str, list] = {name: [] for name in plan.outputs}
+        names = buckets.split_names(split)
+        lo = 0
+        for size in chunks:
+            sub = buckets.cut(env, names, lo, lo + size)
+            segment, model = self._specialized(program, start, sub)
+            if segment.end != plan.end or set(segment.outputs) != set(parts):    # fits() planned it
+                raise RuntimeError(f"{program.name}: the stretch at node {start} changed when cut to {size} rows")
+            for name, out in zip(segment.outputs, model(*[contiguous(sub[name]) for name in segment.inputs])):
+                parts[name].append(out)
+            lo += size
+        local = env.maps[0]
+        for name, part in parts.items():
+            local[name] = np.concatenate(part, axis=0)
+        for name, source in plan.aliases.items():
+            local[name] = env[source]
+        self.info["batch_split"]["calls"] += 1
 
     def _run_segment(self, compiled: tuple, env: ChainMap) -> None:
         segment, model = compiled
@@ -186,33 +266,48 @@ def _lookup(program: OnnxProgram, env, name: str):
     raise KeyError(f"{program.name}: {name!r} is read before it is defined")
 
 
-def _key(program: OnnxProgram, start: int, sig: tuple, env) -> tuple | None:
+def _key(program: OnnxProgram, start: int, sig: tuple, env, batch_rows: int | None = None) -> tuple | None:
     """What a specialization depends on: the shapes and dtypes of the values it reads, and the
-    contents of those it reads as constants.  None when the env does not hold them all."""
+    contents of those it reads as constants.  None when the env does not hold them all.  With
+    `batch_rows`, a leading dimension of that many rows is left out (the key of a batch split,
+    which holds for any batch size)."""
     reads, bound = sig
     parts: list = []
     for name in reads:
         a = env.get(name)
         if not isinstance(a, np.ndarray):
             return None
-        parts.append((a.shape, a.dtype))
+        shape = a.shape
+        if batch_rows is not None and shape and shape[0] == batch_rows:
+            shape = (None, *shape[1:])
+        parts.append((shape, a.dtype))
     for name in bound:
         a = env.get(name)
         if not isinstance(a, np.ndarray):
             return None
         parts.append((a.shape, a.dtype, a.tobytes()))
-    return (id(program), start, sig, tuple(parts))
+    return (id(program), start, sig, tuple(parts), batch_rows is not None)
 
 
 class ShapeSpecializedModel:
     """A program with symbolic input dimensions (frontend.torch.TorchProgram) compiled once per
     concrete input shapes: `program.graph_for(shapes)` gives the static Graph, compiled on the
-    first call with those shapes and kept in an LRU cache of `max_specializations` models."""
+    first call with those shapes and kept in an LRU cache of `max_specializations` models.  A
+    symbolic batch runs in batch buckets where the graph keeps batch rows apart, as in
+    StagedModel (batch_buckets.py)."""
 
-    def __init__(self, program: Any, options: dict, max_specializations: int = 64):
+    def __init__(self, program: Any, options: dict, max_specializations: int = 64,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)
         self.info = self._compiled.info
+        self.batch_buckets = buckets.checked_buckets(batch_buckets)
+        leading = {str(dims[0]): k for k, (_, dims, _) in enumerate(program.specs)
+                   if dims and not isinstance(dims[0], int)}
+        self._batch = next(iter(leading.values())) if len(leading) == 1 and self.batch_buckets else None
+        self._splits: dict[tuple, BatchSplit | str] = {}
+        self.info["batch_split"] = {"symbol": next(iter(leading)) if self._batch is not None else None,
+                                    "calls": 0, "not_split": {}}
 
     @property
     def input_names(self) -> list[str]:
@@ -230,9 +325,66 @@ class ShapeSpecializedModel:
         key = tuple(np.shape(a) for a in arrays)
         model = self._compiled.get(key)
         if model is None:
+            split, chunks = self._split(key)
+            if split is not None:
+                return self._run_split(arrays, split, chunks)
+            model = self._specialized(key)
+        return model(*arrays)
+
+    def _specialized(self, key: tuple):
+        model = self._compiled.get(key)
+        if model is None:
             model = self._compiled.compile(self.program.graph_for(list(key)))
             self._compiled.put(key, model)
-        return model(*arrays)
+        return model
+
+    def _split(self, key: tuple) -> tuple[BatchSplit | None, list[int]]:
+        """The batch split for input shapes `key` and the chunks they run as, when the batch is
+        not a bucket and the graph keeps its rows apart at every size the call needs."""
+        if self._batch is None:
+            return None, []
+        rows = key[self._batch][0]
+        chunks = buckets.batch_chunks(rows, self.batch_buckets)
+        if len(chunks) < 2:
+            return None, []
+        positions = buckets.batch_inputs(key, rows)
+        general = tuple((None, *shape[1:]) if k in positions else shape for k, shape in enumerate(key))
+        found = self._splits.get(general)
+        if found is None:
+            try:
+                graph = self.program.graph_for(list(key))
+            except ValueError:         # shapes the program refuses: the plain path says why
+                return None, []
+            found = self._splits[general] = buckets.judge_graph(graph, positions, rows)
+            if isinstance(found, str):
+                self.info["batch_split"]["not_split"]["graph"] = found
+        if isinstance(found, str):
+            return None, []
+
+        def convert(size: int):
+            try:
+                return self.program.graph_for([(size, *shape[1:]) if k in positions else shape
+                                               for k, shape in enumerate(key)])
+            except ValueError:
+                return None
+
+        if not all(found.fits(size, convert) for size in {rows, *chunks}):
+            self.info["batch_split"]["not_split"]["graph"] = "the graph converts to another graph at some sizes"
+            return None, []
+        return found, chunks
+
+    def _run_split(self, arrays: tuple, split: BatchSplit, chunks: list[int]) -> list:
+        parts: list[list] = []
+        lo = 0
+        for size in chunks:
+            sub = [a[lo:lo + size] if k in split.inputs else a for k, a in enumerate(arrays)]
+            outs = self._specialized(tuple(np.shape(a) for a in sub))(*sub)
+            parts = parts or [[] for _ in outs]
+            for part, out in zip(parts, outs):
+                part.append(out)
+            lo += size
+        self.info["batch_split"]["calls"] += 1
+        return [np.concatenate(part, axis=0) for part in parts]
 
     def run(self, **named) -> list:
         missing = [n for n in self.input_names if n not in named]

@@ -26,6 +26,9 @@ class det:
         _check(tuple(x.shape), x.dtype)
         return TensorType(tuple(x.shape[:-2]), x.dtype)
 
+    def split_axes(rank: int) -> tuple:
+        return tuple(range(rank - 2))     # each matrix of the batch on its own
+
     def reference(x: np.ndarray) -> np.ndarray:
         _check(x.shape, x.dtype.name)
         return host_kernels.det(x)

@@ -34,6 +34,9 @@ class topk:
         shape[a] = int(k)
         return TensorType(tuple(shape), x.dtype), TensorType(tuple(shape), "int64")
 
+    def split_axes(rank: int, k: int, axis: int = -1, **_) -> tuple:
+        return tuple(a for a in range(rank) if a != normalize_axis(axis, rank, "topk"))
+
     def reference(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 1) -> tuple:  # noqa: A002
         _check(x, k, axis)
         return host_kernels.topk(x, k, axis, largest, sorted)

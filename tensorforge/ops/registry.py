@@ -55,6 +55,9 @@ class OpDef:
     # layout rule: alter_layout(node, target, ctx) -> replacement node(s) or None (ops/layout_rules.py)
     alter_layout: Callable | None = None
     narrow: bool = False                    # accepts narrow storage types (moves, never computes)
+    # opaque ops: split_axes(rank, **attrs) -> the axes of input 0 along which each output index
+    # reads only that index of input 0, and the other inputs not at all (graph/batch_split.py)
+    split_axes: Callable | None = None
 
     @property
     def is_opaque_kernel(self) -> bool:
@@ -122,7 +125,7 @@ def op(name: str, pattern: str, schedule: dict | None = None, attr_defaults: dic
             raise ValueError(f"op {name}: only opaque ops may lack a TE compute")
         _add(OpDef(name, pattern, infer, reference, compute, getattr(cls, "kernel", None),
                    dict(schedule or {}), dict(attr_defaults or {}), getattr(cls, "alter_layout", None),
-                   narrow))
+                   narrow, getattr(cls, "split_axes", None)))
         return cls
 
     return wrap
