@@ -20,7 +20,9 @@ A baked-in weight is checked on every call (the same tensor object at the same v
 few C-level passes over the arguments); an updated weight recompiles the graph.  Weights made
 under `torch.inference_mode` keep no version, so their graph runs in eager PyTorch.  When dynamo
 makes a graph shape-generic (after a second input shape, or with dynamic=True), the graph is
-traced and compiled once per concrete shape.  A graph with unsupported ops or non-tensor values
+traced and compiled once per concrete shape; a symbolic batch whose size is not a batch bucket
+runs as chunks on the buckets' variants where the graph keeps batch rows apart (batch_buckets.py;
+`options={"batch_buckets": ()}` compiles every batch size instead).  A graph with unsupported ops or non-tensor values
 falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
 with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
 LSTM compiles (frontend/torch_ops/rnn.py).
@@ -52,6 +54,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..batch_buckets import DEFAULT_BATCH_BUCKETS, BatchSplit, batch_chunks, checked_buckets, judge_graph
 from ..driver import compile as compile_graph
 from ..errors import UserError, one_line
 from ..graph.ir import GraphError
@@ -70,7 +73,8 @@ def register() -> None:
 
 def tensorforge_backend(gm: Any, example_inputs: list, options: dict | None = None) -> Callable:
     """The dynamo backend: a compiled callable for `gm`, or `gm.forward` with a warning.
-    `options` (torch.compile's options=) may name the tensorforge "target" and "threads"."""
+    `options` (torch.compile's options=) may name the tensorforge "target", "threads" and
+    "batch_buckets"."""
     try:
         return CompiledGraph(gm, list(example_inputs), dict(options or {}))
     except (NotImplementedError, UserError, GraphError) as err:
@@ -113,8 +117,20 @@ class CompiledGraph:
         # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
         # a graph is only ever called with its example's: a call need only check the weights
         self._generic = any(_symbolic(x) for x in example_inputs)
-        self._last = _Variant(gm, concrete, self._weights, self.target, self.threads)
-        self._variants[self._key(concrete)] = self._last
+        # a symbolic leading dimension: where the graph keeps its rows apart, a batch that is not
+        # one of the buckets runs as chunks on the buckets' variants (batch_buckets.py)
+        self._buckets = checked_buckets(options.get("batch_buckets", DEFAULT_BATCH_BUCKETS))
+        self._batch, self._cut, self._sized = _batch_positions(gm, self._varying) if self._buckets else (None, (), ())
+        self._splits: dict[tuple, BatchSplit | str] = {}
+        # the example's variants are compiled now, so that a graph that cannot compile runs in
+        # eager PyTorch from the start: the whole example, or the buckets it splits into
+        split = self._split(concrete) if self._batch is not None else None
+        if split is not None:
+            _, chunks, cut, sized = split
+            for size in sorted(set(chunks)):
+                self._last = self._variant(_cut(concrete, cut, sized, 0, size))
+        else:
+            self._last = self._variant(concrete)
 
     def _key(self, args) -> tuple:
         """What tells the variants apart: the inputs' shapes and dtypes, the sizes, and which weight
@@ -138,13 +154,99 @@ class CompiledGraph:
         key = self._key(args)
         variant = self._variants.get(key)
         if variant is None or variant.stale(args):
-            variant = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
-            self._variants[key] = variant
+            split = self._split(args) if self._batch is not None else None
+            if split is not None:
+                return self._run_split(args, *split)
+        self._last = self._variant(args)
+        return self._last(args)
+
+    def _variant(self, args) -> "_Variant":
+        """The variant for `args`, compiled on a miss (or when its weights changed)."""
+        key = self._key(args)
+        variant = self._variants.get(key)
+        if variant is None or variant.stale(args):
+            variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
             if len(self._variants) > self.MAX_VARIANTS:
                 self._variants.popitem(last=False)
         self._variants.move_to_end(key)
-        self._last = variant
-        return variant(args)
+        return variant
+
+    def _split(self, args) -> tuple | None:
+        """(split, chunks, cut positions, size positions) when the call's batch is not a bucket
+        and the graph keeps batch rows apart at every size the call needs, else None.  The tensors
+        whose leading dimension is the batch symbol are cut, and the sizes that are that symbol
+        (dynamo passes a symbolic size as an int too) take the chunk's."""
+        import torch
+        rows = args[self._batch].shape[0]
+        chunks = batch_chunks(rows, self._buckets)
+        if len(chunks) < 2:
+            return None
+        cut, sized = self._cut, self._sized
+        general = (tuple(None if k in sized else (tuple(a.shape)[1:] if k in cut else tuple(a.shape), a.dtype)
+                         if isinstance(a, torch.Tensor) else int(a)
+                         for k, a in ((k, args[k]) for k in self._varying)),
+                   tuple(map(id, self._pick_weights(args))))
+        found = self._splits.get(general)
+        if found is None:
+            graph = self._graph(args)
+            inputs = [k for k in self._varying if isinstance(args[k], torch.Tensor)]     # the graph's, in order
+            found = "the graph does not trace" if graph is None or len(graph.inputs) != len(inputs) else \
+                judge_graph(graph, [inputs.index(k) for k in cut], rows)
+            self._splits[general] = found
+        if isinstance(found, str):
+            return None
+
+        def convert(size: int):
+            return self._graph(_cut(args, cut, sized, 0, size))
+
+        if not all(found.fits(size, convert) for size in {rows, *chunks}):
+            return None
+        return found, chunks, cut, sized
+
+    def _graph(self, args):
+        try:
+            return traced_graph(self.gm, list(args), self._weights)[0]
+        except (NotImplementedError, UserError, GraphError, ValueError, RuntimeError):
+            return None
+
+    def _run_split(self, args, split: BatchSplit, chunks: list[int], cut: tuple, sized: tuple) -> Any:
+        """The graph run once per chunk of the batch rows, on the variant for that chunk size;
+        the outputs concatenated along the batch axis."""
+        torch = import_torch()
+        from torch.utils._pytree import tree_flatten, tree_unflatten
+        parts, spec, lo = [], None, 0
+        for size in chunks:
+            sub = _cut(args, cut, sized, lo, lo + size)
+            leaves, spec = tree_flatten(self._variant(sub)(sub))
+            parts.append(leaves)
+            lo += size
+        return tree_unflatten([torch.cat(list(outs), dim=0) for outs in zip(*parts)], spec)
+
+
+def _cut(args, cut: tuple, sized: tuple, lo: int, hi: int) -> tuple:
+    """`args` with the tensors at `cut` cut to rows [lo, hi) and the sizes at `sized` set to
+    hi - lo."""
+    return tuple(a[lo:hi] if k in cut else hi - lo if k in sized else a for k, a in enumerate(args))
+
+
+def _batch_positions(gm: Any, varying: list[int]) -> tuple:
+    """(a tensor input whose leading dimension is a symbol, every tensor input led by that
+    symbol, every size input that is that symbol), from the placeholders' example values (the
+    example inputs themselves have concrete sizes); (None, (), ()) when no input has one."""
+    import torch
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = {k: placeholders[k].meta.get("example_value") for k in varying if k < len(placeholders)}
+
+    def symbol(x: Any) -> str | None:
+        return str(x.node.expr) if isinstance(x, torch.SymInt) else None
+
+    leads = {k: symbol(v.shape[0]) for k, v in values.items() if isinstance(v, torch.Tensor) and v.dim() >= 1}
+    first = next((k for k, s in leads.items() if s is not None), None)
+    if first is None:
+        return None, (), ()
+    batch = leads[first]
+    return (first, tuple(k for k, s in leads.items() if s == batch),
+            tuple(k for k, v in values.items() if symbol(v) == batch))
 
 
 def _hint(x: Any) -> Any:
@@ -191,34 +293,10 @@ class _Variant:
 
     def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None):
         torch = import_torch()
-        from torch.func import functionalize
-        from torch.fx.experimental.proxy_tensor import make_fx
-        from torch.utils._pytree import TreeSpec, tree_flatten
+        from torch.utils._pytree import TreeSpec
 
-        from .torch_convert import convert_graph
-        from .torch_decomp import decompositions
-        from .torch_linear import fold_flattened_linears
-        with torch.no_grad():
-            # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
-            # on copies, since tracing runs the graph and must not update the module's buffers
-            copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-            traced = make_fx(functionalize(gm, remove="mutations_and_views"),
-                             decomposition_table=decompositions())(*copies)
-            del copies
-        _reject_input_updates(traced.graph)
-        fold_flattened_linears(traced.graph)
-        placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+        graph, self.out_spec = traced_graph(gm, inputs, weights)
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-        bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
-                             ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
-                    for k, n in enumerate(placeholders)}
-        attributes = {n.target: to_numpy(_attribute(traced, n.target))
-                      for n in traced.graph.nodes if n.op == "get_attr"}
-        out_node = next(n for n in traced.graph.nodes if n.op == "output")
-        leaves, self.out_spec = tree_flatten(out_node.args[0])
-        if any(not hasattr(leaf, "op") for leaf in leaves):
-            raise NotImplementedError("the graph returns values that are not tensors")
-        graph = convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes)
         self.model = compile_graph(graph, target=target, threads=threads)
         # weights dynamo passes as arguments are checked by identity and version; weights the
         # graph holds as attributes (dynamo's install_free_tensors) by version
@@ -261,6 +339,40 @@ class _Variant:
             return self.out_spec.type(tensors)
         from torch.utils._pytree import tree_unflatten
         return tree_unflatten(tensors, self.out_spec)
+
+
+def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
+    """(tensorforge Graph, output pytree spec) of `gm` traced with the concrete `inputs`: the
+    weights at positions `weights` and the sizes become constants, the other tensors inputs."""
+    torch = import_torch()
+    from torch.func import functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.utils._pytree import tree_flatten
+
+    from .torch_convert import convert_graph
+    from .torch_decomp import decompositions
+    from .torch_linear import fold_flattened_linears
+    with torch.no_grad():
+        # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
+        # on copies, since tracing runs the graph and must not update the module's buffers
+        copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        traced = make_fx(functionalize(gm, remove="mutations_and_views"),
+                         decomposition_table=decompositions())(*copies)
+        del copies
+    _reject_input_updates(traced.graph)
+    fold_flattened_linears(traced.graph)
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+    bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
+                         ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
+                for k, n in enumerate(placeholders)}
+    attributes = {n.target: to_numpy(_attribute(traced, n.target))
+                  for n in traced.graph.nodes if n.op == "get_attr"}
+    out_node = next(n for n in traced.graph.nodes if n.op == "output")
+    leaves, spec = tree_flatten(out_node.args[0])
+    if any(not hasattr(leaf, "op") for leaf in leaves):
+        raise NotImplementedError("the graph returns values that are not tensors")
+    return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec
 
 
 def _reject_input_updates(graph: Any) -> None:

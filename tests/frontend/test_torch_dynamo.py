@@ -94,9 +94,12 @@ def test_unsupported_op_falls_back_with_one_line():
     assert "runs in eager PyTorch" in ours[0] and "aten.special_bessel_j0.default" in ours[0]
 
 
-def test_changing_batch_sizes_run_compiled_code(monkeypatch):
+@pytest.mark.parametrize("buckets, want", [((), {(2, 8), (3, 8), (5, 8)}),
+                                           (None, {(2, 8), (1, 8), (4, 8)})], ids=["per_shape", "buckets"])
+def test_changing_batch_sizes_run_compiled_code(monkeypatch, buckets, want):
     """After a second input shape dynamo hands over a shape-generic graph; the backend compiles it
-    once per concrete shape instead of leaving it to eager PyTorch."""
+    once per concrete shape instead of leaving it to eager PyTorch, or, with batch buckets (the
+    default), once per bucket: 3 runs as 2 + 1 and 5 as 4 + 1."""
     built = []
     original = torch_dynamo._Variant.__init__
 
@@ -107,14 +110,30 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch):
 
     monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
     module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
-    fast = torch.compile(module, backend="tensorforge")
+    options = {} if buckets is None else {"options": {"batch_buckets": buckets}}
+    fast = torch.compile(module, backend="tensorforge", **options)
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for batch in (2, 3, 5, 3):
+        for batch in (2, 3, 5, 3, 7):
             x = torch.randn(batch, 8)
             np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-5, atol=1e-6)
     assert not [w for w in caught if "eager" in str(w.message)]
-    assert {(3, 8), (5, 8)} <= {s for shapes in built for s in shapes}
+    shapes = {s for shapes in built for s in shapes}
+    assert want <= shapes and (buckets is not None or shapes == want)      # 7 = 4 + 2 + 1: nothing new
+
+
+def test_a_graph_that_mixes_batch_rows_is_not_cut():
+    """x - x.mean(0) reads every row: batch 3 runs as one variant, equal to eager."""
+    class Centered(nn.Module):
+        def forward(self, x):
+            return torch.relu(x - x.mean(0, keepdim=True))
+
+    module = Centered().eval()
+    fast = torch.compile(module, backend="tensorforge", dynamic=True)
+    with torch.no_grad():
+        for batch in (3, 5):
+            x = torch.randn(batch, 6)
+            np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_updated_buffer_recompiles_and_weights_convert_once(monkeypatch):
