@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from ..ir.functor import Mutator, substitute, uses_var
+from ..ir.functor import Mutator, dispatch, substitute, uses_var
 from . import divmod_rules, vector_rules
 from .fold import fold_binary, fold_cast, fold_not, int_range
 from .linear import LinearForm, parse, to_expr
@@ -59,8 +59,8 @@ class Simplifier(Mutator):
         hit = self.memo.get(id(node))
         if hit is not None:
             return hit[1]
-        method = getattr(self, "visit_" + type(node).__name__, None)
-        result = method(node) if method is not None else self.generic_visit(node)
+        method = dispatch(self, type(node))
+        result = method(self, node) if method is not None else self.generic_visit(node)
         self.memo[id(node)] = (node, result)
         return result
 

@@ -40,13 +40,22 @@ def check(dtype: str) -> str:
     return dtype
 
 
+_PARSED: dict[str, tuple[str, int, int]] = {}
+
+
 def _parse(dtype: str) -> tuple[str, int, int]:
+    """(type code, bits, lanes) of a dtype name, parsed once per name (the IR asks for every
+    expression it builds)."""
+    hit = _PARSED.get(dtype)
+    if hit is not None:
+        return hit
     m = _PATTERN.match(dtype)
     if m is None:
         raise ValueError(f"unsupported dtype {dtype!r}")
     code, bits, lanes = m.group(1), m.group(2), m.group(4)
     nbits = 8 if code == "bool" else int(bits) if bits else 32
-    return code, nbits, int(lanes) if lanes else 1
+    parsed = _PARSED[dtype] = (code, nbits, int(lanes) if lanes else 1)
+    return parsed
 
 
 def lanes(dtype: str) -> int:

@@ -41,16 +41,21 @@ def _is_node(x: Any) -> bool:
     return isinstance(x, Node)
 
 
-def _dispatch(visitor: Any, cls: type):
-    """The visitor's `visit_<ClassName>` method for node class `cls`, or None (looked up once
-    per visitor and class)."""
-    table = visitor.__dict__.get("_visit_table")
+_TABLES: dict[type, dict[type, Any]] = {}
+
+
+def dispatch(visitor: Any, cls: type):
+    """The visitor class's `visit_<ClassName>` function for node class `cls` (to be called with
+    the visitor), or None; looked up once per visitor class and node class, since visitors are
+    made per call and walk many nodes."""
+    vcls = type(visitor)
+    table = _TABLES.get(vcls)
     if table is None:
-        table = visitor.__dict__["_visit_table"] = {}
+        table = _TABLES[vcls] = {}
     try:
         return table[cls]
     except KeyError:
-        method = table[cls] = getattr(visitor, "visit_" + cls.__name__, None)
+        method = table[cls] = getattr(vcls, "visit_" + cls.__name__, None)
         return method
 
 
@@ -58,22 +63,26 @@ class Mutator:
     """Rebuilds expressions and statements bottom-up; override `visit_<ClassName>`."""
 
     def visit(self, node: Any) -> Any:
-        method = _dispatch(self, type(node))
+        method = dispatch(self, type(node))
         if method is not None:
-            return method(node)
+            return method(self, node)
         return self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> Any:
-        names = _child_fields(type(node))
+        cls = type(node)
+        names = _CHILDREN.get(cls)
+        if names is None:
+            names = _child_fields(cls)
         if not names:
             return node
         changes = {}
+        visit = self.visit
         for name in names:
             old = getattr(node, name)
-            if _is_node(old):
-                new = self.visit(old)
-            elif isinstance(old, tuple) and old and any(_is_node(x) for x in old):
-                new = tuple(self.visit(x) if _is_node(x) else x for x in old)
+            if isinstance(old, Node):
+                new = visit(old)
+            elif type(old) is tuple and old and any(isinstance(x, Node) for x in old):
+                new = tuple(visit(x) if isinstance(x, Node) else x for x in old)
                 if all(a is b for a, b in zip(new, old)):
                     new = old
             else:
@@ -91,32 +100,44 @@ class Visitor:
     """Walks expressions and statements; override `visit_<ClassName>` and call `generic_visit`."""
 
     def visit(self, node: Any) -> None:
-        method = _dispatch(self, type(node))
+        method = dispatch(self, type(node))
         if method is not None:
-            method(node)
+            method(self, node)
         else:
             self.generic_visit(node)
 
     def generic_visit(self, node: Any) -> None:
-        for name in _child_fields(type(node)):
+        cls = type(node)
+        names = _CHILDREN.get(cls)
+        if names is None:
+            names = _child_fields(cls)
+        visit = self.visit
+        for name in names:
             value = getattr(node, name)
-            if _is_node(value):
-                self.visit(value)
-            elif isinstance(value, tuple):
+            if isinstance(value, Node):
+                visit(value)
+            elif type(value) is tuple:
                 for x in value:
-                    if _is_node(x):
-                        self.visit(x)
+                    if isinstance(x, Node):
+                        visit(x)
+
+
+class _PostOrder(Visitor):
+    def __init__(self, fn: Callable[[Any], None]):
+        self.fn = fn
+
+    def visit(self, node: Any) -> None:
+        method = dispatch(self, type(node))
+        if method is not None:
+            method(self, node)
+        else:
+            self.generic_visit(node)
+        self.fn(node)
 
 
 def post_order_visit(node: Any, fn: Callable[[Any], None]) -> None:
     """Call `fn` on every expression and statement under `node`, children first."""
-
-    class _V(Visitor):
-        def visit(self, n):
-            super().visit(n)
-            fn(n)
-
-    _V().visit(node)
+    _PostOrder(fn).visit(node)
 
 
 class _Substituter(Mutator):
