@@ -37,6 +37,14 @@ def _node_classes() -> dict[str, type]:
 
 
 NODE_CLASSES: dict[str, type] = _node_classes()
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
 
 
 def dumps(root: Any) -> str:
@@ -65,7 +73,7 @@ def dumps(root: Any) -> str:
             raise TypeError(f"{cls.__name__} is not an IR node class; it cannot be written")
         pos = index.get(id(x))
         if pos is None:
-            fields = {f.name: enc(getattr(x, f.name)) for f in dataclasses.fields(x)}
+            fields = {name: enc(getattr(x, name)) for name in _field_names(cls)}
             pos = index[id(x)] = len(table)
             table.append([cls.__name__, fields])
         return {"n": pos}
@@ -119,8 +127,8 @@ def loads(text: str | bytes) -> Any:
         cls = NODE_CLASSES.get(name)
         if cls is None:
             raise ValueError(f"unknown node class {name!r}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        if sorted(fields) != sorted(names):
+        names = _field_names(cls)
+        if len(fields) != len(names) or any(f not in fields for f in names):
             raise ValueError(f"node {pos} ({name}) has fields {sorted(fields)}, expected {sorted(names)}")
         node: Any = object.__new__(cls)     # no __init__/__post_init__: the fields as written
         for f in names:
