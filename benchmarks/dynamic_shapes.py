@@ -1,18 +1,20 @@
 """Symbolic shapes: one model compiled once and called with several shapes, against the same model
 compiled for each shape, and against ONNX Runtime on the same file.
 
-    python benchmarks/dynamic_shapes.py [--models resnet18,mobilenet_v1] [--batches 1,4,16,3,7,12,24]
+    python benchmarks/dynamic_shapes.py [--models resnet18,mobilenet_v1,dqn] [--batches 1,4,16,3,7,12,24]
                                         [--threads 1] [--repeat 20] [--real]
 
 Each workload of benchmarks/exports/models.py is exported by `torch.onnx.export` with a
 symbolic batch dimension.  `from_onnx(path)` (no shapes) gives a staged model, compiled once with
 `tensorforge.compile` and called with every batch size; `from_onnx(path, shapes=...)` gives a
-static model per batch size.  After one warm-up call per shape (which compiles what that
-batch size needs), the three are timed interleaved; the table gives medians and the ratios
-staged/static (target: at most 1.2) and staged/ORT, with the machine's FMA peak.  "runs as"
-gives the batch buckets a batch size is cut into (tensorforge/batch_buckets.py: powers of two up
-to 64), "compiled" the specializations its first call compiled, "first call s" how long that
-call took: a batch size whose buckets exist compiles nothing.
+static model per batch size.  After one first call per shape (which compiles what that batch
+size needs) and 20 more (in which a batch size that is not a bucket settles on how it runs),
+the three are timed interleaved; the table gives medians and the ratios staged/static (target:
+at most 1.2) and staged/ORT, with the machine's FMA peak.  "runs as" gives how the staged model
+ran the batch in the end (tensorforge/batch_buckets.py: chunks on the buckets, powers of two up
+to 64, like 2+1; a bucket carrying fewer rows, 4[3]; or the batch size's own specialization, 3),
+"compiled" the specializations its first call compiled, "first call s" how long that call took
+(a batch size whose buckets exist compiles nothing), "later" what the 20 calls compiled.
 
 `--real` also runs the real models with symbolic dimensions that ship in PyPI wheels (an OCR
 text detector with a free image size, voice-activity detectors over audio of any length, one
@@ -68,9 +70,9 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
-    from tensorforge.batch_buckets import DEFAULT_BATCH_BUCKETS, batch_chunks
+    from tensorforge.batch_buckets import HOT_CALLS
     print(f"{'model':14s} {'batch':>5s} {'runs as':>10s} {'staged ms':>10s} {'static ms':>10s} {'ort ms':>9s} "
-          f"{'staged/static':>13s} {'staged/ort':>10s} {'compiled':>8s} {'first call s':>12s}")
+          f"{'staged/static':>13s} {'staged/ort':>10s} {'compiled':>8s} {'first call s':>12s} {'later':>5s}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             path, feeds = export_dynamic(name, Path(tmp))
@@ -83,8 +85,14 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
                 got = staged.run(**named)
                 first = time.perf_counter() - began
                 compiled = staged.info["specializations"] - compiled
-                chunks = batch_chunks(batch, DEFAULT_BATCH_BUCKETS)
-                runs_as = "+".join(map(str, chunks)) if staged.info["batch_split"]["calls"] > split else "whole"
+                # the calls a batch size needs to settle on its plan (chunks, padding, or its own
+                # specialization when it is worth a compile): what they compile is "later"
+                later = staged.info["specializations"]
+                for _ in range(2 * HOT_CALLS + 4):
+                    staged.run(**named)
+                later = staged.info["specializations"] - later
+                runs_as = staged.info["batch_split"]["runs_as"].get(batch, "whole") \
+                    if staged.info["batch_split"]["calls"] > split else "whole"
                 static = tensorforge.compile(from_onnx(str(path), shapes={n: a.shape for n, a in named.items()}),
                                              threads=threads)
                 ref = sess.run(None, named)
@@ -97,8 +105,8 @@ def bench_batches(names: list[str], batches: list[int], repeat: int, threads: in
                     times["ort"].append(median_ms(lambda sess=sess, named=named: sess.run(None, named), repeat))
                 t = {k: float(np.median(v)) for k, v in times.items()}
                 print(f"{name:14s} {batch:5d} {runs_as:>10s} {t['staged']:10.3f} {t['static']:10.3f} {t['ort']:9.3f} "
-                      f"{t['staged'] / t['static']:13.2f} {t['staged'] / t['ort']:10.2f} {compiled:8d} {first:12.1f}",
-                      flush=True)
+                      f"{t['staged'] / t['static']:13.2f} {t['staged'] / t['ort']:10.2f} {compiled:8d} {first:12.1f} "
+                      f"{later:5d}", flush=True)
             print(f"{'':14s} specializations compiled: {staged.info['specializations']}", flush=True)
 
 
@@ -159,7 +167,7 @@ def bench_real(repeat: int, threads: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", default="resnet18,mobilenet_v1")
+    ap.add_argument("--models", default="resnet18,mobilenet_v1,dqn")
     ap.add_argument("--batches", default="1,4,16,3,7,12,24")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=20)

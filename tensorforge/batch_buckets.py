@@ -9,6 +9,13 @@ bucket is an ordinary specialization, compiled on first use, so once the buckets
 needs exist no batch size compiles anything, and a batch that is itself a bucket runs as one
 piece, exactly as before.
 
+Which chunks a batch runs as is measured, not guessed: chunks cost no extra compute, padding the
+rows left over up to the next bucket (3 as 4) costs fewer passes over the weights, which wins
+for a model whose batch-1 time is mostly streaming its weights (a DQN's fully connected layer);
+and a batch size that keeps coming (HOT_CALLS calls) while its chunks run much slower per row
+than the best bucket also tries its own specialization, which is compiled then.  Each candidate
+runs twice, then the fastest is kept (BatchSplit.plan).
+
 A stretch is split only when (1) its inputs whose leading axis has n rows carry that axis to
 every output through ops that keep rows apart, (2) nothing it returns is a constant, and (3)
 each size it runs at (every chunk size, and every n) converts to the same graph with only the
@@ -19,6 +26,7 @@ not split.
 """
 from __future__ import annotations
 
+import statistics
 from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -57,6 +65,36 @@ def batch_chunks(rows: int, buckets: Sequence[int]) -> list[int]:
     return chunks
 
 
+# a plan: the chunks a batch runs as, each (bucket, the batch rows it carries): fewer rows than
+# its bucket are padded with copies of the last row, whose outputs are dropped
+Plan = tuple[tuple[int, int], ...]
+
+# a padded plan is tried when the padded bucket has at most this many times the rows it carries
+PAD_LIMIT = 1.5
+# a batch size that ran this many times in chunks, and might run HOT_GAIN times faster whole,
+# also tries its own specialization
+HOT_CALLS = 8
+HOT_GAIN = 1.15
+# the fastest plan runs, but every REVISIT-th call the one with the fewest runs
+REVISIT = 64
+RECENT = 9                    # runs a plan's (or a bucket's) time is the median of
+
+
+def candidate_plans(rows: int, buckets: Sequence[int]) -> list[Plan]:
+    """The plans for a batch of `rows`: the exact chunks (`batch_chunks`), and, when the rows
+    left below the largest bucket are not a bucket, the same with those rows padded up to the
+    next bucket (3 as 4, 7 as 8, 100 as 64 + 64 with the second carrying 36 rows).  Chunks cost
+    less compute, padding fewer passes over the weights: which wins is measured (BatchSplit)."""
+    exact = tuple((b, b) for b in batch_chunks(rows, buckets))
+    plans = [exact]
+    top = max(buckets)
+    whole, rest = divmod(rows, top) if rows > top else (0, rows)
+    up = min((b for b in buckets if b >= rest), default=None)
+    if rest and up is not None and up != rest and up <= PAD_LIMIT * rest:
+        plans.append(((top, top),) * whole + ((up, rest),))
+    return plans
+
+
 def leading_symbol(program: Any) -> str | None:
     """The symbol that is dimension 0 of the program's tensor inputs: the one symbol found
     there (some inputs may have a static or no leading dimension), else None."""
@@ -77,6 +115,69 @@ class BatchSplit:
     rows: int
     stretch: Any = None
     sizes: dict[int, bool] = field(default_factory=dict)
+    # per batch size, per plan run: (runs, median seconds of its compiled models in its last
+    # RECENT runs); medians, since chunks that alternate models can have lucky fast runs
+    timings: dict[int, dict[Plan, tuple[int, float]]] = field(default_factory=dict)
+    # per bucket: the median seconds of its compiled model in its last RECENT runs
+    buckets: dict[int, float] = field(default_factory=dict)
+    _recent: dict[tuple, list] = field(default_factory=dict)
+
+    def plan(self, rows: int, plans: Sequence[Plan]) -> Plan:
+        """The plan to run `rows` with.  Each candidate runs twice first (in order; one that by
+        its buckets' times cannot win is skipped), then the fastest, but every REVISIT-th call
+        the one with the fewest runs, so that no plan is judged by cold runs alone.  A batch size that ran HOT_CALLS times and whose best plan
+        takes more than HOT_GAIN times the rows at the best time per row any bucket showed (a
+        model whose larger batches run much faster per row) also tries its own specialization,
+        `((rows, rows),)`, compiled then."""
+        tried = self.timings.setdefault(rows, {})
+        calls = sum(runs for runs, _ in tried.values())
+        own = ((rows, rows),)
+        if own in tried or (calls >= HOT_CALLS and self._gain(rows, tried) > HOT_GAIN):
+            plans = [*plans, own]
+        for p in plans:
+            if tried.get(p, (0, 0.0))[0] < 2:
+                if p is plans[0] or p == own or p in tried or self._might_win(p, tried):
+                    return p
+        plans = [p for p in plans if p in tried]
+        if calls % REVISIT == 0:
+            return min(plans, key=lambda p: tried[p][0])
+        return min(plans, key=lambda p: tried[p][1])
+
+    def best(self, rows: int) -> Plan | None:
+        """The fastest plan run so far for `rows`."""
+        tried = self.timings.get(rows)
+        return min(tried, key=lambda p: tried[p][1]) if tried else None
+
+    def _might_win(self, plan: Plan, tried: dict) -> bool:
+        """Whether an untried plan could beat the best plan tried: its chunks at their buckets'
+        times, a bucket not run yet at the best time per row any bucket showed (padding 3 rows
+        to 4 cannot win where one row costs what a row of a pair does; it compiles bucket 4)."""
+        per_row = min((t / b for b, t in self.buckets.items()), default=0.0)
+        best = min((t for _, t in tried.values()), default=0.0)
+        guess = sum(self.buckets.get(size, size * per_row) for size, _ in plan)
+        return per_row <= 0 or guess < best
+
+    def _gain(self, rows: int, tried: dict) -> float:
+        """How much faster `rows` might run whole: its best plan's time over the rows at the best
+        time per row of any bucket."""
+        per_row = min((t / b for b, t in self.buckets.items()), default=0.0)
+        best = min((t for _, t in tried.values()), default=0.0)
+        return best / (rows * per_row) if per_row > 0 else 1.0
+
+    def record(self, rows: int, plan: Plan, chunk_seconds: Sequence[float]) -> None:
+        """One run of `plan` for `rows`: its chunks' compiled models took `chunk_seconds`."""
+        tried = self.timings.setdefault(rows, {})
+        runs = tried.get(plan, (0, 0.0))[0]
+        tried[plan] = (runs + 1, self._median(("plan", rows, plan), sum(chunk_seconds)))
+        for size in {size for size, _ in plan if size != rows}:
+            seconds = [t for (b, _), t in zip(plan, chunk_seconds) if b == size]
+            self.buckets[size] = self._median(("bucket", size), min(seconds))
+
+    def _median(self, key: tuple, seconds: float) -> float:
+        recent = self._recent.setdefault(key, [])
+        recent.append(seconds)
+        del recent[:-RECENT]
+        return statistics.median(recent)
 
     def fits(self, size: int, convert: Callable[[int], Graph | None]) -> bool:
         """Whether `convert(size)` (the model converted at `size` rows; None when it cannot be)
@@ -87,6 +188,13 @@ class BatchSplit:
             known = self.sizes[size] = other is not None and \
                 same_but_split(self.graph, other, self.axes, self.rows, size) is None
         return known
+
+
+def describe(plan: Plan | None) -> str:
+    """A plan as text: "4+2+1", "4[3]" for a chunk of 4 carrying 3 rows."""
+    if not plan:
+        return "whole"
+    return "+".join(str(size) if used == size else f"{size}[{used}]" for size, used in plan)
 
 
 def judge_graph(graph: Graph, inputs: Sequence[int], rows: int) -> BatchSplit | str:
@@ -111,9 +219,21 @@ def batch_inputs(shapes: Sequence[tuple], rows: int) -> tuple[int, ...]:
 
 # -- stretches of a staged model -------------------------------------------------------------------
 
-def cut(env: ChainMap, names: Sequence[str], lo: int, hi: int) -> ChainMap:
-    """`env` with the values `names` cut to rows [lo, hi) (views: axis 0 of a C-ordered array)."""
-    return env.new_child({n: env[n][lo:hi] for n in names})
+def padded(a: Any, size: int) -> Any:
+    """`a` (a NumPy array or torch tensor) with its last row repeated up to `size` rows."""
+    extra = size - a.shape[0]
+    if extra <= 0:
+        return a
+    if isinstance(a, np.ndarray):
+        return np.concatenate([a, np.repeat(a[-1:], extra, axis=0)])
+    import torch
+    return torch.cat([a, a[-1:].expand(extra, *a.shape[1:])])
+
+
+def cut(env: ChainMap, names: Sequence[str], lo: int, hi: int, size: int | None = None) -> ChainMap:
+    """`env` with the values `names` cut to rows [lo, hi) (views: axis 0 of a C-ordered array),
+    padded to `size` rows."""
+    return env.new_child({n: padded(env[n][lo:hi], size or hi - lo) for n in names})
 
 
 def split_names(split: BatchSplit) -> tuple[str, ...]:

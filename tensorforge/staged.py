@@ -80,7 +80,7 @@ class StagedModel:
         self._splits: dict[tuple, BatchSplit | str] = {}
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
-        self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}}
+        self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}
 
     @property
     def input_names(self) -> list[str]:
@@ -115,24 +115,23 @@ class StagedModel:
     # -- running -------------------------------------------------------------------------------
     def _call(self, named: dict) -> list:
         env = self.program.bind_inputs(named)
-        chunks = None
+        rows = None
         if self._batch is not None:
             rows = next(np.shape(env[s.name])[0] for s in self.program.inputs
                         if s.kind == "tensor" and s.dims and s.dims[0] == self._batch)
-            chunks = buckets.batch_chunks(rows, self.batch_buckets)
-        return self._execute(self.program, ChainMap(env), chunks if chunks and len(chunks) > 1 else None)
+        return self._execute(self.program, ChainMap(env), rows if rows and rows not in self.batch_buckets else None)
 
-    def _execute(self, program: OnnxProgram, env: ChainMap, chunks: list[int] | None = None) -> list:
-        """Runs the program's nodes; `chunks`: the batch buckets the call's batch is cut into
-        (None: run whole), for the stretches that keep batch rows apart."""
+    def _execute(self, program: OnnxProgram, env: ChainMap, rows: int | None = None) -> list:
+        """Runs the program's nodes; `rows`: the call's batch when it is not a bucket (None: run
+        whole), for the stretches that keep batch rows apart."""
         local = env.maps[0]
         k, n = 0, len(program.nodes)
         while k < n:
             host = program.is_host(k, env)
-            split = self._split(program, k, env, chunks) if chunks and not host else None
-            if split is not None and chunks:
-                self._run_split(program, k, env, split, chunks)
-                k = split.stretch.end
+            found = self._split(program, k, env, rows) if rows and not host else None
+            if found is not None and rows:
+                self._run_split(program, k, env, rows, *found)
+                k = found[0].stretch.end
             else:
                 segment = None if host else self._specialized(program, k, env)
                 if segment is None:
@@ -165,10 +164,10 @@ class StagedModel:
         self._compiled.put(_key(program, start, sig, env), (segment, model))
         return segment, model
 
-    def _split(self, program: OnnxProgram, start: int, env: ChainMap, chunks: list[int]) -> BatchSplit | None:
-        """The batch split of the stretch at `start` when every chunk size (and the call's batch)
-        may run it, else None; judged once per stretch and shape pattern (batch_buckets.py)."""
-        rows = sum(chunks)
+    def _split(self, program: OnnxProgram, start: int, env: ChainMap, rows: int) -> tuple | None:
+        """(the batch split of the stretch at `start`, the plan to run it with) when the stretch
+        keeps batch rows apart at every size the plan needs, else None; judged once per stretch
+        and shape pattern (batch_buckets.py)."""
         signatures = self._signatures.setdefault((id(program), start), [])
         found = None
         for sig in signatures:
@@ -193,31 +192,39 @@ class StagedModel:
         if isinstance(found, str):
             return None
         convert = buckets.stretch_converter(found, program, start, env)
-        if not all(found.fits(size, convert) for size in {rows, *chunks}):
+        plans = [p for p in buckets.candidate_plans(rows, self.batch_buckets)
+                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
+        if not plans:
             self.info["batch_split"]["not_split"][start] = "the stretch converts to another graph at some sizes"
             return None
-        return found
+        return found, found.plan(rows, plans)
 
-    def _run_split(self, program: OnnxProgram, start: int, env: ChainMap, split: BatchSplit,
-                   chunks: list[int]) -> None:
-        """The stretch run once per chunk of the batch rows, on the specialization for that chunk
-        size; outputs concatenated along the batch axis."""
-        plan = split.stretch
-        parts: dict[str, list] = {name: [] for name in plan.outputs}
+    def _run_split(self, program: OnnxProgram, start: int, env: ChainMap, rows: int, split: BatchSplit,
+                   plan: buckets.Plan) -> None:
+        """The stretch run once per chunk of the plan, on the specialization for that chunk's
+        bucket; outputs concatenated along the batch axis (a padded chunk's extra rows dropped)."""
+        stretch = split.stretch
+        parts: dict[str, list] = {name: [] for name in stretch.outputs}
         names = buckets.split_names(split)
-        lo = 0
-        for size in chunks:
-            sub = buckets.cut(env, names, lo, lo + size)
+        lo, seconds = 0, []
+        for size, used in plan:
+            sub = buckets.cut(env, names, lo, lo + used, size)
             segment, model = self._specialized(program, start, sub)
-            if segment.end != plan.end or set(segment.outputs) != set(parts):    # fits() planned it
+            if segment.end != stretch.end or set(segment.outputs) != set(parts):    # fits() planned it
                 raise RuntimeError(f"{program.name}: the stretch at node {start} changed when cut to {size} rows")
-            for name, out in zip(segment.outputs, model(*[contiguous(sub[name]) for name in segment.inputs])):
-                parts[name].append(out)
-            lo += size
+            args = [contiguous(sub[name]) for name in segment.inputs]
+            began = time.perf_counter()
+            outs = model(*args)
+            seconds.append(time.perf_counter() - began)
+            for name, out in zip(segment.outputs, outs):
+                parts[name].append(out[:used] if used < size else out)
+            lo += used
+        split.record(rows, plan, seconds)
+        self.info["batch_split"]["runs_as"][rows] = buckets.describe(split.best(rows))
         local = env.maps[0]
         for name, part in parts.items():
-            local[name] = np.concatenate(part, axis=0)
-        for name, source in plan.aliases.items():
+            local[name] = np.concatenate(part, axis=0) if len(part) > 1 else part[0]
+        for name, source in stretch.aliases.items():
             local[name] = env[source]
         self.info["batch_split"]["calls"] += 1
 
@@ -307,7 +314,7 @@ class ShapeSpecializedModel:
         self._batch = next(iter(leading.values())) if len(leading) == 1 and self.batch_buckets else None
         self._splits: dict[tuple, BatchSplit | str] = {}
         self.info["batch_split"] = {"symbol": next(iter(leading)) if self._batch is not None else None,
-                                    "calls": 0, "not_split": {}}
+                                    "calls": 0, "not_split": {}, "runs_as": {}}
 
     @property
     def input_names(self) -> list[str]:
@@ -325,9 +332,9 @@ class ShapeSpecializedModel:
         key = tuple(np.shape(a) for a in arrays)
         model = self._compiled.get(key)
         if model is None:
-            split, chunks = self._split(key)
-            if split is not None:
-                return self._run_split(arrays, split, chunks)
+            found = self._split(key)
+            if found is not None:
+                return self._run_split(arrays, key[self._batch][0], *found)
             model = self._specialized(key)
         return model(*arrays)
 
@@ -338,15 +345,14 @@ class ShapeSpecializedModel:
             self._compiled.put(key, model)
         return model
 
-    def _split(self, key: tuple) -> tuple[BatchSplit | None, list[int]]:
-        """The batch split for input shapes `key` and the chunks they run as, when the batch is
-        not a bucket and the graph keeps its rows apart at every size the call needs."""
+    def _split(self, key: tuple) -> tuple | None:
+        """(the batch split for input shapes `key`, the plan to run it with) when the batch is not
+        a bucket and the graph keeps its rows apart at every size the plan needs, else None."""
         if self._batch is None:
-            return None, []
+            return None
         rows = key[self._batch][0]
-        chunks = buckets.batch_chunks(rows, self.batch_buckets)
-        if len(chunks) < 2:
-            return None, []
+        if not rows or rows in self.batch_buckets:
+            return None
         positions = buckets.batch_inputs(key, rows)
         general = tuple((None, *shape[1:]) if k in positions else shape for k, shape in enumerate(key))
         found = self._splits.get(general)
@@ -354,12 +360,12 @@ class ShapeSpecializedModel:
             try:
                 graph = self.program.graph_for(list(key))
             except ValueError:         # shapes the program refuses: the plain path says why
-                return None, []
+                return None
             found = self._splits[general] = buckets.judge_graph(graph, positions, rows)
             if isinstance(found, str):
                 self.info["batch_split"]["not_split"]["graph"] = found
         if isinstance(found, str):
-            return None, []
+            return None
 
         def convert(size: int):
             try:
@@ -368,23 +374,30 @@ class ShapeSpecializedModel:
             except ValueError:
                 return None
 
-        if not all(found.fits(size, convert) for size in {rows, *chunks}):
+        plans = [p for p in buckets.candidate_plans(rows, self.batch_buckets)
+                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
+        if not plans:
             self.info["batch_split"]["not_split"]["graph"] = "the graph converts to another graph at some sizes"
-            return None, []
-        return found, chunks
+            return None
+        return found, found.plan(rows, plans)
 
-    def _run_split(self, arrays: tuple, split: BatchSplit, chunks: list[int]) -> list:
+    def _run_split(self, arrays: tuple, rows: int, split: BatchSplit, plan: buckets.Plan) -> list:
         parts: list[list] = []
-        lo = 0
-        for size in chunks:
-            sub = [a[lo:lo + size] if k in split.inputs else a for k, a in enumerate(arrays)]
-            outs = self._specialized(tuple(np.shape(a) for a in sub))(*sub)
+        lo, seconds = 0, []
+        for size, used in plan:
+            sub = [buckets.padded(a[lo:lo + used], size) if k in split.inputs else a for k, a in enumerate(arrays)]
+            model = self._specialized(tuple(np.shape(a) for a in sub))
+            began = time.perf_counter()
+            outs = model(*sub)
+            seconds.append(time.perf_counter() - began)
             parts = parts or [[] for _ in outs]
             for part, out in zip(parts, outs):
-                part.append(out)
-            lo += size
+                part.append(out[:used] if used < size else out)
+            lo += used
+        split.record(rows, plan, seconds)
+        self.info["batch_split"]["runs_as"][rows] = buckets.describe(split.best(rows))
         self.info["batch_split"]["calls"] += 1
-        return [np.concatenate(part, axis=0) for part in parts]
+        return [np.concatenate(part, axis=0) if len(part) > 1 else part[0] for part in parts]
 
     def run(self, **named) -> list:
         missing = [n for n in self.input_names if n not in named]

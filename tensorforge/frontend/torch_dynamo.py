@@ -48,13 +48,14 @@ benchmarks/results/torch_compile.txt has the figures.
 from __future__ import annotations
 
 import operator
+import time
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
 import numpy as np
 
-from ..batch_buckets import DEFAULT_BATCH_BUCKETS, BatchSplit, batch_chunks, checked_buckets, judge_graph
+from .. import batch_buckets as buckets
 from ..driver import compile as compile_graph
 from ..errors import UserError, one_line
 from ..graph.ir import GraphError
@@ -119,16 +120,15 @@ class CompiledGraph:
         self._generic = any(_symbolic(x) for x in example_inputs)
         # a symbolic leading dimension: where the graph keeps its rows apart, a batch that is not
         # one of the buckets runs as chunks on the buckets' variants (batch_buckets.py)
-        self._buckets = checked_buckets(options.get("batch_buckets", DEFAULT_BATCH_BUCKETS))
+        self._buckets = buckets.checked_buckets(options.get("batch_buckets", buckets.DEFAULT_BATCH_BUCKETS))
         self._batch, self._cut, self._sized = _batch_positions(gm, self._varying) if self._buckets else (None, (), ())
-        self._splits: dict[tuple, BatchSplit | str] = {}
+        self._splits: dict[tuple, buckets.BatchSplit | str] = {}
         # the example's variants are compiled now, so that a graph that cannot compile runs in
         # eager PyTorch from the start: the whole example, or the buckets it splits into
         split = self._split(concrete) if self._batch is not None else None
         if split is not None:
-            _, chunks, cut, sized = split
-            for size in sorted(set(chunks)):
-                self._last = self._variant(_cut(concrete, cut, sized, 0, size))
+            for size in sorted({size for size, _ in split[2]}):
+                self._last = self._variant(_cut(concrete, self._cut, self._sized, 0, size))
         else:
             self._last = self._variant(concrete)
 
@@ -172,14 +172,13 @@ class CompiledGraph:
         return variant
 
     def _split(self, args) -> tuple | None:
-        """(split, chunks, cut positions, size positions) when the call's batch is not a bucket
-        and the graph keeps batch rows apart at every size the call needs, else None.  The tensors
-        whose leading dimension is the batch symbol are cut, and the sizes that are that symbol
-        (dynamo passes a symbolic size as an int too) take the chunk's."""
+        """(rows, split, plan) when the call's batch is not a bucket and the graph keeps batch
+        rows apart at every size the plan needs, else None.  The tensors whose leading dimension
+        is the batch symbol are cut, and the sizes that are that symbol (dynamo passes a symbolic
+        size as an int too) take the chunk's."""
         import torch
         rows = args[self._batch].shape[0]
-        chunks = batch_chunks(rows, self._buckets)
-        if len(chunks) < 2:
+        if not rows or rows in self._buckets:
             return None
         cut, sized = self._cut, self._sized
         general = (tuple(None if k in sized else (tuple(a.shape)[1:] if k in cut else tuple(a.shape), a.dtype)
@@ -191,7 +190,7 @@ class CompiledGraph:
             graph = self._graph(args)
             inputs = [k for k in self._varying if isinstance(args[k], torch.Tensor)]     # the graph's, in order
             found = "the graph does not trace" if graph is None or len(graph.inputs) != len(inputs) else \
-                judge_graph(graph, [inputs.index(k) for k in cut], rows)
+                buckets.judge_graph(graph, [inputs.index(k) for k in cut], rows)
             self._splits[general] = found
         if isinstance(found, str):
             return None
@@ -199,9 +198,9 @@ class CompiledGraph:
         def convert(size: int):
             return self._graph(_cut(args, cut, sized, 0, size))
 
-        if not all(found.fits(size, convert) for size in {rows, *chunks}):
-            return None
-        return found, chunks, cut, sized
+        plans = [p for p in buckets.candidate_plans(rows, self._buckets)
+                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
+        return (rows, found, found.plan(rows, plans)) if plans else None
 
     def _graph(self, args):
         try:
@@ -209,24 +208,30 @@ class CompiledGraph:
         except (NotImplementedError, UserError, GraphError, ValueError, RuntimeError):
             return None
 
-    def _run_split(self, args, split: BatchSplit, chunks: list[int], cut: tuple, sized: tuple) -> Any:
-        """The graph run once per chunk of the batch rows, on the variant for that chunk size;
-        the outputs concatenated along the batch axis."""
+    def _run_split(self, args, rows: int, split: buckets.BatchSplit, plan: buckets.Plan) -> Any:
+        """The graph run once per chunk of the plan, on the variant for that chunk's bucket; the
+        outputs concatenated along the batch axis (a padded chunk's extra rows dropped)."""
         torch = import_torch()
         from torch.utils._pytree import tree_flatten, tree_unflatten
-        parts, spec, lo = [], None, 0
-        for size in chunks:
-            sub = _cut(args, cut, sized, lo, lo + size)
-            leaves, spec = tree_flatten(self._variant(sub)(sub))
-            parts.append(leaves)
-            lo += size
-        return tree_unflatten([torch.cat(list(outs), dim=0) for outs in zip(*parts)], spec)
+        parts, spec, lo, seconds = [], None, 0, []
+        for size, used in plan:
+            sub = _cut(args, self._cut, self._sized, lo, lo + used, size)
+            variant = self._variant(sub)
+            began = time.perf_counter()
+            leaves, spec = tree_flatten(variant(sub))
+            seconds.append(time.perf_counter() - began)
+            parts.append([t[:used] if used < size else t for t in leaves])
+            lo += used
+        split.record(rows, plan, seconds)
+        return tree_unflatten([torch.cat(list(outs), dim=0) if len(outs) > 1 else outs[0]
+                               for outs in zip(*parts)], spec)
 
 
-def _cut(args, cut: tuple, sized: tuple, lo: int, hi: int) -> tuple:
-    """`args` with the tensors at `cut` cut to rows [lo, hi) and the sizes at `sized` set to
-    hi - lo."""
-    return tuple(a[lo:hi] if k in cut else hi - lo if k in sized else a for k, a in enumerate(args))
+def _cut(args, cut: tuple, sized: tuple, lo: int, hi: int, size: int | None = None) -> tuple:
+    """`args` with the tensors at `cut` cut to rows [lo, hi) and padded to `size` rows (copies
+    of the last), and the sizes at `sized` set to that size."""
+    size = size or hi - lo
+    return tuple(buckets.padded(a[lo:hi], size) if k in cut else size if k in sized else a for k, a in enumerate(args))
 
 
 def _batch_positions(gm: Any, varying: list[int]) -> tuple:

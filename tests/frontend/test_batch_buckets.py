@@ -118,6 +118,47 @@ def test_chunks_add_up_to_the_batch_from_the_largest_bucket_down(rows, others):
                for k in range(len(chunks)) for b in buckets if b > chunks[k])
 
 
+def test_a_padded_chunk_gives_the_rows_it_carries(monkeypatch):
+    """Batch 3 padded to one chunk of 4 (its last row repeated): the outputs of the 3 rows, as
+    the reference computes them; the chunk ran on the specialization for 4."""
+    from tensorforge.batch_buckets import BatchSplit
+    monkeypatch.setattr(BatchSplit, "plan", lambda self, rows, plans: plans[-1])
+    onnx_model = classifier()
+    model = tensorforge.compile(from_onnx(onnx_model), batch_buckets=(1, 2, 4), **OPTS)
+    for _ in range(2):
+        _check(model, onnx_model, 3)
+    assert model.info["specializations"] == 1 and model.info["batch_split"]["calls"] == 2
+    (split,) = [v for v in model._splits.values() if not isinstance(v, str)]
+    assert list(split.timings[3]) == [((4, 3),)]
+
+
+def test_candidate_plans_and_the_choice_between_them():
+    from tensorforge.batch_buckets import BatchSplit, candidate_plans
+    assert candidate_plans(3, (1, 2, 4)) == [((2, 2), (1, 1)), ((4, 3),)]
+    assert candidate_plans(5, (1, 2, 4, 8)) == [((4, 4), (1, 1))]                 # 8 is 1.6x the rows
+    assert candidate_plans(7, (1, 2, 4)) == [((4, 4), (2, 2), (1, 1)), ((4, 4), (4, 3))]
+    assert candidate_plans(6, (1, 2, 4)) == [((4, 4), (2, 2))]                     # 2 left: a bucket
+    split = BatchSplit(graph=None, inputs=(0,), axes={}, rows=3)
+    exact, pad = candidate_plans(3, (1, 2, 4))
+    assert split.plan(3, [exact, pad]) == exact
+    flat = BatchSplit(graph=None, inputs=(0,), axes={}, rows=3)    # a row costs the same in any bucket
+    for _ in range(2):
+        flat.record(3, exact, [2.0, 1.0])
+    assert flat.plan(3, [exact, pad]) == exact                     # 4 rows at 1.0 cannot beat 3.0
+    for plan, seconds in ((exact, [1.2, 0.8]), (exact, [1.1, 0.7]), (pad, [1.0]), (pad, [1.2])):
+        split.record(3, plan, seconds)
+    assert split.plan(3, [exact, pad]) == pad
+    assert split.buckets == {1: 0.75, 2: 1.15, 4: 1.1}                 # medians
+    # 1.0 s for 3 rows, against 0.25 s a row in bucket 4: after HOT_CALLS calls batch 3 also tries
+    # its own specialization, twice, and keeps it if it is faster
+    for _ in range(4):
+        split.record(3, pad, [1.0])
+    assert split.plan(3, [exact, pad]) == ((3, 3),)
+    split.record(3, ((3, 3),), [0.8])
+    split.record(3, ((3, 3),), [0.75])
+    assert split.plan(3, [exact, pad]) == ((3, 3),) and split.buckets == {1: 0.75, 2: 1.15, 4: 1.0}
+
+
 def test_default_buckets_cut_a_batch_into_few_chunks():
     assert batch_chunks(7, DEFAULT_BATCH_BUCKETS) == [4, 2, 1]
     assert batch_chunks(100, DEFAULT_BATCH_BUCKETS) == [64, 32, 4]
