@@ -77,7 +77,8 @@ HOT_CALLS = 8
 HOT_GAIN = 1.15
 # the fastest plan runs, but every REVISIT-th call the one with the fewest runs
 REVISIT = 64
-RECENT = 9                    # runs a plan's (or a bucket's) time is the median of
+RECENT = 9                    # runs a plan's time is the median of
+WARM_SAMPLES = 2              # warm runs per bucket
 
 
 def candidate_plans(rows: int, buckets: Sequence[int]) -> list[Plan]:
@@ -118,17 +119,19 @@ class BatchSplit:
     # per batch size, per plan run: (runs, median seconds of its compiled models in its last
     # RECENT runs); medians, since chunks that alternate models can have lucky fast runs
     timings: dict[int, dict[Plan, tuple[int, float]]] = field(default_factory=dict)
-    # per bucket: the median seconds of its compiled model in its last RECENT runs
-    buckets: dict[int, float] = field(default_factory=dict)
+    # per bucket: seconds of its compiled model run again right after itself (warm: its weights
+    # in cache, as a batch of that size alone runs), WARM_SAMPLES of them
+    warm: dict[int, list] = field(default_factory=dict)
     _recent: dict[tuple, list] = field(default_factory=dict)
 
     def plan(self, rows: int, plans: Sequence[Plan]) -> Plan:
         """The plan to run `rows` with.  Each candidate runs twice first (in order; one that by
-        its buckets' times cannot win is skipped), then the fastest, but every REVISIT-th call
-        the one with the fewest runs, so that no plan is judged by cold runs alone.  A batch size that ran HOT_CALLS times and whose best plan
-        takes more than HOT_GAIN times the rows at the best time per row any bucket showed (a
-        model whose larger batches run much faster per row) also tries its own specialization,
-        `((rows, rows),)`, compiled then."""
+        its buckets' warm times cannot win is skipped), then the fastest, but every REVISIT-th
+        call the one with the fewest runs, so that no plan is judged by cold runs alone.  A
+        batch size that ran HOT_CALLS times and whose best plan takes more than HOT_GAIN times
+        the rows at the best warm time per row of any bucket (chunks that alternate models
+        whose weights evict each other, or larger batches much faster per row) also tries its
+        own specialization, `((rows, rows),)`, compiled then."""
         tried = self.timings.setdefault(rows, {})
         calls = sum(runs for runs, _ in tried.values())
         own = ((rows, rows),)
@@ -148,19 +151,30 @@ class BatchSplit:
         tried = self.timings.get(rows)
         return min(tried, key=lambda p: tried[p][1]) if tried else None
 
+    def wants_warm(self, size: int) -> bool:
+        """Whether bucket `size` needs another warm time: the caller runs its model once more
+        right after a run and reports it (`add_warm`)."""
+        return len(self.warm.get(size, ())) < WARM_SAMPLES
+
+    def add_warm(self, size: int, seconds: float) -> None:
+        self.warm.setdefault(size, []).append(seconds)
+
+    def _per_row(self) -> float:
+        return min((min(t) / b for b, t in self.warm.items() if t), default=0.0)
+
     def _might_win(self, plan: Plan, tried: dict) -> bool:
         """Whether an untried plan could beat the best plan tried: its chunks at their buckets'
-        times, a bucket not run yet at the best time per row any bucket showed (padding 3 rows
-        to 4 cannot win where one row costs what a row of a pair does; it compiles bucket 4)."""
-        per_row = min((t / b for b, t in self.buckets.items()), default=0.0)
+        warm times, a bucket not run yet at the best warm time per row (padding 3 rows to 4
+        cannot win where a row alone costs what a row of a pair does; it compiles bucket 4)."""
+        per_row = self._per_row()
         best = min((t for _, t in tried.values()), default=0.0)
-        guess = sum(self.buckets.get(size, size * per_row) for size, _ in plan)
+        guess = sum(min(self.warm[size]) if self.warm.get(size) else size * per_row for size, _ in plan)
         return per_row <= 0 or guess < best
 
     def _gain(self, rows: int, tried: dict) -> float:
         """How much faster `rows` might run whole: its best plan's time over the rows at the best
-        time per row of any bucket."""
-        per_row = min((t / b for b, t in self.buckets.items()), default=0.0)
+        warm time per row of any bucket."""
+        per_row = self._per_row()
         best = min((t for _, t in tried.values()), default=0.0)
         return best / (rows * per_row) if per_row > 0 else 1.0
 
@@ -169,9 +183,6 @@ class BatchSplit:
         tried = self.timings.setdefault(rows, {})
         runs = tried.get(plan, (0, 0.0))[0]
         tried[plan] = (runs + 1, self._median(("plan", rows, plan), sum(chunk_seconds)))
-        for size in {size for size, _ in plan if size != rows}:
-            seconds = [t for (b, _), t in zip(plan, chunk_seconds) if b == size]
-            self.buckets[size] = self._median(("bucket", size), min(seconds))
 
     def _median(self, key: tuple, seconds: float) -> float:
         recent = self._recent.setdefault(key, [])

@@ -216,6 +216,10 @@ class StagedModel:
             began = time.perf_counter()
             outs = model(*args)
             seconds.append(time.perf_counter() - began)
+            if size != rows and split.wants_warm(size):
+                began = time.perf_counter()
+                model(*args)
+                split.add_warm(size, time.perf_counter() - began)
             for name, out in zip(segment.outputs, outs):
                 parts[name].append(out[:used] if used < size else out)
             lo += used
@@ -390,6 +394,10 @@ class ShapeSpecializedModel:
             began = time.perf_counter()
             outs = model(*sub)
             seconds.append(time.perf_counter() - began)
+            if size != rows and split.wants_warm(size):
+                began = time.perf_counter()
+                model(*sub)
+                split.add_warm(size, time.perf_counter() - began)
             parts = parts or [[] for _ in outs]
             for part, out in zip(parts, outs):
                 part.append(out[:used] if used < size else out)

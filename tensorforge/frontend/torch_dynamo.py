@@ -220,6 +220,10 @@ class CompiledGraph:
             began = time.perf_counter()
             leaves, spec = tree_flatten(variant(sub))
             seconds.append(time.perf_counter() - began)
+            if size != rows and split.wants_warm(size):
+                began = time.perf_counter()
+                variant(sub)
+                split.add_warm(size, time.perf_counter() - began)
             parts.append([t[:used] if used < size else t for t in leaves])
             lo += used
         split.record(rows, plan, seconds)

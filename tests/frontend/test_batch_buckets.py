@@ -144,19 +144,27 @@ def test_candidate_plans_and_the_choice_between_them():
     flat = BatchSplit(graph=None, inputs=(0,), axes={}, rows=3)    # a row costs the same in any bucket
     for _ in range(2):
         flat.record(3, exact, [2.0, 1.0])
+    flat.add_warm(1, 1.0)
+    flat.add_warm(2, 2.0)
     assert flat.plan(3, [exact, pad]) == exact                     # 4 rows at 1.0 cannot beat 3.0
-    for plan, seconds in ((exact, [1.2, 0.8]), (exact, [1.1, 0.7]), (pad, [1.0]), (pad, [1.2])):
+    # a model whose chunks evict each other's weights: 2 + 1 takes 1.8 s where bucket 2 alone
+    # takes 0.5 and bucket 1 0.4: padding to 4 (guessed at 4 x 0.25) is tried, and after
+    # HOT_CALLS calls, batch 3's own specialization
+    for size, seconds in ((1, 0.4), (1, 0.45), (2, 0.5), (2, 0.55)):
+        split.add_warm(size, seconds)
+    assert not split.wants_warm(1) and not split.wants_warm(2) and split.wants_warm(4)
+    for plan, seconds in ((exact, [1.2, 0.6]), (exact, [1.1, 0.7])):
         split.record(3, plan, seconds)
     assert split.plan(3, [exact, pad]) == pad
-    assert split.buckets == {1: 0.75, 2: 1.15, 4: 1.1}                 # medians
-    # 1.0 s for 3 rows, against 0.25 s a row in bucket 4: after HOT_CALLS calls batch 3 also tries
-    # its own specialization, twice, and keeps it if it is faster
+    for seconds in (1.5, 1.4):
+        split.record(3, pad, [seconds])
+    assert split.plan(3, [exact, pad]) == pad                      # the faster of the two
     for _ in range(4):
-        split.record(3, pad, [1.0])
-    assert split.plan(3, [exact, pad]) == ((3, 3),)
+        split.record(3, pad, [1.4])
+    assert split.plan(3, [exact, pad]) == ((3, 3),)                # 1.4 s against 3 x 0.25
     split.record(3, ((3, 3),), [0.8])
     split.record(3, ((3, 3),), [0.75])
-    assert split.plan(3, [exact, pad]) == ((3, 3),) and split.buckets == {1: 0.75, 2: 1.15, 4: 1.0}
+    assert split.plan(3, [exact, pad]) == ((3, 3),) and split.best(3) == ((3, 3),)
 
 
 def test_default_buckets_cut_a_batch_into_few_chunks():
