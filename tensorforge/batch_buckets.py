@@ -12,9 +12,10 @@ piece, exactly as before.
 Which chunks a batch runs as is measured, not guessed: chunks cost no extra compute, padding the
 rows left over up to the next bucket (3 as 4) costs fewer passes over the weights, which wins
 for a model whose batch-1 time is mostly streaming its weights (a DQN's fully connected layer);
-and a batch size that keeps coming (HOT_CALLS calls) while its chunks run much slower per row
-than the best bucket also tries its own specialization, which is compiled then.  Each candidate
-runs twice, then the fastest is kept (BatchSplit.plan).
+and a batch size that keeps coming (HOT_CALLS calls) also tries its own specialization, which
+is compiled then: a new batch size waits for no compile once its buckets exist, and a frequent
+one runs as fast as a model compiled for it.  Each candidate runs twice, then the fastest is kept
+(BatchSplit.plan).
 
 A stretch is split only when (1) its inputs whose leading axis has n rows carry that axis to
 every output through ops that keep rows apart, (2) nothing it returns is a constant, and (3)
@@ -27,6 +28,7 @@ not split.
 from __future__ import annotations
 
 import statistics
+import time
 from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -71,10 +73,8 @@ Plan = tuple[tuple[int, int], ...]
 
 # a padded plan is tried when the padded bucket has at most this many times the rows it carries
 PAD_LIMIT = 1.5
-# a batch size that ran this many times in chunks, and might run HOT_GAIN times faster whole,
-# also tries its own specialization
+# a batch size that ran this many times in chunks also tries its own specialization
 HOT_CALLS = 8
-HOT_GAIN = 1.15
 # the fastest plan runs, but every REVISIT-th call the one with the fewest runs
 REVISIT = 64
 RECENT = 9                    # runs a plan's time is the median of
@@ -128,14 +128,14 @@ class BatchSplit:
         """The plan to run `rows` with.  Each candidate runs twice first (in order; one that by
         its buckets' warm times cannot win is skipped), then the fastest, but every REVISIT-th
         call the one with the fewest runs, so that no plan is judged by cold runs alone.  A
-        batch size that ran HOT_CALLS times and whose best plan takes more than HOT_GAIN times
-        the rows at the best warm time per row of any bucket (chunks that alternate models
-        whose weights evict each other, or larger batches much faster per row) also tries its
-        own specialization, `((rows, rows),)`, compiled then."""
+        batch size that ran HOT_CALLS times also tries its own specialization, `((rows, rows),)`,
+        compiled then: chunks that alternate models can evict each other's weights from the
+        caches for several runs (the exported DQN at batch 3: 2 + 1 in 1.1 ms, 4[3] in 0.9 ms,
+        its own specialization 0.63 ms), which no time of the buckets predicts."""
         tried = self.timings.setdefault(rows, {})
         calls = sum(runs for runs, _ in tried.values())
         own = ((rows, rows),)
-        if own in tried or (calls >= HOT_CALLS and self._gain(rows, tried) > HOT_GAIN):
+        if calls >= HOT_CALLS:
             plans = [*plans, own]
         for p in plans:
             if tried.get(p, (0, 0.0))[0] < 2:
@@ -151,13 +151,18 @@ class BatchSplit:
         tried = self.timings.get(rows)
         return min(tried, key=lambda p: tried[p][1]) if tried else None
 
-    def wants_warm(self, size: int) -> bool:
-        """Whether bucket `size` needs another warm time: the caller runs its model once more
-        right after a run and reports it (`add_warm`)."""
-        return len(self.warm.get(size, ())) < WARM_SAMPLES
-
-    def add_warm(self, size: int, seconds: float) -> None:
-        self.warm.setdefault(size, []).append(seconds)
+    def timed(self, rows: int, size: int, model: Callable, *args: Any) -> tuple[Any, float]:
+        """(`model(*args)`, its seconds): one chunk of bucket `size` on its compiled model.  The
+        first WARM_SAMPLES times a bucket runs, it runs once more right after, for its warm
+        time."""
+        began = time.perf_counter()
+        outs = model(*args)
+        seconds = time.perf_counter() - began
+        if size != rows and len(self.warm.get(size, ())) < WARM_SAMPLES:
+            began = time.perf_counter()
+            model(*args)
+            self.warm.setdefault(size, []).append(time.perf_counter() - began)
+        return outs, seconds
 
     def _per_row(self) -> float:
         return min((min(t) / b for b, t in self.warm.items() if t), default=0.0)
@@ -170,13 +175,6 @@ class BatchSplit:
         best = min((t for _, t in tried.values()), default=0.0)
         guess = sum(min(self.warm[size]) if self.warm.get(size) else size * per_row for size, _ in plan)
         return per_row <= 0 or guess < best
-
-    def _gain(self, rows: int, tried: dict) -> float:
-        """How much faster `rows` might run whole: its best plan's time over the rows at the best
-        warm time per row of any bucket."""
-        per_row = self._per_row()
-        best = min((t for _, t in tried.values()), default=0.0)
-        return best / (rows * per_row) if per_row > 0 else 1.0
 
     def record(self, rows: int, plan: Plan, chunk_seconds: Sequence[float]) -> None:
         """One run of `plan` for `rows`: its chunks' compiled models took `chunk_seconds`."""

@@ -213,13 +213,8 @@ class StagedModel:
             if segment.end != stretch.end or set(segment.outputs) != set(parts):    # fits() planned it
                 raise RuntimeError(f"{program.name}: the stretch at node {start} changed when cut to {size} rows")
             args = [contiguous(sub[name]) for name in segment.inputs]
-            began = time.perf_counter()
-            outs = model(*args)
-            seconds.append(time.perf_counter() - began)
-            if size != rows and split.wants_warm(size):
-                began = time.perf_counter()
-                model(*args)
-                split.add_warm(size, time.perf_counter() - began)
+            outs, took = split.timed(rows, size, model, *args)
+            seconds.append(took)
             for name, out in zip(segment.outputs, outs):
                 parts[name].append(out[:used] if used < size else out)
             lo += used
@@ -391,13 +386,8 @@ class ShapeSpecializedModel:
         for size, used in plan:
             sub = [buckets.padded(a[lo:lo + used], size) if k in split.inputs else a for k, a in enumerate(arrays)]
             model = self._specialized(tuple(np.shape(a) for a in sub))
-            began = time.perf_counter()
-            outs = model(*sub)
-            seconds.append(time.perf_counter() - began)
-            if size != rows and split.wants_warm(size):
-                began = time.perf_counter()
-                model(*sub)
-                split.add_warm(size, time.perf_counter() - began)
+            outs, took = split.timed(rows, size, model, *sub)
+            seconds.append(took)
             parts = parts or [[] for _ in outs]
             for part, out in zip(parts, outs):
                 part.append(out[:used] if used < size else out)

@@ -48,7 +48,6 @@ benchmarks/results/torch_compile.txt has the figures.
 from __future__ import annotations
 
 import operator
-import time
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -217,13 +216,9 @@ class CompiledGraph:
         for size, used in plan:
             sub = _cut(args, self._cut, self._sized, lo, lo + used, size)
             variant = self._variant(sub)
-            began = time.perf_counter()
-            leaves, spec = tree_flatten(variant(sub))
-            seconds.append(time.perf_counter() - began)
-            if size != rows and split.wants_warm(size):
-                began = time.perf_counter()
-                variant(sub)
-                split.add_warm(size, time.perf_counter() - began)
+            outs, took = split.timed(rows, size, variant, sub)
+            leaves, spec = tree_flatten(outs)
+            seconds.append(took)
             parts.append([t[:used] if used < size else t for t in leaves])
             lo += used
         split.record(rows, plan, seconds)

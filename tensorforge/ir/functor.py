@@ -127,11 +127,7 @@ class _PostOrder(Visitor):
         self.fn = fn
 
     def visit(self, node: Any) -> None:
-        method = dispatch(self, type(node))
-        if method is not None:
-            method(self, node)
-        else:
-            self.generic_visit(node)
+        Visitor.visit(self, node)
         self.fn(node)
 
 

@@ -144,15 +144,12 @@ def test_candidate_plans_and_the_choice_between_them():
     flat = BatchSplit(graph=None, inputs=(0,), axes={}, rows=3)    # a row costs the same in any bucket
     for _ in range(2):
         flat.record(3, exact, [2.0, 1.0])
-    flat.add_warm(1, 1.0)
-    flat.add_warm(2, 2.0)
+    flat.warm = {1: [1.0], 2: [2.0]}
     assert flat.plan(3, [exact, pad]) == exact                     # 4 rows at 1.0 cannot beat 3.0
     # a model whose chunks evict each other's weights: 2 + 1 takes 1.8 s where bucket 2 alone
-    # takes 0.5 and bucket 1 0.4: padding to 4 (guessed at 4 x 0.25) is tried, and after
-    # HOT_CALLS calls, batch 3's own specialization
-    for size, seconds in ((1, 0.4), (1, 0.45), (2, 0.5), (2, 0.55)):
-        split.add_warm(size, seconds)
-    assert not split.wants_warm(1) and not split.wants_warm(2) and split.wants_warm(4)
+    # takes 0.5 and bucket 1 0.4: padding to 4 (guessed at 4 x 0.25) is tried; after HOT_CALLS
+    # calls, batch 3's own specialization, which is kept when it is the fastest
+    split.warm = {1: [0.4, 0.45], 2: [0.5, 0.55]}
     for plan, seconds in ((exact, [1.2, 0.6]), (exact, [1.1, 0.7])):
         split.record(3, plan, seconds)
     assert split.plan(3, [exact, pad]) == pad
@@ -161,7 +158,7 @@ def test_candidate_plans_and_the_choice_between_them():
     assert split.plan(3, [exact, pad]) == pad                      # the faster of the two
     for _ in range(4):
         split.record(3, pad, [1.4])
-    assert split.plan(3, [exact, pad]) == ((3, 3),)                # 1.4 s against 3 x 0.25
+    assert split.plan(3, [exact, pad]) == ((3, 3),)
     split.record(3, ((3, 3),), [0.8])
     split.record(3, ((3, 3),), [0.75])
     assert split.plan(3, [exact, pad]) == ((3, 3),) and split.best(3) == ((3, 3),)
