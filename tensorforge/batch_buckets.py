@@ -7,7 +7,8 @@ batch of n rows can instead run as consecutive chunks whose sizes are *buckets*:
 powers of two up to 64, the largest that fits first (7 = 4 + 2 + 1, 100 = 64 + 32 + 4).  Each
 bucket is an ordinary specialization, compiled on first use, so once the buckets a workload
 needs exist no batch size compiles anything, and a batch that is itself a bucket runs as one
-piece, exactly as before.
+piece, exactly as before.  No call compiles more than one model: a first call with batch 5 and
+no buckets compiles 5 itself, not 4 and 1.
 
 Which chunks a batch runs as is measured, not guessed: chunks cost no extra compute, padding the
 rows left over up to the next bucket (3 as 4) costs fewer passes over the weights, which wins
@@ -75,8 +76,10 @@ Plan = tuple[tuple[int, int], ...]
 PAD_LIMIT = 1.5
 # a batch size that ran this many times in chunks also tries its own specialization
 HOT_CALLS = 8
-# the fastest plan runs, but every REVISIT-th call the one with the fewest runs
+# the fastest plan runs, but every REVISIT-th call the one with the fewest runs among those
+# within REVISIT_WITHIN of the fastest
 REVISIT = 64
+REVISIT_WITHIN = 1.25
 RECENT = 9                    # runs a plan's time is the median of
 WARM_SAMPLES = 2              # warm runs per bucket
 
@@ -124,27 +127,36 @@ class BatchSplit:
     warm: dict[int, list] = field(default_factory=dict)
     _recent: dict[tuple, list] = field(default_factory=dict)
 
-    def plan(self, rows: int, plans: Sequence[Plan]) -> Plan:
+    def plan(self, rows: int, plans: Sequence[Plan], missing: Callable[[Plan], int] = lambda p: 0) -> Plan:
         """The plan to run `rows` with.  Each candidate runs twice first (in order; one that by
         its buckets' warm times cannot win is skipped), then the fastest, but every REVISIT-th
-        call the one with the fewest runs, so that no plan is judged by cold runs alone.  A
+        call the least-run one of those close to it, so that no plan is judged by cold runs.  A
         batch size that ran HOT_CALLS times also tries its own specialization, `((rows, rows),)`,
         compiled then: chunks that alternate models can evict each other's weights from the
         caches for several runs (the exported DQN at batch 3: 2 + 1 in 1.1 ms, 4[3] in 0.9 ms,
-        its own specialization 0.63 ms), which no time of the buckets predicts."""
+        its own specialization 0.63 ms), which no time of the buckets predicts.
+
+        No call compiles more than one model: a candidate with two or more buckets not compiled
+        yet (`missing(plan)` counts them) is not tried, and when no candidate is left, the batch
+        size runs as its own specialization (a first call with batch 5 compiles 5, not 4 and 1;
+        with batch 3, bucket 4 for 4[3])."""
         tried = self.timings.setdefault(rows, {})
         calls = sum(runs for runs, _ in tried.values())
         own = ((rows, rows),)
-        if calls >= HOT_CALLS:
+        if calls >= HOT_CALLS or own in tried:
             plans = [*plans, own]
         for p in plans:
-            if tried.get(p, (0, 0.0))[0] < 2:
-                if p is plans[0] or p == own or p in tried or self._might_win(p, tried):
-                    return p
+            if tried.get(p, (0, 0.0))[0] < 2 and \
+                    (p is plans[0] or p == own or p in tried or self._might_win(p, tried)) and missing(p) <= 1:
+                return p
         plans = [p for p in plans if p in tried]
-        if calls % REVISIT == 0:
-            return min(plans, key=lambda p: tried[p][0])
-        return min(plans, key=lambda p: tried[p][1])
+        if not plans:
+            return own
+        fastest = min(plans, key=lambda p: tried[p][1])
+        if calls % REVISIT == 0:        # the least-run plan that might yet be the fastest
+            close = [p for p in plans if tried[p][1] <= REVISIT_WITHIN * tried[fastest][1]]
+            return min(close, key=lambda p: tried[p][0])
+        return fastest
 
     def best(self, rows: int) -> Plan | None:
         """The fastest plan run so far for `rows`."""

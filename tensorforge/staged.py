@@ -197,7 +197,14 @@ class StagedModel:
         if not plans:
             self.info["batch_split"]["not_split"][start] = "the stretch converts to another graph at some sizes"
             return None
-        return found, found.plan(rows, plans)
+        names = buckets.split_names(found)
+
+        def compiled(size: int) -> bool:
+            sub = buckets.cut(env, names, 0, min(size, rows), size)
+            return any(self._compiled.entries.get(_key(program, start, sig, sub)) is not None
+                       for sig in self._signatures.get((id(program), start), ()))
+
+        return found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
 
     def _run_split(self, program: OnnxProgram, start: int, env: ChainMap, rows: int, split: BatchSplit,
                    plan: buckets.Plan) -> None:
@@ -378,7 +385,12 @@ class ShapeSpecializedModel:
         if not plans:
             self.info["batch_split"]["not_split"]["graph"] = "the graph converts to another graph at some sizes"
             return None
-        return found, found.plan(rows, plans)
+
+        def compiled(size: int) -> bool:
+            return tuple((size, *shape[1:]) if k in positions else shape
+                         for k, shape in enumerate(key)) in self._compiled.entries
+
+        return found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
 
     def _run_split(self, arrays: tuple, rows: int, split: BatchSplit, plan: buckets.Plan) -> list:
         parts: list[list] = []

@@ -199,7 +199,16 @@ class CompiledGraph:
 
         plans = [p for p in buckets.candidate_plans(rows, self._buckets)
                  if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
-        return (rows, found, found.plan(rows, plans)) if plans else None
+        if not plans:
+            return None
+
+        def compiled(size: int) -> bool:
+            shapes = tuple(((size, *a.shape[1:]) if k in cut else tuple(a.shape), a.dtype)
+                           if isinstance(a, torch.Tensor) else size if k in sized else int(a)
+                           for k, a in ((k, args[k]) for k in self._varying))
+            return (shapes, tuple(map(id, self._pick_weights(args)))) in self._variants
+
+        return rows, found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
 
     def _graph(self, args):
         try:

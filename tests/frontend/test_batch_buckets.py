@@ -74,9 +74,10 @@ def test_batch_sizes_that_are_not_buckets_compile_nothing_once_the_buckets_exist
         before = model.info["specializations"]
         _check(model, onnx_model, rows)
         compiled.append(model.info["specializations"] - before)
-    # 3 = 2 + 1 compiles buckets 2 and 1, 5 = 4 + 1 compiles 4; then nothing: 7 = 4 + 2 + 1, ...
+    # no call compiles more than one model: 3 runs as 4[3] (bucket 4 padded), 5 as 4 + 1
+    # (compiles 1), 7 as 4 + 2 + 1 (compiles 2); then nothing: 6 = 4 + 2, 4, 9 = 4 + 4 + 1, 1
     # (the five batch sizes that are not buckets ran in chunks)
-    assert compiled == [2, 1, 0, 0, 0, 0, 0]
+    assert compiled == [1, 1, 1, 0, 0, 0, 0]
     assert model.info["batch_split"]["calls"] == 5 and not model.info["batch_split"]["not_split"]
 
 
@@ -122,7 +123,7 @@ def test_a_padded_chunk_gives_the_rows_it_carries(monkeypatch):
     """Batch 3 padded to one chunk of 4 (its last row repeated): the outputs of the 3 rows, as
     the reference computes them; the chunk ran on the specialization for 4."""
     from tensorforge.batch_buckets import BatchSplit
-    monkeypatch.setattr(BatchSplit, "plan", lambda self, rows, plans: plans[-1])
+    monkeypatch.setattr(BatchSplit, "plan", lambda self, rows, plans, missing=None: plans[-1])
     onnx_model = classifier()
     model = tensorforge.compile(from_onnx(onnx_model), batch_buckets=(1, 2, 4), **OPTS)
     for _ in range(2):
@@ -164,6 +165,20 @@ def test_candidate_plans_and_the_choice_between_them():
     assert split.plan(3, [exact, pad]) == ((3, 3),) and split.best(3) == ((3, 3),)
 
 
+def test_no_call_compiles_more_than_one_model():
+    from tensorforge.batch_buckets import BatchSplit, candidate_plans
+    have: set = set()
+
+    def missing(plan):
+        return len({b for b, _ in plan} - have)
+
+    split = BatchSplit(graph=None, inputs=(0,), axes={}, rows=5)
+    exact, = candidate_plans(5, (1, 2, 4, 8))
+    assert split.plan(5, [exact], missing) == ((5, 5),)          # 4 + 1 would compile two
+    have |= {1}
+    assert split.plan(5, [exact], missing) == exact               # now one
+
+
 def test_default_buckets_cut_a_batch_into_few_chunks():
     assert batch_chunks(7, DEFAULT_BATCH_BUCKETS) == [4, 2, 1]
     assert batch_chunks(100, DEFAULT_BATCH_BUCKETS) == [64, 32, 4]
@@ -188,4 +203,4 @@ def test_a_torch_program_with_a_batch_dim_runs_in_buckets():
             want = net(x).numpy()
         np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-5)
         compiled.append(model.info["specializations"] - before)
-    assert compiled == [2, 1, 0] and model.info["batch_split"]["calls"] == 3
+    assert compiled == [1, 1, 1] and model.info["batch_split"]["calls"] == 3      # 4[3], 4 + 1, 4 + 2 + 1
