@@ -200,7 +200,8 @@ class StagedModel:
         names = buckets.split_names(found)
 
         def compiled(size: int) -> bool:
-            sub = buckets.cut(env, names, 0, min(size, rows), size)
+            # shapes only: views of `size` rows (no copy), for the specializations' keys
+            sub = env.new_child({n: np.broadcast_to(env[n][:1], (size, *np.shape(env[n])[1:])) for n in names})
             return any(self._compiled.entries.get(_key(program, start, sig, sub)) is not None
                        for sig in self._signatures.get((id(program), start), ()))
 
