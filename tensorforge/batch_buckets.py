@@ -158,6 +158,17 @@ class BatchSplit:
             return min(close, key=lambda p: tried[p][0])
         return fastest
 
+    def choose(self, rows: int, buckets: Sequence[int], convert: Callable[[int], Graph | None],
+               compiled: Callable[[int], bool]) -> Plan | None:
+        """The plan to run `rows` with (`plan`) among the candidates whose every size converts to
+        this graph (`fits`, with `convert`), None when none does; `compiled(size)` says whether
+        the model of a bucket exists."""
+        plans = [p for p in candidate_plans(rows, buckets)
+                 if all(self.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
+        if not plans:
+            return None
+        return self.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
+
     def best(self, rows: int) -> Plan | None:
         """The fastest plan run so far for `rows`."""
         tried = self.timings.get(rows)

@@ -77,6 +77,8 @@ class StagedModel:
         self._signatures: dict[tuple, list] = {}
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
         self._batch = buckets.leading_symbol(program) if self.batch_buckets else None
+        self._batch_input = next((s.name for s in program.inputs if s.kind == "tensor" and s.dims
+                                  and s.dims[0] == self._batch), None) if self._batch is not None else None
         self._splits: dict[tuple, BatchSplit | str] = {}
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
@@ -115,10 +117,7 @@ class StagedModel:
     # -- running -------------------------------------------------------------------------------
     def _call(self, named: dict) -> list:
         env = self.program.bind_inputs(named)
-        rows = None
-        if self._batch is not None:
-            rows = next(np.shape(env[s.name])[0] for s in self.program.inputs
-                        if s.kind == "tensor" and s.dims and s.dims[0] == self._batch)
+        rows = np.shape(env[self._batch_input])[0] if self._batch_input is not None else None
         return self._execute(self.program, ChainMap(env), rows if rows and rows not in self.batch_buckets else None)
 
     def _execute(self, program: OnnxProgram, env: ChainMap, rows: int | None = None) -> list:
@@ -191,21 +190,18 @@ class StagedModel:
                 self.info["batch_split"]["not_split"][start] = found
         if isinstance(found, str):
             return None
-        convert = buckets.stretch_converter(found, program, start, env)
-        plans = [p for p in buckets.candidate_plans(rows, self.batch_buckets)
-                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
-        if not plans:
-            self.info["batch_split"]["not_split"][start] = "the stretch converts to another graph at some sizes"
-            return None
         names = buckets.split_names(found)
 
         def compiled(size: int) -> bool:
             # shapes only: views of `size` rows (no copy), for the specializations' keys
             sub = env.new_child({n: np.broadcast_to(env[n][:1], (size, *np.shape(env[n])[1:])) for n in names})
-            return any(self._compiled.entries.get(_key(program, start, sig, sub)) is not None
-                       for sig in self._signatures.get((id(program), start), ()))
+            return any(self._compiled.entries.get(_key(program, start, sig, sub)) is not None for sig in signatures)
 
-        return found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
+        plan = found.choose(rows, self.batch_buckets, buckets.stretch_converter(found, program, start, env), compiled)
+        if plan is None:
+            self.info["batch_split"]["not_split"][start] = "the stretch converts to another graph at some sizes"
+            return None
+        return found, plan
 
     def _run_split(self, program: OnnxProgram, start: int, env: ChainMap, rows: int, split: BatchSplit,
                    plan: buckets.Plan) -> None:
@@ -300,7 +296,7 @@ def _key(program: OnnxProgram, start: int, sig: tuple, env, batch_rows: int | No
         if not isinstance(a, np.ndarray):
             return None
         parts.append((a.shape, a.dtype, a.tobytes()))
-    return (id(program), start, sig, tuple(parts), batch_rows is not None)
+    return (id(program), start, sig, tuple(parts))
 
 
 class ShapeSpecializedModel:
@@ -381,17 +377,15 @@ class ShapeSpecializedModel:
             except ValueError:
                 return None
 
-        plans = [p for p in buckets.candidate_plans(rows, self.batch_buckets)
-                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
-        if not plans:
-            self.info["batch_split"]["not_split"]["graph"] = "the graph converts to another graph at some sizes"
-            return None
-
         def compiled(size: int) -> bool:
             return tuple((size, *shape[1:]) if k in positions else shape
                          for k, shape in enumerate(key)) in self._compiled.entries
 
-        return found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
+        plan = found.choose(rows, self.batch_buckets, convert, compiled)
+        if plan is None:
+            self.info["batch_split"]["not_split"]["graph"] = "the graph converts to another graph at some sizes"
+            return None
+        return found, plan
 
     def _run_split(self, arrays: tuple, rows: int, split: BatchSplit, plan: buckets.Plan) -> list:
         parts: list[list] = []

@@ -156,18 +156,26 @@ class CompiledGraph:
             split = self._split(args) if self._batch is not None else None
             if split is not None:
                 return self._run_split(args, *split)
-        self._last = self._variant(args)
-        return self._last(args)
+            variant = self._compile(key, args)
+        self._variants.move_to_end(key)
+        self._last = variant
+        return variant(args)
 
     def _variant(self, args) -> "_Variant":
         """The variant for `args`, compiled on a miss (or when its weights changed)."""
         key = self._key(args)
         variant = self._variants.get(key)
         if variant is None or variant.stale(args):
-            variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
-            if len(self._variants) > self.MAX_VARIANTS:
-                self._variants.popitem(last=False)
+            variant = self._compile(key, args)
         self._variants.move_to_end(key)
+        return variant
+
+    def _compile(self, key: tuple, args) -> "_Variant":
+        """A new variant for `args`, kept under `key` (the least recently used dropped beyond
+        MAX_VARIANTS)."""
+        variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
+        if len(self._variants) > self.MAX_VARIANTS:
+            self._variants.popitem(last=False)
         return variant
 
     def _split(self, args) -> tuple | None:
@@ -197,18 +205,14 @@ class CompiledGraph:
         def convert(size: int):
             return self._graph(_cut(args, cut, sized, 0, size))
 
-        plans = [p for p in buckets.candidate_plans(rows, self._buckets)
-                 if all(found.fits(size, convert) for size in {rows, *(b for b, _ in p)})]
-        if not plans:
-            return None
-
         def compiled(size: int) -> bool:
             shapes = tuple(((size, *a.shape[1:]) if k in cut else tuple(a.shape), a.dtype)
                            if isinstance(a, torch.Tensor) else size if k in sized else int(a)
                            for k, a in ((k, args[k]) for k in self._varying))
             return (shapes, tuple(map(id, self._pick_weights(args)))) in self._variants
 
-        return rows, found, found.plan(rows, plans, lambda p: sum(not compiled(b) for b in {b for b, _ in p}))
+        plan = found.choose(rows, self._buckets, convert, compiled)
+        return None if plan is None else (rows, found, plan)
 
     def _graph(self, args):
         try:

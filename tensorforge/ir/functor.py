@@ -16,7 +16,8 @@ _CHILDREN: dict[type, tuple[str, ...]] = {}
 _LEAVES = (IntImm, FloatImm, StringImm, Var)      # no field of these ever holds a node
 
 
-def _fields(cls: type) -> tuple[str, ...]:
+def field_names(cls: type) -> tuple[str, ...]:
+    """The field names of dataclass `cls`, in order (looked up once per class)."""
     names = _FIELDS.get(cls)
     if names is None:
         names = tuple(f.name for f in dataclasses.fields(cls))
@@ -32,13 +33,9 @@ def _child_fields(cls: type) -> tuple[str, ...]:
         if issubclass(cls, _LEAVES) or not dataclasses.is_dataclass(cls):
             names = ()
         else:
-            names = tuple(n for n in _fields(cls) if not (n == "dtype" and issubclass(cls, BinaryOp)))
+            names = tuple(n for n in field_names(cls) if not (n == "dtype" and issubclass(cls, BinaryOp)))
         _CHILDREN[cls] = names
     return names
-
-
-def _is_node(x: Any) -> bool:
-    return isinstance(x, Node)
 
 
 _TABLES: dict[type, dict[type, Any]] = {}

@@ -20,6 +20,7 @@ import math
 from typing import Any
 
 from ..ir import expr as E
+from ..ir.functor import field_names
 from . import kernel as K
 from . import nodes as N
 
@@ -37,14 +38,6 @@ def _node_classes() -> dict[str, type]:
 
 
 NODE_CLASSES: dict[str, type] = _node_classes()
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
-    return names
 
 
 def dumps(root: Any) -> str:
@@ -73,7 +66,7 @@ def dumps(root: Any) -> str:
             raise TypeError(f"{cls.__name__} is not an IR node class; it cannot be written")
         pos = index.get(id(x))
         if pos is None:
-            fields = {name: enc(getattr(x, name)) for name in _field_names(cls)}
+            fields = {name: enc(getattr(x, name)) for name in field_names(cls)}
             pos = index[id(x)] = len(table)
             table.append([cls.__name__, fields])
         return {"n": pos}
@@ -127,7 +120,7 @@ def loads(text: str | bytes) -> Any:
         cls = NODE_CLASSES.get(name)
         if cls is None:
             raise ValueError(f"unknown node class {name!r}")
-        names = _field_names(cls)
+        names = field_names(cls)
         if len(fields) != len(names) or any(f not in fields for f in names):
             raise ValueError(f"node {pos} ({name}) has fields {sorted(fields)}, expected {sorted(names)}")
         node: Any = object.__new__(cls)     # no __init__/__post_init__: the fields as written
