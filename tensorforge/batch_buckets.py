@@ -15,8 +15,8 @@ rows left over up to the next bucket (3 as 4) costs fewer passes over the weight
 for a model whose batch-1 time is mostly streaming its weights (a DQN's fully connected layer);
 and a batch size that keeps coming (HOT_CALLS calls) also tries its own specialization, which
 is compiled then: a new batch size waits for no compile once its buckets exist, and a frequent
-one runs as fast as a model compiled for it.  Each candidate runs twice, then the fastest is kept
-(BatchSplit.plan).
+one runs as fast as a model compiled for it.  Each candidate runs TRIALS times, then the fastest
+by its median is kept (BatchSplit.plan).
 
 A stretch is split only when (1) its inputs whose leading axis has n rows carry that axis to
 every output through ops that keep rows apart, (2) nothing it returns is a constant, and (3)
@@ -81,6 +81,9 @@ HOT_CALLS = 8
 REVISIT = 64
 REVISIT_WITHIN = 1.25
 RECENT = 9                    # runs a plan's time is the median of
+# runs of each candidate before the choice: the median of three leaves out the first run of a
+# model compiled for the plan, which pays one-time costs (its arena's and buffers' page faults)
+TRIALS = 3
 WARM_SAMPLES = 2              # warm runs per bucket
 
 
@@ -128,7 +131,7 @@ class BatchSplit:
     _recent: dict[tuple, list] = field(default_factory=dict)
 
     def plan(self, rows: int, plans: Sequence[Plan], missing: Callable[[Plan], int] = lambda p: 0) -> Plan:
-        """The plan to run `rows` with.  Each candidate runs twice first (in order; one that by
+        """The plan to run `rows` with.  Each candidate runs TRIALS times first (in order; one that by
         its buckets' warm times cannot win is skipped), then the fastest, but every REVISIT-th
         call the least-run one of those close to it, so that no plan is judged by cold runs.  A
         batch size that ran HOT_CALLS times also tries its own specialization, `((rows, rows),)`,
@@ -146,7 +149,7 @@ class BatchSplit:
         if calls >= HOT_CALLS or own in tried:
             plans = [*plans, own]
         for p in plans:
-            if tried.get(p, (0, 0.0))[0] < 2 and \
+            if tried.get(p, (0, 0.0))[0] < TRIALS and \
                     (p is plans[0] or p == own or p in tried or self._might_win(p, tried)) and missing(p) <= 1:
                 return p
         plans = [p for p in plans if p in tried]
