@@ -46,17 +46,21 @@ def test_im2col_conv_matches_reference(rank, n, c, m, size, k, stride, pad, dila
     np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("shape", [((8, 1, 832), (258, 1, 256), (128,)),           # an STFT as conv1d
-                                   ((2, 64, 40, 3), (6, 64, 16, 1), (1, 1))])        # tall kernel, 6 outputs
-def test_user_shapes(shape):
+@pytest.mark.parametrize("shape,path", [
+    (((8, 1, 832), (258, 1, 256), (128,)), "im2col"),          # an STFT as conv1d: 2 taps per stride
+    (((2, 64, 40, 3), (6, 64, 16, 1), (1, 1)), "conv2d_nchwc"),  # tall kernel, 6 outputs
+    (((1, 24, 30, 8), (7, 24, 3, 1), (1, 1)), "conv2d_nchwc"),   # 3 taps, 7 filters
+    (((1, 16, 20, 20), (5, 16, 3, 3), (2, 2)), "conv2d_nchwc"),  # 3x3 at stride 2, 5 filters
+    (((1, 16, 20, 20), (5, 16, 2, 2), (2, 2)), "im2col"),        # patches: no overlap
+])
+def test_user_shapes(shape, path):
+    """Which path a conv whose filters do not fill a block takes: padded to a block where its
+    windows overlap (with few filters, from 1.5 taps per stride), else one GEMM on its windows."""
     xs, ws, stride = shape
     rank = len(xs) - 2
     graph, x = _conv_graph(rank, xs[0], xs[1], ws[0], xs[2:], ws[2:], stride, (0,) * (2 * rank), (1,) * rank)
     model = tensorforge.compile(graph)
-    # the STFT (no overlap) is one GEMM on its windows; the tall kernel (16 taps per output
-    # row) runs blocked on its 6 filters padded to 8
-    assert any(("im2col" if rank == 1 else "conv2d_nchwc") in label for label in model.spec.labels), \
-        model.spec.labels
+    assert any(path in label for label in model.spec.labels), model.spec.labels
     np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-3)
 
 

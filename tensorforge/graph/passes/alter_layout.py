@@ -13,9 +13,12 @@
 - A conv whose filters per group do not fill half a vector (1, 4, 7, 33 filters) takes the
   same path with zero filters padded into each group up to the next block, the padding cut off
   by a slice: always when it has several groups, and with one group when its windows overlap a
-  lot (at least PAD_MIN_OVERLAP taps per output position and stride: a tall kernel such as 64x1
-  over 512 rows).  Otherwise alter_layout_im2col makes it one GEMM on its windows, which copies
-  each input value taps / strides times.
+  (at least PAD_MIN_OVERLAP taps per output position and stride: a tall kernel such as 64x1
+  over 512 rows; with fewer than FEW_FILTERS filters at least FEW_MIN_OVERLAP: a 3x1 kernel, a
+  3x3 kernel at stride 2).  Otherwise alter_layout_im2col makes it one GEMM on its windows, which
+  copies each input value taps / strides times; the copies cost about as much as 16 / filters
+  of the product's multiply-adds, so they pay for many filters or barely overlapping windows (a
+  2x2 kernel at stride 2, 3x3 at stride 4, an STFT's 258 filters at 2 taps per stride).
 - A conv1d takes the same path as a conv2d of height 1 (unsqueeze, blocked conv, squeeze), except
   a pointwise one, which im2col makes a plain GEMM.
 - With 16 vector registers, a strided conv whose output row fits one register tile (7 columns of
@@ -82,6 +85,13 @@ def block_for(channels: int, dtype, target: Target) -> int:
 
 # taps per output position and stride from which padding output channels beats im2col's copies
 PAD_MIN_OVERLAP = 4
+# and below FEW_FILTERS filters from FEW_MIN_OVERLAP: a 96 -> 7 conv with a 3x1 kernel on 300x56
+# took 5.8 ms through im2col, whose window matrix of 19 MB went through memory twice, and 1.5 ms
+# blocked on 8 filters (ONNX Runtime 2.1 ms); blocked also won for 3x3 stride-2 and 1x3
+# stride-1x2 kernels with 1-18 filters, by 10-45%.  im2col kept winning for a 2x2 stride-2 patch
+# conv (1.6x) and 3x3 at stride 4 (1.3x), and for an STFT's 514 filters at 3 taps per stride (8%)
+FEW_FILTERS = 32
+FEW_MIN_OVERLAP = 1.5
 
 
 # the narrowest vector a block of more filters than half a vector may use: 8 float32 lanes (256
@@ -129,7 +139,8 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
         return True             # im2col takes one group only: the alternative is the generic conv
     taps = int(np.prod(w.shape[2:]))
     strides = n.attrs.get("strides") or (1,) * (w.ndim - 2)
-    return taps >= PAD_MIN_OVERLAP * int(np.prod(strides))
+    overlap = PAD_MIN_OVERLAP if per_group >= FEW_FILTERS else FEW_MIN_OVERLAP
+    return taps >= overlap * int(np.prod(strides))
 
 
 # the fewest positions per image for which a pointwise conv may run as W times the image: the
