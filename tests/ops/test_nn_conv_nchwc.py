@@ -28,6 +28,7 @@ def test_ops_against_reference():
     (3, 64, 23, 7, 2, 3, False),      # a ResNet stem: odd width, tail tiles
     (16, 32, 14, 3, 1, 1, True),      # conv + bias + residual add + relu in one kernel
     (8, 48, 9, 1, 2, 0, False),       # 1x1, stride 2, 48 channels = 3 blocks of 16
+    (3, 32, 32, 3, 1, 1, True),       # 32x32 planes of 4 KiB: the tiles staged through a row buffer
 ])
 def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
     rng = np.random.default_rng(1)
@@ -46,6 +47,26 @@ def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
     assert any(st.get("symbol", "").find("conv2d_nchwc") >= 0 for st in model.spec.steps)
     inputs = [rng.standard_normal(v.shape).astype("float32") for v in g.inputs]
     np.testing.assert_allclose(model(*inputs)[0], run_reference(g, *inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_planes_that_share_l1_sets_are_staged():
+    """NCHW planes of a multiple of 4 KiB put one column's channel lines into one L1 set: the
+    tiles then go through a local row buffer copied out by channel rows (in the C source)."""
+    from tensorforge.ops.schedules.cpu_conv2d_nchwc import planes_share_l1_sets
+    assert planes_share_l1_sets((1, 64, 224, 224), 16) and planes_share_l1_sets((1, 64, 32, 32), 8)
+    assert not planes_share_l1_sets((1, 64, 225, 225), 16) and not planes_share_l1_sets((1, 64, 56, 56), 16)
+    assert not planes_share_l1_sets((1, 64, 112, 112), 16)          # 4 sets of 4 lines
+    rng = np.random.default_rng(2)
+    for hw, staged in ((32, True), (30, False)):
+        b = GraphBuilder("conv")
+        x = b.input("x", (1, 3, hw, hw), "float32")
+        w = b.const(rng.standard_normal((16, 3, 3, 3)).astype("float32"), "w")
+        g = b.finish([b.add1("conv2d", [x, w], {"strides": (1, 1), "padding": (1,) * 4, "dilations": (1, 1),
+                                                "groups": 1})])
+        model = tensorforge.compile(g, target="c -mcpu=x86-64-v3", opt_level=2)
+        assert ("_local[" in model.source) == staged
+        xv = rng.standard_normal((1, 3, hw, hw)).astype("float32")
+        np.testing.assert_allclose(model(xv)[0], run_reference(g, xv)[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("hw", [
