@@ -58,9 +58,11 @@ def _task(n, c, h, w, bi, k, b, m, padding):
 def test_template_configs_compute_the_same(shape):
     task = _task(*shape)
     space = task.config_space
-    assert {"tile_p", "tile_fi", "order", "pad_inline"} <= set(space.knobs)
+    assert {"tile_p", "tile_fi", "order", "pad_inline", "by_rows"} <= set(space.knobs)
     rng = random.Random(1)
-    for config in [space.default_config()] + [space.random(rng) for _ in range(3)]:
+    default = space.default_config()
+    rows = [c for c in space.neighbors(default) if c["by_rows"].val != default["by_rows"].val]
+    for config in [default, *rows] + [space.random(rng) for _ in range(3)]:
         check_candidate(task, config, atol=1e-3)
 
 
@@ -86,6 +88,17 @@ def test_bad_attributes_are_clear_errors():
                  {"tile": 4, "data_layout": "NCHW8c"})
     with pytest.raises(OpError, match="takes \\(F/B, C, 3, 3, B\\)"):
         transform_weight(np.zeros((1, 16, 5, 5, 16), np.float32), 4)
+
+
+def test_large_images_run_a_row_of_tiles_at_a_time():
+    """Where V outgrows the L2 cache, the input transform, the product and the output transform
+    run per row of tiles (by_rows), parallel over the rows; smaller convs keep three nests."""
+    from tensorforge.target import Target
+    target = Target.parse("c -mcpu=x86-64-v3")
+    big = _task(1, 64, 112, 112, 16, 64, 16, 4, (1, 1, 1, 1))
+    small = _task(1, 64, 28, 28, 16, 64, 16, 4, (1, 1, 1, 1))
+    assert big.config_space.default_config()["by_rows"].val is (4 * 784 * 36 * 64 > 2 * target.l2_cache_bytes)
+    assert small.config_space.default_config()["by_rows"].val is False
 
 
 def test_tile_choice():
