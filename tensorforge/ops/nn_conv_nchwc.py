@@ -213,7 +213,8 @@ class nchw_to_nchwc:
     def compute(x: te.Tensor, block: int = 16):
         n, c, h, w = (int(d.value) for d in x.shape)
         b = int(block)
-        return te.compute((n, c // b, h, w, b), lambda i, fo, y, z, fi: x[i, fo * b + fi, y, z], name="nchwc")
+        return te.compute((n, c // b, h, w, b), lambda i, fo, y, z, fi: x[i, fo * b + fi, y, z], name="nchwc",
+                          tag="nchw_to_nchwc")
 
     @staticmethod
     def reference(x, block: int = 16):

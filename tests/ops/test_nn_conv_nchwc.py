@@ -100,6 +100,23 @@ def test_layout_transforms_against_reference_and_each_other():
     assert np.array_equal(back, x) and np.array_equal(to_nchw(to_nchwc(x, 4)), x)
 
 
+@pytest.mark.parametrize("shape,block,transposed", [
+    ((2, 32, 3, 16), 16, True),       # two images, blocks of 16 as two 8x8 blocks per 8 columns
+    ((1, 16, 4, 8), 8, True),
+    ((1, 16, 5, 7), 8, False),        # rows of 7: element by element
+])
+def test_nchw_to_nchwc_transposes_8x8_blocks(shape, block, transposed):
+    """A standalone nchw_to_nchwc with rows and blocks of multiples of 8 runs as 8x8 blocks
+    transposed in registers (ops/x86_transpose.py); the same values either way."""
+    b = GraphBuilder("t")
+    x = b.input("x", shape, "float32")
+    g = b.finish([b.add1("nchw_to_nchwc", [x], {"block": block})])
+    model = tensorforge.compile(g, target="c -mcpu=x86-64-v3")
+    assert ("tf_transpose8x8_f32(" in model.source) == transposed
+    xs = np.random.default_rng(4).standard_normal(shape).astype("float32")
+    np.testing.assert_array_equal(model(xs)[0], to_nchwc(xs, block))
+
+
 @pytest.mark.parametrize("c,bi,f,bo,k,stride,pad", [
     (32, 16, 32, 16, 3, (1, 1), (1, 1, 1, 1)),
     (16, 8, 48, 16, 3, (2, 1), (1, 0, 1, 2)),     # input block != output block, uneven padding

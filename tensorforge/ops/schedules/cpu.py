@@ -12,6 +12,7 @@ cpu_conv2d_nchwc.py, cpu_matmul.py, cpu_nchwc.py, cpu_winograd.py, cpu_conv_tran
 """
 from __future__ import annotations
 
+from ...te.tensor import PlaceholderOp
 from . import template
 from .common import (
     PARALLEL_MIN_ELEMS,
@@ -31,7 +32,32 @@ def _ext(iv) -> int | None:
 @template("injective.cpu")
 def injective(s, master_outs, outs, target, cfg=None) -> None:
     for t in outs:
-        schedule_elementwise_stage(s, t, target)
+        if not _to_blocks_transposed(s, t, target):
+            schedule_elementwise_stage(s, t, target)
+
+
+def _to_blocks_transposed(s, t, target) -> bool:
+    """nchw_to_nchwc of an input read as it is, in (8 positions x 8 channels) blocks transposed
+    in registers (ops/x86_transpose.py), parallel over (image, channel block, row): where the
+    target's float32 vectors have at least 8 lanes and the rows and blocks are multiples of 8."""
+    if t.op.tag != "nchw_to_nchwc" or target.simd_lanes("float32") < 8 or t.dtype != "float32":
+        return False
+    (x,) = t.op.input_tensors()
+    if not isinstance(x.op, PlaceholderOp):
+        return False
+    st = s[t]
+    n, fo, y, z, fi = st.op.axis
+    if (_ext(z) or 0) % 8 or (_ext(fi) or 0) % 8:
+        return False
+    from ..x86_transpose import transpose8x8
+    zo, zi = st.split(z, factor=8)
+    fio, fii = st.split(fi, factor=8)
+    st.reorder(n, fo, y, zo, fio, zi, fii)
+    rows = st.fuse(n, fo, y)
+    if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        st.parallel(rows)
+    st.tensorize(zi, transpose8x8())
+    return True
 
 
 @template("reduction.cpu")
