@@ -768,6 +768,27 @@ def test_alter_layout_matmul_packs_constant_weights_into_panels():
     assert_graph_equal(alter_layout_matmul(before, AVX512), want)
 
 
+def test_alter_layout_matmul_pads_run_time_columns_to_whole_vectors():
+    # attention's scores over 7 tokens: k^T padded to 16 columns (one AVX-512 vector), the
+    # product's extra columns sliced off; 4 rows (a copy of k^T per few products) stay as they are
+    b = builder()
+    q, k = b.input("q", (2, 9, 5), "float32"), b.input("k", (2, 5, 7), "float32")
+    before = b.finish([b.add1("matmul", [q, k])])
+    e = builder()
+    q, k = e.input("q", (2, 9, 5), "float32"), e.input("k", (2, 5, 7), "float32")
+    wide = e.add1("pad", [k], {"pads": (0, 0, 0, 0, 0, 9)})
+    y = e.add1("matmul", [q, wide])
+    want = e.finish([e.add1("slice", [y], {"starts": (0,), "ends": (7,), "axes": (2,)})])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    qin, kin = rand(2, 9, 5), rand(2, 5, 7)
+    np.testing.assert_allclose(run_reference(got, qin, kin)[0], run_reference(before, qin, kin)[0], rtol=1e-5)
+    few = builder()
+    q, k = few.input("q", (4, 5), "float32"), few.input("k", (5, 7), "float32")
+    few_rows = few.finish([few.add1("matmul", [q, k])])
+    assert alter_layout_matmul(few_rows, AVX512) is few_rows
+
+
 def test_alter_layout_matmul_folds_batch_axes_into_the_rows_of_one_gemm():
     # x[6, 1, 8] x W[8, 20], as torch.onnx.export writes nn.Linear over a sequence: one GEMM of
     # 6 rows (panel width chosen for 6 rows, not for single-row products), reshaped back
