@@ -259,8 +259,10 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
     # a tile loop whose split leaves a tail stays out of the parallel loop when the batch alone
     # has work for every core: fused with the batch, its tail guard would recur in every batch
     # and no loop could peel it (tir/passes/partition_loops.py), leaving the guard in the tile
+    # (the output's own extents: an epilogue that slices padded columns off, 1504 -> 1500, has a
+    # tail where the product has none)
     size = cfg["tile_n"].size[1] * cfg["tile_n"].size[2] if first is jo else cfg["tile_m"].size[-1]
-    tail = (n if first is jo else m) % size != 0
+    tail = (_ext(j) if first is jo else _ext(i)) % size != 0
     with_first = not (batch and tail and batch_size >= target.num_cores)
     if target.num_cores > 1 and batch_size * m * n * kk >= PARALLEL_MIN_MACS:
         if not batch:
