@@ -111,6 +111,36 @@ def test_pointwise_conv_between_nchw_values_is_a_product_on_the_image():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_small_windows_between_nchw_values_are_a_product_on_their_windows():
+    """A conv over one channel, or a conv1d over a few, writing a graph output runs as W times
+    its windows (its NCHW rows written whole); the same conv feeding another conv stays
+    blocked, and so does a 3-channel stem."""
+    from tensorforge.graph.passes.alter_layout import alter_layout
+
+    rng = np.random.default_rng(4)
+    target = Target.parse("c -mcpu=x86-64-v3")
+
+    def conv(b, x, cin, cout, k, op="conv2d"):
+        shape = (cout, cin, k, k) if op == "conv2d" else (cout, cin, k)
+        w = b.const(rng.standard_normal(shape).astype(np.float32) * 0.3)
+        return b.add1(op, [x, w], {"padding": (k // 2,) * (4 if op == "conv2d" else 2)})
+
+    b = GraphBuilder("small")
+    image, signal = b.input("x", (1, 1, 20, 24), "float32"), b.input("s", (1, 4, 300), "float32")
+    alone = conv(b, image, 1, 32, 3)
+    feeding = conv(b, b.add1("relu", [conv(b, image, 1, 32, 3)]), 32, 16, 3)
+    audio = conv(b, signal, 4, 64, 7, "conv1d")
+    stem = conv(b, b.input("rgb", (1, 3, 20, 24), "float32"), 3, 32, 3)
+    graph = b.finish([alone, feeding, audio, stem])
+    kept = [n for n in alter_layout(graph, target).nodes if n.op in ("conv1d", "conv2d")]
+    assert sorted(n.outputs[0].shape[1] for n in kept) == [32, 64]     # `alone` and `audio`
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    assert sum("im2col" in label for label in model.spec.labels) == 2, model.spec.labels
+    feeds = [rng.standard_normal(v.shape).astype(np.float32) for v in graph.inputs]
+    for got, want in zip(model(*feeds), run_reference(graph, *feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_pointwise_conv_between_layout_transforms_stays_blocked():
     """A 1x1 conv read through nchwc_to_nchw and written into nchw_to_nchwc runs blocked (the
     propagation cancels the transform pairs), as benchmarks/ops.py's "blocked" layers do."""

@@ -64,7 +64,7 @@ def test_planes_that_share_l1_sets_are_staged():
         g = b.finish([b.add1("conv2d", [x, w], {"strides": (1, 1), "padding": (1,) * 4, "dilations": (1, 1),
                                                 "groups": 1})])
         model = tensorforge.compile(g, target="c -mcpu=x86-64-v3", opt_level=2)
-        assert ("_local[" in model.source) == staged
+        assert ("nchw_local[" in model.source) == staged
         xv = rng.standard_normal((1, 3, hw, hw)).astype("float32")
         np.testing.assert_allclose(model(xv)[0], run_reference(g, xv)[0], rtol=1e-4, atol=1e-4)
 
