@@ -6,6 +6,11 @@ case's ratio tensorforge / ONNX Runtime, worst first, and their geometric mean: 
 suits the paper's shapes shows up at the top.
 
     python benchmarks/shape_sweep.py [--cases 40] [--seed 0] [--repeat 15] [--threads 1]
+    python benchmarks/shape_sweep.py --large           # fixed convs on large images instead
+
+--large runs a fixed list of convs on large images, NCHW in and out, where the caches decide:
+Winograd's transformed input outgrowing L2, channel planes of a multiple of 4 KiB (64x64,
+224x224: their lines share L1 sets), stems and 1-channel inputs writing NCHW.
 
 Each model's output is checked against ONNX Runtime (rtol/atol 1e-3) before it is timed.
 """
@@ -92,6 +97,33 @@ def _runtime_matmul_case(rng):
     return text, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"a": a, "b": b}
 
 
+def _fixed_conv(cin: int, cout: int, k: int, stride: int, hw: int, seed: int = 0):
+    """(description, ONNX model, feeds) of a square conv + relu, padding k // 2."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((cout, cin, k, k)) / math.sqrt(cin * k * k)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride] * 2, pads=[k // 2] * 4),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    text = f"Conv {cin}->{cout} k{k}x{k} s{stride} on {hw}x{hw}"
+    return text, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": x}
+
+
+# (input channels, output channels, kernel, stride, image size)
+LARGE = [(64, 64, 3, 1, 224), (64, 64, 3, 1, 225), (32, 32, 3, 1, 320), (16, 16, 3, 1, 512),
+         (128, 128, 3, 1, 112), (64, 32, 3, 1, 256), (3, 64, 3, 1, 224), (3, 64, 3, 1, 225),
+         (3, 32, 3, 2, 224), (1, 32, 3, 1, 128), (1, 96, 3, 1, 64), (32, 32, 3, 2, 128),
+         (64, 64, 1, 1, 256), (32, 3, 3, 1, 256)]
+
+
+def large_cases() -> list:
+    return [_fixed_conv(*spec) for spec in LARGE]
+
+
 def cases(count: int, seed: int) -> list:
     rng = np.random.default_rng(seed)
     out = []
@@ -112,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--large", action="store_true", help="the fixed convs on large images (LARGE) instead")
     args = ap.parse_args(argv)
     import onnxruntime as ort
 
@@ -121,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     from tensorforge.testing.timing import median_seconds
     set_num_threads(args.threads)
     rows = []
-    for text, model, feeds in cases(args.cases, args.seed):
+    for text, model, feeds in (large_cases() if args.large else cases(args.cases, args.seed)):
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
