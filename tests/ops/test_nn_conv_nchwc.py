@@ -49,6 +49,24 @@ def test_compiled_conv_graph(c, f, hw, k, stride, pad, residual):
     np.testing.assert_allclose(model(*inputs)[0], run_reference(g, *inputs)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_chunks_of_the_weights_serve_every_image():
+    """A conv whose block weights outgrow L2 runs its reduction in chunks; with several images,
+    each chunk serves every image's row before the next is read (the block loop parallel, the
+    chunk loop around the image loop), instead of streaming the weights once per image."""
+    rng = np.random.default_rng(6)
+    b = GraphBuilder("conv")
+    x = b.input("x", (3, 1024, 80), "float32")
+    w = b.const(rng.standard_normal((32, 1024, 64)).astype("float32") * 0.01, "w")
+    g = b.finish([b.add1("relu", [b.add1("conv1d", [x, w], {"padding": (0, 0)})])])
+    model = tensorforge.compile(g, target="c -mcpu=x86-64-v3")
+    (conv,) = [str(f) for f in model.info["funcs"] if "conv" in f.name]
+    loops = [line.strip() for line in conv.splitlines() if line.strip().startswith("for ")]
+    chunk = next(k for k, line in enumerate(loops) if line.startswith("for rc.outer"))
+    assert loops[chunk + 1].startswith("for i0 in range(3)"), loops
+    xs = rng.standard_normal((3, 1024, 80)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_planes_that_share_l1_sets_are_staged():
     """NCHW planes of a multiple of 4 KiB put one column's channel lines into one L1 set: the
     tiles then go through a local row buffer copied out by channel rows (in the C source)."""
