@@ -146,12 +146,7 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         # buffer and the C compiler turns the transposition into short row stores (with the
         # channels outside, a 64-channel 3x3 stride-2 conv on 56x56 was ~3% slower)
         out_stage, acc = s[fused_out], conv
-        if images_in_pass:
-            out_stage.reorder(ofo, on, oy, oxo, oxi, ofi)
-            s[conv].compute_at(out_stage, _parallel_row(out_stage, (ofo,)))
-        else:
-            out_stage.reorder(on, a, b, oxo, oxi, ofi)
-            s[conv].compute_at(out_stage, _parallel_row(out_stage, (on, a, b)) if chunk else oxo)
+        _attach_tile(s[conv], out_stage, (on, ofo, oy, a, b, oxo, oxi, ofi), chunk, images_in_pass)
         s[conv].set_scope("local")
     else:
         if blocked_out is not None:
@@ -167,12 +162,7 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         xo, xi = cfg["tile_x"].apply(s, s[out], ox)
         a, b = [ofo, oy][cfg["order_outer"].perm[0]], [ofo, oy][cfg["order_outer"].perm[1]]
         out_stage = s[out]
-        if images_in_pass:
-            out_stage.reorder(ofo, on, oy, xo, xi, ofi)
-            s[acc].compute_at(out_stage, _parallel_row(out_stage, (ofo,)))
-        else:
-            out_stage.reorder(on, a, b, xo, xi, ofi)
-            s[acc].compute_at(out_stage, _parallel_row(out_stage, (on, a, b)) if chunk else xo)
+        _attach_tile(s[acc], out_stage, (on, ofo, oy, a, b, xo, xi, ofi), chunk, images_in_pass)
         fo_, fi_ = s[out].split(ofi, factor=lanes)
         s[out].vectorize(fi_)
     an, afo, ay, ax, afi = s[acc].op.axis
@@ -216,6 +206,20 @@ def planes_share_l1_sets(shape: tuple, block: int) -> bool:
         key = (f * plane // LINE_BYTES) % (L1_SET_SPAN // LINE_BYTES)
         sets[key] = sets.get(key, 0) + 1
     return max(sets.values()) > 4
+
+
+def _attach_tile(acc_stage, out_stage, loops, chunk: int, images_in_pass: bool) -> None:
+    """The output loops ordered (image, a, b, column tiles, columns, channels), a and b the
+    channel block and row in order_outer's order, with the accumulator at the column tile; with
+    reduction chunks at the (image, a, b) row, parallel; with every image in a pass, the channel
+    block alone outside, parallel, and the accumulator there."""
+    on, ofo, oy, a, b, xo, xi, ofi = loops
+    if images_in_pass:
+        out_stage.reorder(ofo, on, oy, xo, xi, ofi)
+        acc_stage.compute_at(out_stage, _parallel_row(out_stage, (ofo,)))
+    else:
+        out_stage.reorder(on, a, b, xo, xi, ofi)
+        acc_stage.compute_at(out_stage, _parallel_row(out_stage, (on, a, b)) if chunk else xo)
 
 
 def _parallel_row(stage, axes):
