@@ -112,8 +112,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     cfg.define_reorder("order", 2, policy="all", default=(0, 1))       # (position, channel block)
     cfg.define_knob("pad_inline", [False, True], default=False)
 
-    chunks = _by_rows_default(wv, target)
-    cfg.define_knob("by_rows", [False, True], default=chunks)
+    cfg.define_knob("by_rows", [False, True], default=_by_rows_default(wv, target))
     by_rows = cfg["by_rows"].val
 
     # input transform
@@ -193,7 +192,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         s[wm].compute_at(s[out], rows)
 
 
-# V above this share of the L2 cache is computed a row of tiles at a time (by_rows)
+# a V of more than this many times the L2 cache is computed a row of tiles at a time (by_rows)
 ROWS_FROM_L2 = 2
 
 
