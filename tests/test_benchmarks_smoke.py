@@ -262,3 +262,25 @@ def test_shape_sweep_runs_with_run_time_operands(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "(run-time operands)" in proc.stdout
     assert "geometric mean tf/ort over 3 cases" in proc.stdout
+
+
+def test_architectures_export_a_model_e2e_can_read(tmp_path):
+    """benchmarks/architectures.py writes NAME.onnx + NAME.npz from a transformers configuration;
+    tensorforge compiles the file and matches ONNX Runtime on its inputs.  An unknown name is a
+    one-line error."""
+    pytest.importorskip("transformers", reason="benchmarks/architectures.py builds transformers models")
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    proc = subprocess.run([sys.executable, str(BENCH / "architectures.py"), str(tmp_path), "--only", "distilbert"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    feeds = dict(np.load(tmp_path / "distilbert.npz"))
+    model = tensorforge.compile(from_onnx(str(tmp_path / "distilbert.onnx")))
+    want = ort.InferenceSession(str(tmp_path / "distilbert.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(model(*[feeds[n] for n in model.input_names])[0], want[0], rtol=1e-3, atol=1e-3)
+    bad = subprocess.run([sys.executable, str(BENCH / "architectures.py"), str(tmp_path), "--only", "nope"],
+                         capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert bad.returncode == 1 and "unknown architecture(s) nope" in bad.stderr
