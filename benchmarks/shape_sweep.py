@@ -26,7 +26,6 @@ import numpy as np
 
 def _conv_case(rng, transpose: bool = False):
     """(description, ONNX model, feeds) of a random Conv or ConvTranspose."""
-    from onnx import TensorProto, helper, numpy_helper
     rank = int(rng.choice([1, 2, 2, 2]))
     groups = int(rng.choice([1, 1, 1, 2, 4])) if not transpose else 1
     cin = groups * int(rng.choice([1, 3, 5, 8, 12, 17, 24, 32, 48, 64, 96]))
@@ -51,15 +50,20 @@ def _conv_case(rng, transpose: bool = False):
     w = (rng.standard_normal(wshape) / math.sqrt(cin * np.prod(kernel))).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32)
     op = "ConvTranspose" if transpose else "Conv"
-    node = helper.make_node(op, ["x", "w", "b"], ["y"], strides=list(stride), pads=pads,
-                            dilations=list(dilation), group=groups)
-    relu = helper.make_node("Relu", ["y"], ["z"])
-    g = helper.make_graph([node, relu], "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
     text = (f"{op} {cin}->{cout} k{'x'.join(map(str, kernel))} s{'x'.join(map(str, stride))} "
             f"d{'x'.join(map(str, dilation))} g{groups} on {'x'.join(map(str, size))}")
-    return text, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": x}
+    return text, _conv_relu(op, x, w, b, strides=list(stride), pads=pads, dilations=list(dilation),
+                            group=groups), {"x": x}
+
+
+def _conv_relu(op: str, x, w, b, **attrs):
+    """The ONNX model relu(op(x, w, b)) with the weights as initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+    nodes = [helper.make_node(op, ["x", "w", "b"], ["y"], **attrs), helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _matmul_case(rng):
@@ -99,18 +103,12 @@ def _runtime_matmul_case(rng):
 
 def _fixed_conv(cin: int, cout: int, k: int, stride: int, hw: int, seed: int = 0):
     """(description, ONNX model, feeds) of a square conv + relu, padding k // 2."""
-    from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
     w = (rng.standard_normal((cout, cin, k, k)) / math.sqrt(cin * k * k)).astype(np.float32)
     b = rng.standard_normal(cout).astype(np.float32)
-    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[stride] * 2, pads=[k // 2] * 4),
-             helper.make_node("Relu", ["y"], ["z"])]
-    g = helper.make_graph(nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
-                          [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")])
-    text = f"Conv {cin}->{cout} k{k}x{k} s{stride} on {hw}x{hw}"
-    return text, helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": x}
+    model = _conv_relu("Conv", x, w, b, strides=[stride] * 2, pads=[k // 2] * 4)
+    return f"Conv {cin}->{cout} k{k}x{k} s{stride} on {hw}x{hw}", model, {"x": x}
 
 
 # (input channels, output channels, kernel, stride, image size)

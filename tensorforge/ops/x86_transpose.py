@@ -1,12 +1,12 @@
 """An 8x8 float32 transpose as a tensor intrinsic (te.decl_tensor_intrin), for the layout
-transforms between NCHW and NCHW[x]c.
+change NCHW -> NCHW[x]c (ops/schedules/cpu.py).
 
     transpose8x8()      C[i, j] = A[j, i]      i, j < 8, A's and C's rows at any stride
 
 nchw_to_nchwc reads one position of B channel planes for each vector it writes: element by
 element, B planes at once, which on planes of a multiple of 4 KiB all fall into one set of the
 L1 cache.  Transposed in registers, an (8 positions x 8 channels) block is 8 contiguous loads
-along the planes, 24 shuffles and 8 contiguous stores (64 channels of 224x224: 4.1 -> 1.3 ms
+along the planes, 24 shuffles and 8 contiguous stores (64 channels of 224x224: 4.1 -> 1.65 ms
 at one thread).  The helper uses AVX (256-bit vectors) only; it is applied where the target's
 float32 vectors have 8 lanes or more.
 """

@@ -12,8 +12,8 @@
   channel are alter_layout_propagate's.
 - A conv whose filters per group do not fill half a vector (1, 4, 7, 33 filters) takes the
   same path with zero filters padded into each group up to the next block, the padding cut off
-  by a slice: always when it has several groups, and with one group when its windows overlap a
-  (at least PAD_MIN_OVERLAP taps per output position and stride: a tall kernel such as 64x1
+  by a slice: always when it has several groups, and with one group when its windows overlap
+  enough (at least PAD_MIN_OVERLAP taps per output position and stride: a tall kernel such as 64x1
   over 512 rows; with fewer than FEW_FILTERS filters at least FEW_MIN_OVERLAP: a 3x1 kernel, a
   3x3 kernel at stride 2).  Otherwise alter_layout_im2col makes it one GEMM on its windows, which
   copies each input value taps / strides times; the copies cost about as much as 16 / filters

@@ -5,7 +5,8 @@ Register-blocked: per (image, channel block, output row, tile of `xb` columns) a
 (xb x B) accumulator, the reduction loops (input channel, kernel row, kernel column) outside the
 unrolled columns and the vectorized B output channels.  With an epilogue (bias, activation,
 residual add) the tile is computed inside the epilogue's loops, NCHW or blocked, and goes from
-registers through the epilogue to memory once.  The zero-padded input is built by its own loop
+registers through the epilogue to memory once; an NCHW output whose channel planes share L1
+sets (`planes_share_l1_sets`) goes through a local row buffer instead, copied out by channel rows.  The zero-padded input is built by its own loop
 nest first (common.schedule_pad).
 
 Knobs (the heuristic above is the default point of the space):
@@ -31,6 +32,7 @@ Knobs (the heuristic above is the default point of the space):
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 from ...te.space import as_config
 from . import gemm_kernel, template
@@ -201,10 +203,7 @@ def planes_share_l1_sets(shape: tuple, block: int) -> bool:
     if len(shape) != 4 or not all(shape):
         return False
     plane = shape[2] * shape[3] * 4
-    sets: dict[int, int] = {}
-    for f in range(block):
-        key = (f * plane // LINE_BYTES) % (L1_SET_SPAN // LINE_BYTES)
-        sets[key] = sets.get(key, 0) + 1
+    sets = Counter((f * plane // LINE_BYTES) % (L1_SET_SPAN // LINE_BYTES) for f in range(block))
     return max(sets.values()) > 4
 
 

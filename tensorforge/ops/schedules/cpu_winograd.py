@@ -38,6 +38,8 @@ Knobs:
 """
 from __future__ import annotations
 
+import math
+
 from ...te.space import as_config
 from . import gemm_kernel, template
 from .common import (
@@ -199,7 +201,4 @@ ROWS_FROM_L2 = 2
 def _by_rows_default(wv, target) -> bool:
     """Whether the transformed input V of one image exceeds ROWS_FROM_L2 times the L2 cache:
     then the three nests run a row of tiles at a time."""
-    size = 4
-    for d in const_shape(wv)[1:]:
-        size *= d
-    return size > ROWS_FROM_L2 * target.l2_cache_bytes
+    return 4 * math.prod(const_shape(wv)[1:]) > ROWS_FROM_L2 * target.l2_cache_bytes
