@@ -46,6 +46,13 @@ from .c_text import (
 from .legalize import legalize
 
 
+def _power_of_two(e: E.Expr) -> int | None:
+    """k when `e` is the integer constant 2**k (k >= 1)."""
+    if isinstance(e, E.IntImm) and e.value > 1 and e.value & (e.value - 1) == 0:
+        return int(e.value).bit_length() - 1
+    return None
+
+
 class CodegenError(ValueError):
     """The loop program cannot be printed for this target; the message says what and where."""
 
@@ -312,6 +319,20 @@ class CLikePrinter:
             return self.call_helper(f"{kind}_{e.dtype}", self.float_floor_helper(kind, e.dtype), [a, b])
         if plain_division_ok(e.a, e.b, self.nonneg):
             # Floor and truncating division agree when both operands are >= 0.
+            shift = _power_of_two(e.b)
+            if shift is not None and dt.is_int(e.dtype) and dt.bits(e.dtype) in (32, 64):
+                # ... and on a value >= 0 they are a shift or a mask, which the C compiler only
+                # uses for a signed value it can prove >= 0 itself (it rarely can: an index
+                # cast from the loop variable): written on the unsigned type, they are one
+                # instruction instead of about five
+                bits = dt.bits(e.dtype)
+                t = self.scalar_type(e.dtype)
+                if self.wide_mode and self.dialect.index_type and bits == 32:
+                    t, bits = self.dialect.index_type, 64      # printed at the index width
+                u = self.scalar_type(f"uint{bits}")
+                a = f"({u}){self.expr(e.a, UNARY)}"
+                text = f"{a} >> {shift}" if c_op == "/" else f"{a} & {(1 << shift) - 1}u"
+                return f"({t})({text})", UNARY
             text = f"{self.expr(e.a, MUL)} {c_op} {self.expr(e.b, MUL + 1)}"
             return self.wrap_narrow(text, MUL, e.dtype)
         a, b = self.expr(e.a, 0), self.expr(e.b, 0)

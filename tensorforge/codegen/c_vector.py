@@ -21,6 +21,7 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
+from ..tir.lane_offsets import Runs, shuffled_runs
 from . import c_bfloat16
 from .analysis import const_int, is_multiple_of, is_nonneg, plain_division_ok
 from .c_like import CodegenError
@@ -304,6 +305,10 @@ class VectorExtensions:
                                  f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
                                  f"{lane.format('p[base + l * stride]')};{pad}\n  return r;\n}}")
             return f"{name}({ptr}, {self.index_expr(index.base)}, {self.index_expr(index.stride)})"
+        if not is_bool and physical_lanes(lanes) == lanes:
+            found = shuffled_runs(index)
+            if found is not None:
+                return self._run_load(ptr, found[0], found[1], elem, lanes)
         if not is_bool and _byte_lookup(buf, index, elem, lanes):
             return self._lookup256(ptr, index.value, elem, T, s)
         I = self.vec_type(dt.element_of(index.dtype), lanes)
@@ -312,6 +317,54 @@ class VectorExtensions:
                              f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "
                              f"{lane.format('p[idx[l]]')};{pad}\n  return r;\n}}")
         return f"{name}({ptr}, {self.vvalue(index)})"
+
+    def _run_load(self, ptr: str, base: E.Expr, runs: Runs, elem: str, lanes: int) -> str:
+        """A vector whose lanes read contiguous runs at constant distances from `base`
+        (tir/lane_offsets.py): one vector load per run, the runs concatenated pairwise, and one
+        shuffle that puts each lane's element in place.  `__builtin_shufflevector` is Clang's
+        and GCC's from version 12; older compilers build the vector lane by lane."""
+        T, s = self.vec_type(elem, lanes), self.scalar_type(elem)
+        count = 1
+        while count < len(runs.starts):
+            count *= 2
+        key = "_".join(str(k) for k in runs.picks)
+        name = f"tf_runs_{elem}x{lanes}_{runs.length}x{len(runs.starts)}_{key}"
+        if name not in self.helpers:
+            R = self.vec_type(elem, runs.length, unaligned=True)
+            params = ", ".join(f"const {s}* p{k}" for k in range(len(runs.starts)))
+            parts = [f"({self.vec_type(elem, runs.length)})(*(const {R}*)p{k})" for k in range(len(runs.starts))]
+            parts += [parts[-1]] * (count - len(parts))       # pad to a power of two of runs
+            width, level = runs.length, 0
+            body = []
+            while len(parts) > 1:
+                level += 1
+                width *= 2
+                W = self.vec_type(elem, width)
+                joined = []
+                for k in range(0, len(parts), 2):
+                    v = f"c{level}_{k // 2}"
+                    body.append(f"  {W} {v} = __builtin_shufflevector({parts[k]}, {parts[k + 1]}, "
+                                f"{', '.join(map(str, range(width)))});")
+                    joined.append(v)
+                parts = joined
+            whole = parts[0]
+            if width == lanes and runs.picks == tuple(range(lanes)):
+                body.append(f"  return {whole};")
+            else:
+                body.append(f"  return __builtin_shufflevector({whole}, {whole}, {', '.join(map(str, runs.picks))});")
+            slow = "\n".join(f"  r[{k}] = p{pick // runs.length}[{pick % runs.length}];"
+                              for k, pick in enumerate(runs.picks))
+            self.helpers[name] = (
+                f"static inline {T} {name}({params}) {{\n"
+                "#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)\n"
+                + "\n".join(body) + "\n#else\n"
+                f"  {T} r;\n{slow}\n  return r;\n#endif\n}}")
+        args = ", ".join(self._address(ptr, self._offset(base, start)) for start in runs.starts)
+        return f"{name}({args})"
+
+    @staticmethod
+    def _offset(base: E.Expr, start: int) -> E.Expr:
+        return base if start == 0 else base + E.const(start, base.dtype)
 
     def _lookup256(self, ptr: str, index: E.Expr, elem: str, T: str, s: str) -> str:
         """16 bytes of a 256-byte table at 16 byte indices (a folded quantized activation: GELU,

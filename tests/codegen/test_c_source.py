@@ -49,13 +49,16 @@ def test_floor_division_plain_only_when_operands_nonnegative():
     n = E.Var("n")
     A = N.Buffer("A", (n,), "int32")
     i = E.Var("i")
-    body = N.seq(store(A, i // 4 + i % 4, i),            # loop var from 0: plain / and %
+    body = N.seq(store(A, i // 4 + i % 4, i),            # loop var from 0: a shift and a mask
                  store(A, (i - 8) // 4, i),              # may be negative: floor helper
-                 store(A, n // 2 + (i * 3 + n) % 5, i))  # shape vars are >= 0
+                 store(A, n // 2 + (i * 3 + n) % 5, i),  # shape vars are >= 0
+                 store(A, i // 6 + i % 6, i))            # not a power of two: plain / and %
     text = source(N.PrimFunc("fd", (A,), loop(i, n, body), (n,)))
-    assert "A[i] = (int32_t)i / 4 + (int32_t)i % 4;" in text
+    # by a power of two, on the unsigned type (the C compiler cannot see that (int32_t)i >= 0)
+    assert "A[i] = (int32_t)((uint32_t)(int32_t)i >> 2) + (int32_t)((uint32_t)(int32_t)i & 3u);" in text
     assert "A[i] = tf_floordiv_int32((int32_t)i - 8, 4);" in text
-    assert "A[i] = n / 2 + ((int32_t)i * 3 + n) % 5;" in text
+    assert "A[i] = (int32_t)((uint32_t)n >> 1) + ((int32_t)i * 3 + n) % 5;" in text
+    assert "A[i] = (int32_t)i / 6 + (int32_t)i % 6;" in text
     j = E.Var("j")
     neg = source(N.PrimFunc("neg", (A,), loop(j, 4, store(A, j // 2, j), start=-4), (n,)))
     assert "tf_floordiv_int32((int32_t)j, 2)" in neg
@@ -86,11 +89,12 @@ def test_index_not_affine_in_the_inner_loop_stays_32_bit():
     o, i = E.Var("o"), E.Var("i")
     body = store(B, load(A, (o * 16 + i) % 64 // 4 + (o * 16 + i) // 64 * 16), o * 16 + i)
     text = source(N.PrimFunc("t", (A, B), loop(o, 4, loop(i, 16, body, N.VECTORIZED))))
-    assert "B[o * 16 + i] = A[((int32_t)o * 16 + (int32_t)i) % 64 / 4 + " in text
+    assert ("B[o * 16 + i] = A[(int32_t)((uint32_t)(int32_t)((uint32_t)((int32_t)o * 16 + (int32_t)i) & 63u) >> 2) + "
+            in text)
     # ... while a division of an outer loop's variable alone is loop-invariant: 64-bit.
     outer = store(B, load(A, o // 2 * 16 + i), o * 16 + i)
     text = source(N.PrimFunc("u", (A, B), loop(o, 4, loop(i, 16, outer, N.VECTORIZED))))
-    assert "B[o * 16 + i] = A[o / 2 * 16 + i];" in text
+    assert "B[o * 16 + i] = A[(int64_t)((uint64_t)o >> 1) * 16 + i];" in text
 
 
 def test_only_outermost_parallel_loop_gets_the_pragma():

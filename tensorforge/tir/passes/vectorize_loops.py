@@ -6,13 +6,24 @@ stores of consecutive elements stay contiguous).  When the body holds something 
 vector form (a call, a condition that depends on the lane, a load under a lane-dependent select, a
 store of a vector to one address, a non-power-of-two extent) the loop stays a scalar loop of kind
 `vectorized`, and the code generator asks the C compiler to vectorize it (`omp simd`).
+
+A loop that fails so is tried once more with two allowances, and kept only when they bought a
+load of contiguous runs (tir/lane_offsets.py): integer floor division and remainder by a positive
+constant inside a load's index, where every lane then reads at a constant distance from lane 0
+in runs (a depth-to-space: `x[b + (v % 2) * S + v // 2]`, two 4-element loads and a shuffle);
+and loads under a lane-dependent select when the condition reads the same loads (a ReLU
+`x < 0 ? 0 : x` over such a load: the condition reads x on every lane anyway).  The C compiler's
+`omp simd` of those loops gathered element by element: a depth-to-space epilogue of 4 MB took
+1.0 ms, as loads of runs 0.15 ms.  Every other loop vectorizes exactly as before.
 """
 from __future__ import annotations
 
+from ...arith.structural import structural_equal
 from ...ir import dtype as dt
 from ...ir import expr as E
 from ...ir.functor import Mutator, post_order_visit, uses_var
 from .. import nodes as N
+from ..lane_offsets import shuffled_runs
 
 MAX_LANES = 64
 # float rounding calls: one instruction per lane, so a vector of them (a lane-wise helper the C
@@ -30,17 +41,30 @@ def _is_vec(e: E.Expr) -> bool:
     return dt.lanes(e.dtype) > 1
 
 
-def _has_load(e: E.Expr) -> bool:
-    found = []
+def _loads(e: E.Expr) -> list:
+    found: list = []
     post_order_visit(e, lambda n: found.append(n) if isinstance(n, N.BufferLoad) else None)
-    return bool(found)
+    return found
+
+
+def _has_load(e: E.Expr) -> bool:
+    return bool(_loads(e))
+
+
+def _positive_const(e: E.Expr) -> bool:
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return isinstance(e, E.IntImm) and e.value > 0
 
 
 class _Vectorizer:
     """Rewrites a loop body with the loop variable replaced by a Ramp of `lanes` lanes."""
 
-    def __init__(self, var: E.Var, start: E.Expr, lanes: int):
+    def __init__(self, var: E.Var, start: E.Expr, lanes: int, relaxed: bool = False):
         self.var, self.start, self.lanes = var, start, lanes
+        self.relaxed = relaxed      # the two allowances of the module docstring
+        self.in_index = 0           # > 0 while vectorizing a load's index
+        self.run_loads = 0          # loads of contiguous runs made
 
     def bcast(self, e: E.Expr) -> E.Expr:
         return e if _is_vec(e) else E.Broadcast(e, self.lanes)
@@ -65,7 +89,7 @@ class _Vectorizer:
             return E.Not(self.expr(e.a))
         if isinstance(e, E.Select):
             c, t, f = self.expr(e.condition), self.expr(e.true_value), self.expr(e.false_value)
-            if _is_vec(c) and (_has_load(t) or _has_load(f)):
+            if _is_vec(c) and (_has_load(t) or _has_load(f)) and not self._loads_in(c, t, f):
                 raise _CannotVectorize("load under a lane-dependent select")
             if not (_is_vec(c) or _is_vec(t) or _is_vec(f)):
                 return E.Select(c, t, f)
@@ -75,7 +99,15 @@ class _Vectorizer:
                 return E.Select(c, self.bcast(t), self.bcast(f))
             return E.Select(self.bcast(c), self.bcast(t), self.bcast(f))
         if isinstance(e, N.BufferLoad):
-            indices = tuple(self.expr(i) for i in e.indices)
+            self.in_index += 1
+            try:
+                indices = tuple(self.expr(i) for i in e.indices)
+            finally:
+                self.in_index -= 1
+            if self.relaxed and any(_is_vec(i) and not isinstance(i, E.Ramp) and _divides(i) for i in indices):
+                if len(indices) != 1 or shuffled_runs(indices[0]) is None:
+                    raise _CannotVectorize("a divided index that does not read contiguous runs")
+                self.run_loads += 1
             return N.BufferLoad(e.buffer, indices)
         if isinstance(e, E.Call) and e.op in ROUNDING and dt.is_float(e.dtype) \
                 and self.lanes * dt.itemsize(e.dtype) <= ROUNDING_BYTES:
@@ -88,6 +120,8 @@ class _Vectorizer:
         if not va and not vb:
             return cls(a, b)
         if cls in (E.FloorDiv, E.FloorMod) and not dt.is_float(a.dtype):
+            if self.relaxed and self.in_index and _positive_const(b):
+                return cls(self.bcast(a), self.bcast(b))
             raise _CannotVectorize("integer floor division on vectors")
         # affine index arithmetic keeps Ramps
         ra, rb = isinstance(a, E.Ramp), isinstance(b, E.Ramp)
@@ -107,6 +141,13 @@ class _Vectorizer:
         if cls is E.Mul and isinstance(b, E.Ramp) and not va:
             return E.Ramp(a * b.base, a * b.stride, self.lanes)
         return cls(self.bcast(a), self.bcast(b))
+
+    def _loads_in(self, c: E.Expr, t: E.Expr, f: E.Expr) -> bool:
+        """(relaxed) Every load of the arms is one the condition also reads on every lane."""
+        if not self.relaxed:
+            return False
+        read = _loads(c)
+        return all(any(structural_equal(x, y) for y in read) for x in _loads(t) + _loads(f))
 
     # -- statements -----------------------------------------------------------------------------
     def stmt(self, s: N.Stmt) -> N.Stmt:
@@ -148,7 +189,19 @@ class _VectorizeLoops(Mutator):
         try:
             return _Vectorizer(node.loop_var, node.min, lanes).stmt(node.body)
         except _CannotVectorize:
+            pass
+        relaxed = _Vectorizer(node.loop_var, node.min, lanes, relaxed=True)
+        try:
+            body = relaxed.stmt(node.body)
+        except _CannotVectorize:
             return node
+        return body if relaxed.run_loads else node
+
+
+def _divides(e: E.Expr) -> bool:
+    found: list = []
+    post_order_visit(e, lambda n: found.append(n) if isinstance(n, (E.FloorDiv, E.FloorMod)) else None)
+    return bool(found)
 
 
 def vectorize_loops(func: N.PrimFunc) -> N.PrimFunc:
