@@ -322,7 +322,8 @@ class VectorExtensions:
         """A vector whose lanes read contiguous runs at constant distances from `base`
         (tir/lane_offsets.py): one vector load per run, the runs concatenated pairwise, and one
         shuffle that puts each lane's element in place.  `__builtin_shufflevector` is Clang's
-        and GCC's from version 12; older compilers build the vector lane by lane."""
+        and GCC's from version 12; older compilers (or -DTF_LANEWISE_RUNS) build the vector lane
+        by lane."""
         T, s = self.vec_type(elem, lanes), self.scalar_type(elem)
         count = 1
         while count < len(runs.starts):
@@ -356,7 +357,7 @@ class VectorExtensions:
                               for k, pick in enumerate(runs.picks))
             self.helpers[name] = (
                 f"static inline {T} {name}({params}) {{\n"
-                "#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)\n"
+                "#if !defined(TF_LANEWISE_RUNS) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12))\n"
                 + "\n".join(body) + "\n#else\n"
                 f"  {T} r;\n{slow}\n  return r;\n#endif\n}}")
         args = ", ".join(self._address(ptr, self._offset(base, start)) for start in runs.starts)

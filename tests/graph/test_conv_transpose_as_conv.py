@@ -1,10 +1,12 @@
 """conv_transpose_as_conv: a stride-1 transposed conv with a constant weight becomes the conv
 with the flipped, channel-swapped kernel and padding d (K - 1) - p; the model computes the
 reference's values for any groups, dilation and padding, and strides above 1 (or padding beyond
-the kernel's span) keep the transposed conv."""
+the kernel's span) keep the transposed conv, except a 2-D kernel equal to its square stride
+without padding: a 1x1 conv and a depth-to-space."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,4 +48,28 @@ def test_stride_one_becomes_a_conv_with_the_same_values(rank, groups, cin_per, c
 def test_strides_above_one_and_padding_beyond_the_span_stay_transposed():
     for strides, pads in (((2, 2), (1, 1, 1, 1)), ((1, 1), (3, 0, 0, 0))):
         graph, _ = _graph(2, 4, 6, 1, (3, 3), (1, 1), pads, strides)
+        assert conv_transpose_as_conv(graph, Target.parse("c")) is graph
+
+
+@pytest.mark.parametrize("s, cin, cout, size", [(2, 8, 16, 9), (3, 5, 4, 6), (4, 16, 3, 8)])
+def test_kernel_equal_to_stride_becomes_a_pointwise_conv_and_a_depth_to_space(s, cin, cout, size):
+    """Each output takes the one tap of its place in its s x s cell: a 1x1 conv to (o, a, b)
+    channels, then depth_to_space (CRD); the same values, in the reference and compiled."""
+    graph, x = _graph(2, cin, cout, 1, (s, s), (1, 1), (0, 0, 0, 0), (s, s), size=size)
+    rewritten = conv_transpose_as_conv(graph, Target.parse("c"))
+    assert [n.op for n in rewritten.nodes] == ["conv2d", "depth_to_space", "relu"]
+    conv, d2s = rewritten.nodes[:2]
+    assert conv.inputs[1].shape == (cout * s * s, cin, 1, 1)
+    assert d2s.attrs == {"blocksize": s, "mode": "CRD"}
+    want = run_reference(graph, x)[0]
+    np.testing.assert_allclose(run_reference(rewritten, x)[0], want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tensorforge.compile(graph)(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_kernel_equal_to_stride_with_padding_groups_or_unequal_sides_stays_transposed():
+    cases = [((2, 2), (2, 2), (1, 1, 1, 1), 1),      # padding crops the cells
+             ((2, 2), (2, 2), (0, 0, 0, 0), 2),      # groups
+             ((2, 1), (2, 1), (0, 0, 0, 0), 1)]      # a rectangular cell: no one block size
+    for kernel, strides, pads, groups in cases:
+        graph, _ = _graph(2, 4, 6, groups, kernel, (1, 1), pads, strides)
         assert conv_transpose_as_conv(graph, Target.parse("c")) is graph

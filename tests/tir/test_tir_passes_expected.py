@@ -13,6 +13,7 @@ from tensorforge.ir.expr import Broadcast, Call, Ramp, Var, const
 from tensorforge.ir.functor import substitute
 from tensorforge.tir import interp
 from tensorforge.tir import nodes as N
+from tensorforge.tir.lane_offsets import shuffled_runs
 from tensorforge.tir.passes.flatten_storage import flatten_storage
 from tensorforge.tir.passes.partition_loops import partition_loops
 from tensorforge.tir.passes.unroll_loops import unroll_loops
@@ -200,6 +201,39 @@ def test_vectorize_loops_keeps_a_scalar_loop_where_no_vector_form_is_safe():
     one_address = loop(v, 4, store(Y, load(X, v), 0), N.VECTORIZED)
     odd_lanes = loop(v, 3, store(Y, load(X, v), v), N.VECTORIZED)
     for body in (lane_condition, one_address, odd_lanes):
+        check(vectorize_loops, N.PrimFunc("f", (X, Y), body), body)
+
+
+def test_vectorize_loops_reads_a_depth_to_space_as_runs_under_a_relu():
+    """Lane v of an interleave reads X[b + (v % 2) * 30 + v // 2]: a vector index of floor
+    divisions that reads two runs of 4 (tir/lane_offsets.py), and the ReLU's select reads under
+    its condition the loads the condition reads.  Without the runs the loop stays scalar."""
+    io, v = Var("io"), Var("v")
+    X, Y = N.Buffer("X", (64,), "float32"), N.Buffer("Y", (64,), "float32")
+    x = load(X, io * 4 + v % 2 * 30 + v // 2)
+    relu = E.Select(x < const(0.0), const(0.0), x)
+    before = N.PrimFunc("f", (X, Y), loop(io, 8, loop(v, 8, store(Y, relu, io * 8 + v), N.VECTORIZED)))
+    lanes = Ramp(const(0), const(1), 8)
+    two = Broadcast(const(2), 8)
+    index = Broadcast(io * 4, 8) + E.FloorMod(lanes, two) * Broadcast(const(30), 8) + E.FloorDiv(lanes, two)
+    xv = load(X, index)
+    want = loop(io, 8, N.BufferStore(Y, E.Select(xv < Broadcast(const(0.0), 8), Broadcast(const(0.0), 8), xv),
+                                     (Ramp(io * 8 + 0, const(1), 8),)))
+    after = vectorize_loops(before)
+    same_results(before, after)
+    got_store = after.body.body
+    assert structural_equal(got_store.indices, want.body.indices)
+    (got_index,) = got_store.value.true_value.indices if isinstance(got_store.value.true_value, N.BufferLoad) \
+        else got_store.value.false_value.indices
+    (got_base, got_runs), (want_base, want_runs) = shuffled_runs(got_index), shuffled_runs(index)
+    assert structural_equal(got_base, want_base) and got_runs == want_runs
+    assert want_runs.length == 4 and want_runs.starts == (0, 30)
+    # lanes at distances that are no runs (pairs of lanes on every third element), or a select
+    # whose arm loads what the condition does not read: the loop stays scalar
+    strided = loop(v, 8, store(Y, load(X, v // 2 * 3), v), N.VECTORIZED)
+    other = loop(v, 8, store(Y, E.Select(load(X, v % 2 * 30 + v // 2) < const(0.0), load(X, v), const(1.0)), v),
+                 N.VECTORIZED)
+    for body in (strided, other):
         check(vectorize_loops, N.PrimFunc("f", (X, Y), body), body)
 
 
