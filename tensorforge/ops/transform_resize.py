@@ -10,9 +10,12 @@ aspect-preserving scale) are full-rank; `roi` holds (starts.., ends..) for tf_cr
 nearest is one stage that reads the input at one computed index per axis.  linear and cubic are
 separable: one stage per resized axis ("resize_axis<k>", in float64 for float64 and integer
 inputs, else float32) sums its taps; a final stage casts to the input dtype (integers round half
-to even and saturate, as the ONNX reference).  With antialias, the (wide) filter's normalized
-weights are a table per axis ("resize_weights<k>", out_len x taps) computed once.  The arithmetic
-lives in transform_resize_math.py.
+to even and saturate, as the ONNX reference).  Each tap's clamped source index and weight are
+tables of one entry per output position along the axis ("resize_index<k>_<t>",
+"resize_weight<k>_<t>"), computed once; with antialias, the (wide) filter's normalized weights
+are a table per axis ("resize_weights<k>", out_len x taps).  tf_crop_and_resize, which
+extrapolates, works out each element's source coordinate.  The arithmetic lives in
+transform_resize_math.py.
 """
 from __future__ import annotations
 
@@ -178,8 +181,15 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
     shape = list(const_shape(prev))
     shape[k] = ax.out_len
     weights = _antialias_weights_te(k, ax, a) if antialias else None
+    tables = _tap_tables_te(k, ax, a) if not antialias and ctm != "tf_crop_and_resize" else None
 
     def f(*o):
+        if tables is not None:
+            total = None
+            for index, w in zip(*tables):
+                term = prev[o[:k] + (index[o[k]],) + o[k + 1:]].astype(work) * w[o[k]].astype(work)
+                total = term if total is None else total + term
+            return total
         coord, extrapolated = source_coord(TE, o[k], ax, ctm)
         if weights is None:
             indices, ws = interp_taps(TE, coord, ax, a["mode"], a["cubic_coeff_a"], False,
@@ -198,6 +208,36 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
         return total
 
     return te.compute(tuple(shape), f, name=f"resize_axis{k}")
+
+
+def _tap_tables_te(k: int, ax: AxisPlan, a: dict) -> tuple[list, list]:
+    """(index tables, weight tables) of axis k: per tap, its clamped source index and its weight
+    for each output position along the axis, stages of out_len elements computed once.
+
+    An output element then reads its taps' indices and weights from the tables instead of
+    working out its source coordinate (float64 arithmetic, a floor and a comparison per axis,
+    per element): a 2x bilinear up-sampling of 64 channels to 128 x 128 took 18.9 ms that way,
+    10.8x ONNX Runtime's time.  Each table is a reduction over one element, so that lowering
+    keeps it a stage of its own (it inlines plain injective stages into their readers)."""
+    ctm, n = a["coordinate_transformation_mode"], len(tap_offsets(a["mode"], ax.scale, False))
+
+    def taps(o):
+        coord, _ = source_coord(TE, o, ax, ctm)
+        return interp_taps(TE, coord, ax, a["mode"], a["cubic_coeff_a"], False, bool(a["exclude_outside"]))
+
+    def index(t):
+        def entry(o):
+            one = te.reduce_axis((0, 1), name="one")
+            return te.sum(TE.clip(taps(o + one.var)[0][t], 0, ax.in_len - 1), axis=one)
+        return te.compute((ax.out_len,), entry, name=f"resize_index{k}_{t}")
+
+    def weight(t):
+        def entry(o):
+            one = te.reduce_axis((0, 1), name="one")
+            return te.sum(taps(o + one.var)[1][t], axis=one)
+        return te.compute((ax.out_len,), entry, name=f"resize_weight{k}_{t}")
+
+    return [index(t) for t in range(n)], [weight(t) for t in range(n)]
 
 
 def _antialias_weights_te(k: int, ax: AxisPlan, a: dict) -> te.Tensor:

@@ -53,6 +53,22 @@ def test_integer_upsampling_in_integer_arithmetic(ctm, nearest_mode):
                                                  ("pytorch_half_pixel", "round_prefer_ceil")} else 0)
 
 
+@pytest.mark.parametrize("mode, taps", [("linear", 2), ("cubic", 4)])
+def test_interpolation_reads_its_taps_from_tables_per_axis(mode, taps):
+    """Each resized axis reads, per tap, a clamped index and a weight from a table of one entry
+    per output position (computed once), not from its source coordinate worked out per element;
+    tf_crop_and_resize, which extrapolates, keeps the per-element form."""
+    from tensorforge import te
+    x = te.placeholder(X.shape, "float32", name="x")
+    (out,) = get("resize").build_compute([x], attrs_for((1, 1, 2.0, 1.5), mode=mode))
+    (axis3,) = out.op.input_tensors()
+    tables = sorted(t.op.name for t in axis3.op.input_tensors() if t.op.name != "resize_axis2")
+    assert tables == sorted([f"resize_index3_{t}" for t in range(taps)] + [f"resize_weight3_{t}" for t in range(taps)])
+    (crop,) = get("resize").build_compute([x], attrs_for((1, 1, 2.0, 1.5), mode=mode,
+                                                      coordinate_transformation_mode="tf_crop_and_resize"))
+    assert not any(t.op.name.startswith("resize_index") for t in crop.op.input_tensors()[0].op.input_tensors())
+
+
 @pytest.mark.parametrize("mode", ["linear", "cubic"])
 def test_antialias_and_exclude_outside(mode):
     for scales in ((1, 1, 0.6, 0.35), (1, 1, 2.0, 0.5)):
