@@ -7,10 +7,16 @@ suits the paper's shapes shows up at the top.
 
     python benchmarks/shape_sweep.py [--cases 40] [--seed 0] [--repeat 15] [--threads 1]
     python benchmarks/shape_sweep.py --large           # fixed convs on large images instead
+    python benchmarks/shape_sweep.py --upsampling      # fixed up-sampling layers instead
 
 --large runs a fixed list of convs on large images, NCHW in and out, where the caches decide:
 Winograd's transformed input outgrowing L2, channel planes of a multiple of 4 KiB (64x64,
 224x224: their lines share L1 sets), stems and 1-channel inputs writing NCHW.
+
+--upsampling runs the layers decoders and segmentation heads grow images with: transposed convs
+(a U-Net's 2x2 stride 2, FCN's 4x4 stride 4, DCGAN's 4x4 stride 2 with and without padding),
+Resize (nearest, bilinear half-pixel and align-corners, bicubic) and DepthToSpace (a pixel
+shuffle), each followed by a ReLU.
 
 Each model's output is checked against ONNX Runtime (rtol/atol 1e-3) before it is timed.
 """
@@ -122,6 +128,48 @@ def large_cases() -> list:
     return [_fixed_conv(*spec) for spec in LARGE]
 
 
+def _fixed_conv_transpose(cin: int, cout: int, k: int, stride: int, pad: int, hw: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((1, cin, hw, hw)).astype(np.float32)
+    w = (rng.standard_normal((cin, cout, k, k)) / math.sqrt(cin * k * k)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    model = _conv_relu("ConvTranspose", x, w, b, strides=[stride] * 2, pads=[pad] * 4)
+    return f"ConvTranspose {cin}->{cout} k{k}x{k} s{stride} p{pad} on {hw}x{hw}", model, {"x": x}
+
+
+def _fixed_resize(channels: int, hw: int, scale: int, mode: str, ctm: str = "half_pixel", seed: int = 0):
+    from onnx import TensorProto, helper, numpy_helper
+    x = np.random.default_rng(seed).standard_normal((1, channels, hw, hw)).astype(np.float32)
+    scales = numpy_helper.from_array(np.array([1, 1, scale, scale], np.float32), "scales")
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode=mode, coordinate_transformation_mode=ctm),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [scales])
+    return (f"Resize {mode} {ctm} x{scale} of {channels}x{hw}x{hw}",
+            helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": x})
+
+
+def _fixed_depth_to_space(channels: int, hw: int, block: int, mode: str = "CRD", seed: int = 0):
+    from onnx import TensorProto, helper
+    x = np.random.default_rng(seed).standard_normal((1, channels * block * block, hw, hw)).astype(np.float32)
+    nodes = [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=block, mode=mode),
+             helper.make_node("Relu", ["y"], ["z"])]
+    g = helper.make_graph(nodes, "case", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    return (f"DepthToSpace {mode} block {block} to {channels}x{hw * block}x{hw * block}",
+            helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), {"x": x})
+
+
+def upsampling_cases() -> list:
+    return [_fixed_conv_transpose(128, 64, 2, 2, 0, 64), _fixed_conv_transpose(256, 128, 2, 2, 0, 32),
+            _fixed_conv_transpose(64, 32, 2, 2, 0, 128), _fixed_conv_transpose(64, 21, 4, 4, 0, 32),
+            _fixed_conv_transpose(256, 128, 4, 2, 1, 16), _fixed_conv_transpose(64, 32, 4, 2, 0, 32),
+            _fixed_resize(64, 64, 2, "nearest"), _fixed_resize(256, 32, 2, "nearest"),
+            _fixed_resize(64, 64, 2, "linear"), _fixed_resize(64, 64, 2, "linear", "align_corners"),
+            _fixed_resize(21, 64, 4, "linear"), _fixed_resize(32, 64, 2, "cubic"),
+            _fixed_depth_to_space(16, 64, 2), _fixed_depth_to_space(3, 128, 3, "DCR")]
+
+
 def cases(count: int, seed: int) -> list:
     rng = np.random.default_rng(seed)
     out = []
@@ -143,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--large", action="store_true", help="the fixed convs on large images (LARGE) instead")
+    ap.add_argument("--upsampling", action="store_true", help="the fixed up-sampling layers instead")
     args = ap.parse_args(argv)
     import onnxruntime as ort
 
@@ -152,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
     from tensorforge.testing.timing import median_seconds
     set_num_threads(args.threads)
     rows = []
-    for text, model, feeds in (large_cases() if args.large else cases(args.cases, args.seed)):
+    chosen = large_cases() if args.large else upsampling_cases() if args.upsampling else cases(args.cases, args.seed)
+    for text, model, feeds in chosen:
         so = ort.SessionOptions()
         so.intra_op_num_threads = args.threads
         sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
