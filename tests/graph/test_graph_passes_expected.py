@@ -150,6 +150,24 @@ def test_simplify_graph_keeps_an_identity_that_is_a_graph_output():
     assert simplify_graph(g) is g
 
 
+def test_simplify_graph_squares_by_a_product():
+    """pow(x, 2) with a constant exponent becomes mul(x, x); another exponent, an integer base or
+    an exponent that broadcasts x to a larger shape keeps the pow."""
+    b = builder()
+    x = b.input("x", (2, 3), "float32")
+    before = b.finish([b.add1("pow", [x, b.const(np.array(2.0, "float32"), "two")])])
+    e = builder()
+    x = e.input("x", (2, 3), "float32")
+    want = e.finish([e.add1("mul", [x, x])])
+    assert_graph_equal(eliminate_dead_code(simplify_graph(before)), want)
+    for shape, exponent, dtype in (((2, 3), 3.0, "float32"), ((2, 3), 2, "int32"), ((3,), 2.0, "float32")):
+        b = builder()
+        x = b.input("x", shape, dtype)
+        c = b.const(np.full((2, 1) if shape == (3,) else (), exponent, dtype if dtype == "int32" else "float32"))
+        g = b.finish([b.add1("pow", [x, c])])
+        assert simplify_graph(g) is g
+
+
 # -- fold_batch_norm ------------------------------------------------------------------------------
 
 def _bn_stats(c):
