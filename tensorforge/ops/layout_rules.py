@@ -7,7 +7,8 @@ the target's backend prefers the form it makes (`target.prefers(...)`, backends/
 and takes vector widths from the target.  Every rule keeps the values the graph computes.
 
 These rules make the forms CPU schedules vectorize along rows ("rows"):
-- softmax and layer_norm over the last axis -> softmax_rows / layer_norm_rows (ops/nn_rows.py),
+- softmax, log_softmax and layer_norm over the last axis -> softmax_rows / log_softmax_rows /
+  layer_norm_rows (ops/nn_rows.py),
   whose row reductions run `lanes` partial results, one vector of the target's;
 - max_pool2d -> max_pool2d_rows (ops/nn_pool_rows.py): the padded input laid out so that output
   rows read it with unit stride at any stride;
@@ -45,6 +46,17 @@ def softmax_to_rows(node: Any, target: Any, ctx: Any):
     if tuple(a % x.ndim for a in axes) != (x.ndim - 1,):
         return None
     return ctx.node("softmax_rows", node.inputs, node.outputs, {"lanes": _lanes(x, target)}, node.name)
+
+
+def log_softmax_to_rows(node: Any, target: Any, ctx: Any):
+    x = _rows_input(node, target)
+    if x is None or len(node.inputs) != 1:
+        return None
+    axes = node.attrs.get("axes", (-1,))
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    if tuple(a % x.ndim for a in axes) != (x.ndim - 1,):
+        return None
+    return ctx.node("log_softmax_rows", node.inputs, node.outputs, {"lanes": _lanes(x, target)}, node.name)
 
 
 def layer_norm_to_rows(node: Any, target: Any, ctx: Any):

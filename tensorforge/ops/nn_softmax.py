@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape, normalize_axis
-from .layout_rules import softmax_to_rows
+from .layout_rules import log_softmax_to_rows, softmax_to_rows
 from .reduce import accum_dtype
 from .registry import COMPLEX, OPAQUE, OpError, TensorType, op
 
@@ -115,6 +115,7 @@ class softmax:
 @op("log_softmax", COMPLEX, attr_defaults={"axes": (-1,)})
 class log_softmax:
     infer = _infer("log_softmax")
+    alter_layout = staticmethod(log_softmax_to_rows)
 
     @staticmethod
     def compute(x: te.Tensor, axes=(-1,)) -> te.Tensor:

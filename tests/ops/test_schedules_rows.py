@@ -34,6 +34,22 @@ def test_softmax_rows(shape, epilogue):
     assert "softmax_rows" in ops
 
 
+@pytest.mark.parametrize("shape", [(512, 1024), (3, 48), (5, 7), (2, 3, 24), (40,)])
+def test_log_softmax_rows(shape):
+    """log_softmax over the last axis runs as log_softmax_rows (vector partial maxima and sums,
+    folded in halves); over another axis it is left alone."""
+    rng = np.random.default_rng(len(shape))
+    b = GraphBuilder("log_softmax")
+    x = b.input("x", shape, "float32")
+    ops = _check(b.finish([b.add1("log_softmax", [x], {"axes": (-1,)})]), (rng.standard_normal(shape) * 4).astype("float32"))
+    assert ops == ["log_softmax_rows"]
+    if len(shape) > 1:
+        b = GraphBuilder("log_softmax0")
+        x = b.input("x", shape, "float32")
+        other = _check(b.finish([b.add1("log_softmax", [x], {"axes": (0,)})]), rng.standard_normal(shape).astype("float32"))
+        assert other == ["log_softmax"]
+
+
 @pytest.mark.parametrize("op", ["softmax", "layer_norm"])
 def test_row_reductions_fold_their_lanes_in_halves(op):
     """The partial results of a row's reductions are folded in halves (vector steps), not summed by
@@ -105,6 +121,7 @@ def test_row_ops_references():
     x = rng.standard_normal((3, 32)).astype("float32")
     check_op("softmax_rows", [x], rtol=1e-5, atol=1e-6)
     check_op("softmax_rows", [x.astype("float16")], rtol=0, atol=0)
+    check_op("log_softmax_rows", [x], rtol=1e-5, atol=1e-5)
     check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
     assert lanes_for(128) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8 and lanes_for(7) == 1
 
