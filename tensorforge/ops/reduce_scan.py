@@ -3,12 +3,15 @@ triangular domain.
 
 out[.., i, ..] = sum (product) of x[.., k, ..] over the k the flags select:  k <= i (plain),
 k < i (exclusive), k >= i (reverse), k > i (both); an empty selection gives the identity (0 or
-1).  Written as a full-length reduce axis with a `where` condition: O(n^2) along the axis,
-simple and exact; a scan template can replace the schedule without changing what is computed.
-Integers wrap in their dtype; float16 accumulates in float32.
+1).  Written as a full-length reduce axis with a `where` condition: O(n^2) along the axis if run
+as written.  On CPUs the template `scan.cpu` tensorizes each line along the axis with
+`scan_intrin`, a running sum (product) in C: O(n), in the order the reduction adds (k upward),
+so the values are the same (a 512 x 1024 cumsum took 1.2 s as a reduction, 610x ONNX Runtime's
+time).  Integers wrap in their dtype; float16 accumulates in float32.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -30,6 +33,52 @@ def _selected(k, i, exclusive: int, reverse: int):
     return k < i if exclusive else k <= i
 
 
+def scan_value(x_at, k, i, acc: str, reducer, exclusive: int, reverse: int):
+    """The reduction of one output element: x_at(k) over the selected k (shared by the op's
+    compute and `scan_intrin`, whose computes must match structurally)."""
+    return reducer(x_at(k).astype(acc), axis=k, where=_selected(k.var, i, exclusive, reverse))
+
+
+_C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
+            "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+            "uint32": "uint32_t", "uint64": "uint64_t"}
+
+
+def scan_supported(dtype: str, acc: str) -> bool:
+    return (dtype in _C_TYPES or dtype == "float16") and acc in _C_TYPES
+
+
+@functools.lru_cache(maxsize=None)
+def scan_intrin(name: str, n: int, dtype: str, acc: str, exclusive: int, reverse: int):
+    """A tensor intrinsic for one line of `n` elements of a cumsum / cumprod: c[i] = the scan of
+    a[k] over the selected k, as a running sum (product) in C; both lines at any stride."""
+    from ..te.intrin import decl_buffer, decl_tensor_intrin
+    from ..tir import nodes as N
+    reducer, _, identity = _SCANS[name]
+    a = te.placeholder((n,), dtype, name="a")
+    c = te.compute((n,), lambda i: scan_value(lambda k: a[k], te.reduce_axis((0, n), name="k"), i, acc,
+                                              reducer, exclusive, reverse), name="c")
+    t, ta = _C_TYPES[acc], _C_TYPES.get(dtype, "tf_float16")      # float16 accumulates in float32
+    # integers accumulate on the unsigned type of their width: wrap-around without undefined behaviour
+    w = t if acc.startswith(("float", "uint")) else "u" + t
+    op = "+" if name == "cumsum" else "*"
+    helper = f"tf_{name}_{dtype}_{acc}_{n}_{'e' if exclusive else 'i'}{'r' if reverse else 'f'}"
+    order = f"for (int64_t i = {n - 1}; i >= 0; --i)" if reverse else f"for (int64_t i = 0; i < {n}; ++i)"
+    step = (f"c[i * sc] = ({t})r; r = r {op} ({w})({t})a[i * sa];" if exclusive
+            else f"r = r {op} ({w})({t})a[i * sa]; c[i * sc] = ({t})r;")
+    text = (f"static inline int {helper}({t}* c, const {ta}* a, int64_t sc, int64_t sa) {{\n"
+            f"  {w} r = ({w}){identity};\n  {order} {{ {step} }}\n  return 0;\n}}")
+
+    def lower(ins, outs):
+        (ab,), (cb,) = ins, outs
+        return N.Evaluate(N.CallExtern("int32", helper, (cb.access_ptr(), ab.access_ptr(), cb.strides[0], ab.strides[0])))
+
+    from ..ir.expr import Var
+    binds = {a: decl_buffer((n,), dtype, "a", strides=(Var("a_s"),)),
+             c: decl_buffer((n,), acc, "c", strides=(Var("c_s"),))}
+    return decl_tensor_intrin(c.op, lower, binds, name=helper, helpers=((helper, text),))
+
+
 def _make(name: str) -> OpDef:
     reducer, np_scan, identity = _SCANS[name]
 
@@ -48,8 +97,7 @@ def _make(name: str) -> OpDef:
 
         def f(*o: Any) -> Any:
             k = te.reduce_axis((0, shape[a]), name="k")
-            value = x[o[:a] + (k,) + o[a + 1:]].astype(acc)
-            return reducer(value, axis=k, where=_selected(k.var, o[a], exclusive, reverse))
+            return scan_value(lambda kk: x[o[:a] + (kk,) + o[a + 1:]], k, o[a], acc, reducer, exclusive, reverse)
 
         if acc == x.dtype:
             return te.compute(shape, f, name=name, tag=name)
@@ -68,7 +116,7 @@ def _make(name: str) -> OpDef:
         return out.astype(x.dtype)
 
     return OpDef(name, REDUCTION, infer, reference, compute,
-                 attr_defaults={"exclusive": 0, "reverse": 0})
+                 attr_defaults={"exclusive": 0, "reverse": 0}, schedule={"cpu": "scan.cpu"})
 
 
 SCAN_OPS: dict[str, OpDef] = {name: register(_make(name)) for name in _SCANS}

@@ -207,10 +207,18 @@ class _Matcher:
         if not same:
             self.fail(f"the reducer differs: the intrinsic reduces with {pc.name} "
                       f"{list(pc.result)}, the stage with {bc.name} {list(bc.result)}")
-        for r, who in ((pattern, "intrinsic's"), (body, "stage's")):
-            if not (isinstance(r.condition, IntImm) and r.condition.value):
-                self.fail(f"the {who} reduction has a condition ({r.condition}); conditional "
-                          "reductions cannot be tensorized")
+        unconditional = [isinstance(r.condition, IntImm) and r.condition.value for r in (pattern, body)]
+        if all(unconditional):
+            return
+        # a condition both state over the matched loops alone (a scan's k <= i): the intrinsic
+        # then computes exactly the stage's terms; any other condition cannot be tensorized
+        from ..ir.functor import free_vars
+        mine = substitute(pattern.condition, self.var_map)
+        theirs = self.low._rewrite(self.st, body.condition)
+        if any(unconditional) or not free_vars(theirs) <= self.region_vars or not structural_equal(mine, theirs):
+            self.fail(f"the reductions' conditions differ: the intrinsic's is {pattern.condition}, the "
+                      f"stage's {body.condition}; a conditional reduction is tensorized only by an "
+                      "intrinsic with the same condition over the tensorized loops")
 
     def _match(self, p: Any, b: Any, where: str) -> None:
         """Walk the pattern expression `p` beside the stage's `b`."""

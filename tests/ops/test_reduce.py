@@ -63,6 +63,30 @@ def test_cumsum():
     check_op("cumsum", [X.astype("float16")], {"axis": -1}, rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "float16"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_cumsum_runs_each_line_as_a_running_sum(dtype, axis):
+    """On the CPU, cumsum tensorizes each line along the axis with a running sum (scan.cpu, O(n))
+    and gives the reference's values: exactly (the same order of additions), and in float16 (which
+    accumulates in float32) to its rounding."""
+    from tensorforge.graph.builder import GraphBuilder
+    import tensorforge
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((6, 37)) * 10).astype(dtype)
+    for exclusive in (0, 1):
+        for reverse in (0, 1):
+            b = GraphBuilder("cumsum")
+            attrs = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+            graph = b.finish([b.add1("cumsum", [b.input("x", x.shape, dtype)], attrs)])
+            model = tensorforge.compile(graph, target="c")
+            assert "tf_cumsum_" in model.source
+            want = get("cumsum").run_reference([x], attrs)[0]
+            if dtype == "float16":
+                np.testing.assert_allclose(model(x)[0].astype("float32"), want.astype("float32"), rtol=1e-3, atol=1e-2)
+            else:
+                np.testing.assert_array_equal(model(x)[0], want)
+
+
 def test_cumprod():
     for exclusive in (0, 1):
         for reverse in (0, 1):

@@ -207,6 +207,34 @@ def test_outer_reduction_needs_an_update():
     assert "update" in lower_error(s, [A, B, C])
 
 
+def test_a_conditional_reduction_needs_the_same_condition():
+    """A triangular reduction (a scan: k <= i) tensorizes with an intrinsic whose reduction has
+    that condition over the matched loops (ops/reduce_scan.py's running sum); one with another
+    condition (k < i), or none, is refused by name."""
+    from tensorforge.ops.reduce_scan import scan_intrin
+    x = te.placeholder((3, 9), "float32", name="x")
+
+    def scan(strict):
+        def f(r, i):
+            k = te.reduce_axis((0, 9), name="k")
+            return te.sum(x[r, k], axis=k, where=(k.var < i) if strict else (k.var <= i))
+        return te.compute((3, 9), f, name="y")
+
+    y = scan(False)
+    s = te.create_schedule(y.op)
+    s[y].tensorize(s[y].op.axis[1], scan_intrin("cumsum", 9, "float32", "float32", 0, 0))
+    f = tensorforge.build(s, [x, y], target="c")
+    data = np.random.default_rng(0).standard_normal((3, 9)).astype("float32")
+    out = np.zeros((3, 9), "float32")
+    f(data, out)
+    np.testing.assert_array_equal(out, np.cumsum(data, axis=1))
+    assert "tf_cumsum_float32_float32_9_if" in f.source
+    other = scan(True)
+    s = te.create_schedule(other.op)
+    s[other].tensorize(s[other].op.axis[1], scan_intrin("cumsum", 9, "float32", "float32", 0, 0))
+    assert "conditions differ" in lower_error(s, [x, other])
+
+
 def test_loop_count_mismatch():
     A, B, C = int8_matmul(2, 16, 8)
     s, ji, ri = dot_schedule(A, B, C)

@@ -1,0 +1,55 @@
+"""CPU template `scan.cpu` for cumsum / cumprod (ops/reduce_scan.py): each line along the scanned
+axis is one call of a running-sum (product) intrinsic (`reduce_scan.scan_intrin`), O(n) instead
+of the triangular reduction's O(n^2); the lines run on the thread pool.  Where the intrinsic has
+no C type for the dtypes, the generic reduction schedule (cpu.py) runs the reduction as written.
+"""
+from __future__ import annotations
+
+from ...ir.expr import Reduce
+from ...ir.functor import free_vars
+from ..reduce_scan import _SCANS, scan_intrin, scan_supported
+from . import template
+from .common import PARALLEL_MIN_ELEMS, const_extent, num_elements, schedule_elementwise_stage
+from .cpu import reduction
+
+
+def _scan_stage(master_outs):
+    """The triangular reduction: the op's output, or the accumulation its output casts."""
+    for t in master_outs:
+        if getattr(t.op, "reduce_axis", None):
+            return t
+        for u in t.op.input_tensors():
+            if getattr(u.op, "reduce_axis", None):
+                return u
+    return None
+
+
+@template("scan.cpu")
+def scan(s, master_outs, outs, target, cfg=None) -> None:
+    t = _scan_stage(master_outs)
+    op = t.op if t is not None else None
+    name = (op.tag or op.name).removesuffix("_acc") if op is not None else ""
+    if name not in _SCANS or not isinstance(op.body[0], Reduce) or any(const_extent(iv, 0) == 0 for iv in op.axis):
+        return reduction(s, master_outs, outs, target, cfg)
+    body: Reduce = op.body[0]
+    (k,) = op.reduce_axis
+    scanned = [iv for iv in op.axis if iv.var in free_vars(body.condition)]
+    x = op.input_tensors()[0]
+    if len(scanned) != 1 or not scan_supported(x.dtype, t.dtype):
+        return reduction(s, master_outs, outs, target, cfg)
+    (i,) = scanned
+    cond = str(body.condition)
+    exclusive = int("<=" not in cond and ">=" not in cond)
+    reverse = int(">" in cond)
+    n = const_extent(i, 0)
+    st = s[t]
+    others = [iv for iv in op.axis if iv is not i]
+    st.reorder(*others, i, k)
+    if others:
+        line = st.fuse(*others) if len(others) > 1 else others[0]
+        if target.num_cores > 1 and num_elements(t) * 4 >= PARALLEL_MIN_ELEMS and const_extent(line, 0) > 1:
+            st.parallel(line)
+    st.tensorize(i, scan_intrin(name, n, x.dtype, t.dtype, exclusive, reverse))
+    for u in outs:
+        if u is not t:
+            schedule_elementwise_stage(s, u, target)
