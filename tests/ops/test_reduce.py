@@ -69,8 +69,8 @@ def test_cumsum_runs_each_line_as_a_running_sum(dtype, axis):
     """On the CPU, cumsum tensorizes each line along the axis with a running sum (scan.cpu, O(n))
     and gives the reference's values: exactly (the same order of additions), and in float16 (which
     accumulates in float32) to its rounding."""
-    from tensorforge.graph.builder import GraphBuilder
     import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((6, 37)) * 10).astype(dtype)
     for exclusive in (0, 1):
