@@ -81,8 +81,33 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
     """The k largest (smallest) values along `axis` and their int64 indices, ordered as ONNX
     orders them (by value, equal values by ascending index; also when `sorted` is 0)."""
     a = _axis(axis, x.ndim, "topk")
-    order = np.take(_order(x, a, bool(largest)), np.arange(int(k)), axis=a)
+    k = int(k)
+    order = _top_order(x, a, k, bool(largest))
+    if order is None:
+        order = np.take(_order(x, a, bool(largest)), np.arange(k), axis=a)
     return np.take_along_axis(x, order, axis=a), order.astype(np.int64)
+
+
+def _top_order(x: np.ndarray, axis: int, k: int, largest: bool) -> np.ndarray | None:
+    """The first k of `_order` without sorting whole lines, or None where that does not apply.
+
+    A partition finds each line's k-th value; the elements beyond it (at least as large, for
+    largest) are the candidates, and where every line has exactly k of them (no tie straddles
+    the k-th place, no NaN) only those k are sorted.  A top 5 of 512 lines of 1024 sorted them
+    all: 30 ms, 37x ONNX Runtime's time."""
+    n = x.shape[axis]
+    if k == 0 or 4 * k > n or x.dtype.kind not in "fiu" or (x.dtype.kind == "f" and np.isnan(x).any()):
+        return None
+    lines = np.moveaxis(x, axis, -1)
+    kth = np.partition(lines, n - k if largest else k - 1, axis=-1)[..., n - k if largest else k - 1]
+    chosen = lines >= kth[..., None] if largest else lines <= kth[..., None]
+    if not (chosen.sum(axis=-1) == k).all():
+        return None
+    index = np.nonzero(chosen)[-1].reshape(lines.shape[:-1] + (k,))      # ascending within a line
+    values = np.take_along_axis(lines, index, axis=-1)
+    # by value, equal values by ascending index (the candidates' indices ascend): `_order` of them
+    rank = _order(values, values.ndim - 1, largest)
+    return np.moveaxis(np.take_along_axis(index, rank, axis=-1), -1, axis)
 
 
 def det(x: np.ndarray) -> np.ndarray:

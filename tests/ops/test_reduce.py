@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tensorforge.ops import get
 from tensorforge.ops.registry import OPAQUE, REDUCTION, OpError, TensorType
@@ -107,6 +109,28 @@ def test_topk():
     values, indices = check_op("topk", [x], {"k": 2, "axis": -1, "largest": 0})
     np.testing.assert_array_equal(indices, [[1, 4]])
     check_op("topk", [X], {"k": 2, "axis": 0})
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(["float32", "float64", "int32", "int64", "uint8"]),
+       ties=st.booleans(), nan=st.booleans())
+def test_topk_without_sorting_whole_lines_orders_as_the_full_sort(data, dtype, ties, nan):
+    """The partition path (few of many, no tie across the k-th place, no NaN) gives the indices
+    the stable full sort gives; ties and NaNs fall back to it."""
+    from tensorforge.runtime import host_kernels
+    shape = tuple(data.draw(st.lists(st.integers(1, 30), min_size=1, max_size=3)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 1000)))
+    x = (rng.integers(-3, 4, shape) if ties else rng.standard_normal(shape) * 100).astype(dtype)
+    if nan and dtype.startswith("float"):
+        x.flat[0] = np.nan
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    k = data.draw(st.integers(0, x.shape[axis]))
+    largest = data.draw(st.sampled_from([0, 1]))
+    a = axis % x.ndim
+    want = np.take(host_kernels._order(x, a, bool(largest)), np.arange(k), axis=a)
+    values, indices = host_kernels.topk(x, k, axis, largest)
+    np.testing.assert_array_equal(indices, want)
+    np.testing.assert_array_equal(values, np.take_along_axis(x, want, axis=a))
 
 
 @pytest.mark.parametrize("equation, shapes", [

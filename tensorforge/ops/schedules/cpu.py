@@ -138,7 +138,10 @@ def _vector_reduction(s, t, target) -> bool:
     for iv in red:
         work *= _ext(iv) or 1
     parallel = work >= PARALLEL_MIN_ELEMS and target.num_cores > 1
-    if inner is red[-1].var and (_ext(red[-1]) or 0) >= 2 * lanes and (_ext(red[-1]) or 0) % lanes == 0:
+    # partial results change the order of the additions: not for half-precision accumulators,
+    # which round at every addition (bfloat16 sums accumulate in bfloat16, as ONNX's ReduceSum)
+    reorder_ok = t.dtype in ("float32", "float64") or not t.dtype.startswith(("float", "bfloat"))
+    if reorder_ok and inner is red[-1].var and (_ext(red[-1]) or 0) >= 2 * lanes and (_ext(red[-1]) or 0) % lanes == 0:
         ko, ki = st.split(red[-1], factor=lanes)
         partial = s.rfactor(t, ki)
         data = list(st.op.axis)          # rfactor rebuilt the stage's operation and its axes
