@@ -135,6 +135,25 @@ def test_nchw_to_nchwc_transposes_8x8_blocks(shape, block, transposed):
     np.testing.assert_array_equal(model(xs)[0], to_nchwc(xs, block))
 
 
+@pytest.mark.parametrize("shape,perm,blocked", [
+    ((64, 40), (1, 0), True),                      # a 2-D transpose
+    ((2, 16, 3, 8), (0, 2, 3, 1), True),           # NCHW -> NHWC
+    ((2, 3, 8, 16), (0, 3, 1, 2), True),           # NHWC -> NCHW
+    ((4, 8, 16), (2, 0, 1), True),
+    ((2, 8, 3, 16), (0, 2, 1, 3), False),          # the innermost axis stays: rows are copied
+    ((16, 12), (1, 0), False),                     # 12 is no multiple of 8
+])
+def test_transpose_moving_the_innermost_axis_runs_8x8_blocks(shape, perm, blocked):
+    """A transpose of a graph input that moves the innermost axis, both moved axes multiples of
+    8, runs as 8x8 blocks transposed in registers; the same values either way."""
+    b = GraphBuilder("t")
+    x = b.input("x", shape, "float32")
+    model = tensorforge.compile(b.finish([b.add1("transpose", [x], {"perm": perm})]), target="c -mcpu=x86-64-v3")
+    assert ("tf_transpose8x8_f32(" in model.source) == blocked
+    xs = np.random.default_rng(5).standard_normal(shape).astype("float32")
+    np.testing.assert_array_equal(model(xs)[0], np.transpose(xs, perm))
+
+
 @pytest.mark.parametrize("c,bi,f,bo,k,stride,pad", [
     (32, 16, 32, 16, 3, (1, 1), (1, 1, 1, 1)),
     (16, 8, 48, 16, 3, (2, 1), (1, 0, 1, 2)),     # input block != output block, uneven padding
