@@ -21,6 +21,7 @@ from .passes.alter_layout_rnn import alter_layout_rnn
 from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from .passes.conv_transpose_as_conv import conv_transpose_as_conv
+from .passes.einsum_as_matmul import einsum_as_matmul
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
 from .passes.fold_constants import fold_constants
@@ -49,6 +50,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
+    ("einsum_as_matmul", einsum_as_matmul, 2),        # batched matrix products: the GEMM paths
     ("conv_transpose_as_conv", conv_transpose_as_conv, 2),      # stride 1: a conv with the kernel flipped
     ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows

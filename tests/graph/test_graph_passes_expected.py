@@ -23,6 +23,7 @@ from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from tensorforge.graph.passes.conv_transpose_as_conv import conv_transpose_as_conv
+from tensorforge.graph.passes.einsum_as_matmul import einsum_as_matmul
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
 from tensorforge.graph.passes.fold_batch_norm import fold_batch_norm
 from tensorforge.graph.passes.fold_constants import fold_constants
@@ -47,7 +48,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
           "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps",
-          "unique_names"}
+          "einsum_as_matmul", "unique_names"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -166,6 +167,29 @@ def test_simplify_graph_squares_by_a_product():
         c = b.const(np.full((2, 1) if shape == (3,) else (), exponent, dtype if dtype == "int32" else "float32"))
         g = b.finish([b.add1("pow", [x, c])])
         assert simplify_graph(g) is g
+
+
+# -- einsum_as_matmul -----------------------------------------------------------------------------
+
+def test_einsum_as_matmul_transposes_reshapes_and_multiplies():
+    """"bhqd,bhkd->bhqk": X is already (batch, rows, contracted); Y is brought to (batch,
+    contracted, cols); batch h and b merge into one axis and split again after the product."""
+    b = builder()
+    x = b.input("x", (2, 3, 5, 4), "float32")
+    y = b.input("y", (2, 3, 6, 4), "float32")
+    before = b.finish([b.add1("einsum", [x, y], {"equation": "bhqd,bhkd->bhqk"})])
+    e = builder()
+    x = e.input("x", (2, 3, 5, 4), "float32")
+    y = e.input("y", (2, 3, 6, 4), "float32")
+    a = e.add1("reshape", [x], {"shape": (6, 5, 4)})
+    yt = e.add1("transpose", [y], {"perm": (0, 1, 3, 2)})
+    bm = e.add1("reshape", [yt], {"shape": (6, 4, 6)})
+    prod = e.add1("matmul", [a, bm])
+    want = e.finish([e.add1("reshape", [prod], {"shape": (2, 3, 5, 6)})])
+    got = einsum_as_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    xs, ys = rand(2, 3, 5, 4), rand(2, 3, 6, 4)
+    np.testing.assert_allclose(run_reference(got, xs, ys)[0], run_reference(before, xs, ys)[0], rtol=1e-5, atol=1e-5)
 
 
 # -- fold_batch_norm ------------------------------------------------------------------------------
