@@ -284,3 +284,21 @@ def test_architectures_export_a_model_e2e_can_read(tmp_path):
     bad = subprocess.run([sys.executable, str(BENCH / "architectures.py"), str(tmp_path), "--only", "nope"],
                          capture_output=True, text=True, timeout=300, env=_env(tmp_path))
     assert bad.returncode == 1 and "unknown architecture(s) nope" in bad.stderr
+
+
+def test_op_sweep_runs_its_cases():
+    """benchmarks/op_sweep.py checks each single-op model against ONNX Runtime and times it; one
+    case, once; and every case builds a model ONNX Runtime loads."""
+    ort = pytest.importorskip("onnxruntime", reason="benchmarks/op_sweep.py compares against ONNX Runtime")
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "op_sweep.py"
+    proc = subprocess.run([sys.executable, str(path), "--only", "CumSum", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "CumSum axis last 512x1024" in proc.stdout and "geometric mean tf/ort over 1 cases" in proc.stdout
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("op_sweep", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name, model, feeds in module.cases():
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        assert {i.name for i in sess.get_inputs()} == set(feeds), name
