@@ -15,9 +15,6 @@ tensorforge / ONNX Runtime, then the worst first and their geometric mean.
 from __future__ import annotations
 
 import argparse
-import functools
-import math
-import statistics
 
 import numpy as np
 
@@ -349,47 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
-    import onnxruntime as ort
-
-    import tensorforge
-    from tensorforge.runtime.module import set_num_threads
-    from tensorforge.testing.timing import median_seconds
-
-    set_num_threads(args.threads)
-    rows = []
-    for name, model, feeds in cases():
-        if args.only not in name:
-            continue
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = args.threads
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        ref = sess.run(None, feeds)
-        compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target="c -mcpu=native")
-        arrays = [feeds[n] for n in compiled.input_names]
-        for got, want in zip(compiled(*arrays), ref):
-            np.testing.assert_allclose(
-                np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=1e-3, atol=1e-3, err_msg=name
-            )
-        tf_ms, ort_ms = [], []
-        for _ in range(3):
-            tf_ms.append(1e3 * median_seconds(functools.partial(compiled, *arrays), args.repeat))
-            ort_ms.append(1e3 * median_seconds(functools.partial(sess.run, None, feeds), args.repeat))
-        row = (
-            statistics.median(tf_ms) / statistics.median(ort_ms),
-            statistics.median(tf_ms),
-            statistics.median(ort_ms),
-            name,
-        )
-        rows.append(row)
-        print(f"{row[0]:6.2f}  tf {row[1]:8.3f} ms  ort {row[2]:8.3f} ms  {name}", flush=True)
-    if not rows:
+    import _sweep
+    chosen = [c for c in cases() if args.only in c[0]]
+    if not chosen:
         print(f"no case matches {args.only!r}")
         return 1
-    print(f"\nworst first ({args.threads} thread(s)):")
-    for ratio, t, o, name in sorted(rows, reverse=True):
-        print(f"{ratio:6.2f}  tf {t:8.3f} ms  ort {o:8.3f} ms  {name}")
-    gm = math.exp(sum(math.log(r[0]) for r in rows) / len(rows))
-    print(f"geometric mean tf/ort over {len(rows)} cases: {gm:.2f}; above 2: {sum(r[0] > 2 for r in rows)}")
+    _sweep.report(_sweep.run(chosen, args.threads, args.repeat), args.threads, 2)
     return 0
 
 

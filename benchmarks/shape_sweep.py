@@ -23,9 +23,7 @@ Each model's output is checked against ONNX Runtime (rtol/atol 1e-3) before it i
 from __future__ import annotations
 
 import argparse
-import functools
 import math
-import statistics
 
 import numpy as np
 
@@ -193,38 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--large", action="store_true", help="the fixed convs on large images (LARGE) instead")
     ap.add_argument("--upsampling", action="store_true", help="the fixed up-sampling layers instead")
     args = ap.parse_args(argv)
-    import onnxruntime as ort
-
-    import tensorforge
-    from tensorforge.frontend import from_onnx
-    from tensorforge.runtime.module import set_num_threads
-    from tensorforge.testing.timing import median_seconds
-    set_num_threads(args.threads)
-    rows = []
+    import _sweep
     chosen = large_cases() if args.large else upsampling_cases() if args.upsampling else cases(args.cases, args.seed)
-    for text, model, feeds in chosen:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = args.threads
-        sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        (ref,) = sess.run(None, feeds)
-        compiled = tensorforge.compile(from_onnx(model), target="c -mcpu=native")
-        arrays = [feeds[name] for name in compiled.input_names]
-        (got,) = compiled(*arrays)
-        np.testing.assert_allclose(got, ref, rtol=1e-3, atol=1e-3, err_msg=text)
-        tf, ort_ms = [], []
-        run_tf = functools.partial(compiled, *arrays)
-        run_ort = functools.partial(sess.run, None, feeds)
-        for _ in range(3):
-            tf.append(1e3 * median_seconds(run_tf, max(1, args.repeat // 3)))
-            ort_ms.append(1e3 * median_seconds(run_ort, max(1, args.repeat // 3)))
-        row = (statistics.median(tf) / statistics.median(ort_ms), statistics.median(tf), statistics.median(ort_ms), text)
-        rows.append(row)
-        print(f"{row[0]:6.2f}  tf {row[1]:8.3f} ms  ort {row[2]:8.3f} ms  {text}", flush=True)
-    print(f"\nworst first ({args.threads} thread(s)):")
-    for ratio, tf_ms, ort_ms_, text in sorted(rows, reverse=True):
-        print(f"{ratio:6.2f}  tf {tf_ms:8.3f} ms  ort {ort_ms_:8.3f} ms  {text}")
-    gm = math.exp(sum(math.log(r[0]) for r in rows) / len(rows))
-    print(f"geometric mean tf/ort over {len(rows)} cases: {gm:.2f}; above 1.2: {sum(r[0] > 1.2 for r in rows)}")
+    _sweep.report(_sweep.run(chosen, args.threads, max(1, args.repeat // 3)), args.threads, 1.2)
     return 0
 
 

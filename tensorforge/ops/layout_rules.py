@@ -38,25 +38,23 @@ def _lanes(x: Any, target: Any) -> int:
 
 def softmax_to_rows(node: Any, target: Any, ctx: Any):
     from .nn_rows import SOFTMAX_DTYPES
-    x = _rows_input(node, target, SOFTMAX_DTYPES)
-    if x is None or len(node.inputs) != 1:
-        return None
-    axes = node.attrs.get("axes", (-1,))
-    axes = (axes,) if isinstance(axes, int) else tuple(axes)
-    if tuple(a % x.ndim for a in axes) != (x.ndim - 1,):
-        return None
-    return ctx.node("softmax_rows", node.inputs, node.outputs, {"lanes": _lanes(x, target)}, node.name)
+    return _last_axis_to_rows(node, target, ctx, "softmax_rows", SOFTMAX_DTYPES)
 
 
 def log_softmax_to_rows(node: Any, target: Any, ctx: Any):
-    x = _rows_input(node, target)
+    return _last_axis_to_rows(node, target, ctx, "log_softmax_rows", ("float32", "float64"))
+
+
+def _last_axis_to_rows(node: Any, target: Any, ctx: Any, rows_op: str, dtypes: tuple):
+    """A one-input op over `axes` = the last axis only -> `rows_op` with the target's lanes."""
+    x = _rows_input(node, target, dtypes)
     if x is None or len(node.inputs) != 1:
         return None
     axes = node.attrs.get("axes", (-1,))
     axes = (axes,) if isinstance(axes, int) else tuple(axes)
     if tuple(a % x.ndim for a in axes) != (x.ndim - 1,):
         return None
-    return ctx.node("log_softmax_rows", node.inputs, node.outputs, {"lanes": _lanes(x, target)}, node.name)
+    return ctx.node(rows_op, node.inputs, node.outputs, {"lanes": _lanes(x, target)}, node.name)
 
 
 def layer_norm_to_rows(node: Any, target: Any, ctx: Any):
