@@ -154,6 +154,24 @@ def test_transpose_moving_the_innermost_axis_runs_8x8_blocks(shape, perm, blocke
     np.testing.assert_array_equal(model(xs)[0], np.transpose(xs, perm))
 
 
+@pytest.mark.parametrize("shape,repeats,rows", [
+    ((1, 4, 5, 28), (1, 1, 2, 2), True),           # rows of 28 copied twice: 3 vectors and a tail
+    ((2, 3, 16), (1, 2, 3), True),
+    ((2, 3, 5), (1, 2, 4), False),                 # rows shorter than a vector: the flat loop
+    ((2, 3, 16), (2, 1, 1), False),                # the innermost axis is not repeated
+])
+def test_tile_repeating_the_innermost_axis_copies_rows(shape, repeats, rows):
+    """A tile that repeats the innermost axis runs its last axis split by the input row's length,
+    each copy reading the row with unit stride; the same values either way."""
+    b = GraphBuilder("t")
+    x = b.input("x", shape, "float32")
+    model = tensorforge.compile(b.finish([b.add1("tile", [x], {"repeats": repeats})]), target="c -mcpu=x86-64-v3")
+    # the flat loop works out each element's place in the input row with a remainder by its length
+    assert (f"% {shape[-1]}" in model.source) != rows or repeats[-1] == 1
+    xs = np.random.default_rng(6).standard_normal(shape).astype("float32")
+    np.testing.assert_array_equal(model(xs)[0], np.tile(xs, repeats))
+
+
 @pytest.mark.parametrize("c,bi,f,bo,k,stride,pad", [
     (32, 16, 32, 16, 3, (1, 1), (1, 1, 1, 1)),
     (16, 8, 48, 16, 3, (2, 1), (1, 0, 1, 2)),     # input block != output block, uneven padding

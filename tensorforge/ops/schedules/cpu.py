@@ -39,8 +39,33 @@ def _ext(iv) -> int | None:
 def injective(s, master_outs, outs, target, cfg=None) -> None:
     _vector_statistics(s, master_outs, target)
     for t in outs:
-        if not _to_blocks_transposed(s, t, target) and not _transpose_blocks(s, t, target):
+        if not (_to_blocks_transposed(s, t, target) or _transpose_blocks(s, t, target) or _tile_rows(s, t, target)):
             schedule_elementwise_stage(s, t, target)
+
+
+def _tile_rows(s, t, target) -> bool:
+    """A tile that repeats the innermost axis (of at least one vector), as rows of copies of the
+    input row: its last axis split by the input's length, so each copy reads the row with unit
+    stride (the flat loop worked out `j % n` per element and gathered: 5.3x ONNX Runtime's time
+    on a 2x2 tile of 256 x 28 x 28)."""
+    if t.op.tag != "tile" or len(t.shape) < 1:
+        return False
+    (x,) = t.op.input_tensors()
+    if not isinstance(x.op, PlaceholderOp):
+        return False
+    n, lanes = known_shape(x)[-1] or 0, max(1, target.simd_lanes(t.dtype))
+    st = s[t]
+    axes = list(st.op.axis)
+    total = _ext(axes[-1]) or 0
+    if n < lanes or total <= n or total % n:
+        return False
+    copy, j = st.split(axes[-1], factor=n)
+    _, lane = st.split(j, factor=lanes)
+    st.vectorize(lane)
+    outer = st.fuse(*axes[:-1], copy) if axes[:-1] else copy
+    if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        st.parallel(outer)
+    return True
 
 
 def _transpose_blocks(s, t, target) -> bool:
