@@ -161,6 +161,20 @@ def test_partition_loops_peels_every_guard_off_the_main_part():
     same_results(before, check(partition_loops, before, want))
 
 
+def test_partition_loops_splits_a_serial_loop_where_its_clamps_are_one_operand():
+    """An edge pad's row: lane ii of vector io reads P[min(max(io * 4 + ii - 1, 0), 13)].  On the
+    middle vectors io in [1, 3) both clamps are their first operand; the head and the tail keep
+    them."""
+    io, ii = Var("io"), Var("ii")
+    src, dst = N.Buffer("P", (14,), "float32"), N.Buffer("Q", (16,), "float32")
+    clamped = E.Min(E.Max(io * 4 + ii - 1, const(0)), const(13))
+    body = loop(ii, 4, store(dst, load(src, clamped), io * 4 + ii), N.VECTORIZED)
+    before = N.PrimFunc("f", (src, dst), loop(io, 4, body))
+    plain = loop(ii, 4, store(dst, load(src, io * 4 + ii - 1), io * 4 + ii), N.VECTORIZED)
+    want = N.seq(loop(io, 1, body), loop(io, 2, plain, start=1), loop(io, 1, body, start=3))
+    same_results(before, check(partition_loops, before, want))
+
+
 def test_partition_loops_leaves_an_if_with_an_else():
     io, ii = Var("io"), Var("ii")
     other = N.IfThenElse(io * 16 + ii < 60, store(Y, const(1.0), ii), store(Y, const(2.0), ii))

@@ -12,18 +12,29 @@ its body becomes `if (o < min + k) body-without-guard else body`, a branch per i
 the loops inside.  (The column panels of a product whose right operand comes at run time are the
 parallel loop: their tail guard inside the register tile ran a 100x160x196 product at a fortieth
 of the speed of the split one.)
-Meaning is unchanged: a guard is only dropped where it is proven true.
+
+Clamps get the same treatment in serial loops: an integer `max(a, b)` or `min(a, b)` that depends
+on the loop variable (an edge pad's `clamp(x - 1, 0, 111)` per lane) is one of its operands on a
+middle range of the loop's iterations.  The loop is split into head, middle and tail, and the
+middle's clamps are replaced by the operand they are there, so its indices are affine again and a
+vectorized inner loop reads contiguous vectors instead of gathering (an edge pad of 64 x 112 x 112
+with rows of 14 vectors: 3.3x ONNX Runtime's time gathering, 1.2x after).
+Meaning is unchanged: a guard is only dropped where it is proven true, a clamp only replaced by the
+operand it is proven to equal.
 """
 from __future__ import annotations
 
 from typing import cast
 
 from ...arith import Analyzer
-from ...ir.expr import IntImm, Range, const
+from ...ir import dtype as dt
+from ...ir.expr import Expr as E_Expr
+from ...ir.expr import IntImm, Max, Min, Range, const
 from ...ir.functor import Mutator, substitute, uses_var
 from .. import nodes as N
 
 MAX_GUARDS_PER_LOOP = 4
+MAX_CLAMPS_PER_LOOP = 8
 
 
 def _guards(body: N.Stmt, var, path: list, out: list) -> None:
@@ -41,6 +52,37 @@ def _guards(body: N.Stmt, var, path: list, out: list) -> None:
             _guards(s, var, path, out)
     elif isinstance(body, (N.Allocate, N.LetStmt, N.AttrStmt)):
         _guards(body.body, var, path, out)
+
+
+def _clamps(body, var, path: list, out: list) -> None:
+    """(min/max node, enclosing inner loops) for every integer Min/Max under `body` that uses
+    `var`, in statements and expressions alike."""
+    if isinstance(body, N.For):
+        _clamps(body.body, var, path + [body], out)
+        return
+    if isinstance(body, (Min, Max)) and dt.is_integer(body.dtype) and uses_var(body, var):
+        out.append((body, list(path)))
+    from ...ir.functor import field_names
+    if not hasattr(body, "__dataclass_fields__"):
+        return
+    for name in field_names(type(body)):
+        value = getattr(body, name)
+        for item in (value if isinstance(value, tuple) else (value,)):
+            if isinstance(item, (N.Stmt, E_Expr)):
+                _clamps(item, var, path, out)
+
+
+class _Replace(Mutator):
+    """Replace the given nodes (by identity) with their chosen operands."""
+
+    def __init__(self, chosen: dict):
+        self.chosen = chosen
+
+    def visit(self, node):
+        got = self.chosen.get(id(node))
+        if got is not None:
+            return self.visit(got)
+        return super().visit(node)
 
 
 class _DropGuard(Mutator):
@@ -128,7 +170,74 @@ class _Partition(Mutator):
                 # the head may still hold guards that fail in its last iterations (a second split
                 # that does not divide): peel those too, so that the main part has none
                 return self._split(head) + [tail]
+        if node.kind == N.SERIAL and not found:
+            return self._split_clamps(node)
         return [node]
+
+    def _split_clamps(self, node: N.For) -> list:
+        """Head, middle and tail of a serial loop whose middle iterations have each integer
+        clamp equal to one operand (module docstring); [node] when there is no such middle."""
+        found: list = []
+        _clamps(node.body, node.loop_var, [], found)
+        if not found or len(found) > MAX_CLAMPS_PER_LOOP:
+            return [node]
+        lo, n = cast(IntImm, node.min).value, cast(IntImm, node.extent).value
+        start, end, chosen = lo, lo + n, {}
+        for clamp, path in found:
+            best = None
+            for operand, other in ((clamp.a, clamp.b), (clamp.b, clamp.a)):
+                cond = operand >= other if isinstance(clamp, Max) else operand <= other
+                s_, e_ = self._proven_interval(node, cond, path)
+                if e_ > s_ and (best is None or e_ - s_ > best[1] - best[0]):
+                    best = (s_, e_, operand)
+            if best is None:
+                return [node]
+            start, end = max(start, best[0]), min(end, best[1])
+            chosen[id(clamp)] = best[2]
+        if end - start < 2 or (start, end) == (lo, lo + n):
+            return [node]
+        middle = N.For(node.loop_var, const(start), const(end - start), node.kind, _Replace(chosen).visit(node.body),
+                       node.thread_tag, node.annotations)
+        parts = []
+        if start > lo:
+            parts.append(N.For(node.loop_var, const(lo), const(start - lo), node.kind, node.body, node.thread_tag,
+                               node.annotations))
+        parts.append(middle)
+        if end < lo + n:
+            parts.append(N.For(node.loop_var, const(end), const(lo + n - end), node.kind, node.body, node.thread_tag,
+                               node.annotations))
+        return parts
+
+    def _proven_interval(self, loop: N.For, cond, path: list) -> tuple[int, int]:
+        """The longest [s, e) within the loop's range, a prefix or a suffix of it, on which `cond`
+        is proven (an affine comparison holds on one side of a point); (0, 0) if none."""
+        lo, n = cast(IntImm, loop.min).value, cast(IntImm, loop.extent).value
+
+        def holds(a: int, b: int) -> bool:
+            an = Analyzer()
+            for f in self.outer:
+                an.bind(f.loop_var, Range(f.min, f.extent))
+            an.bind(loop.loop_var, Range(const(a), const(b - a)))
+            for f in path:
+                an.bind(f.loop_var, Range(f.min, f.extent))
+            return an.can_prove(cond)
+
+        if holds(lo, lo + n):
+            return lo, lo + n
+        # the longest prefix, and the longest suffix
+        a, b = 0, n
+        while a < b:
+            mid = (a + b + 1) // 2
+            a, b = (mid, b) if holds(lo, lo + mid) else (a, mid - 1)
+        prefix = a
+        a, b = 0, n
+        while a < b:
+            mid = (a + b + 1) // 2
+            a, b = (mid, b) if holds(lo + n - mid, lo + n) else (a, mid - 1)
+        suffix = a
+        if max(prefix, suffix) == 0:
+            return 0, 0
+        return (lo, lo + prefix) if prefix >= suffix else (lo + n - suffix, lo + n)
 
     def _holds(self, loop: N.For, guard: N.IfThenElse, path: list, k: int) -> bool:
         """Whether the guard is proven for loop_var in [min, min + k)."""
