@@ -72,6 +72,12 @@ def _clamps(body, var, path: list, out: list) -> None:
                 _clamps(item, var, path, out)
 
 
+def _loops(body, out: list) -> None:
+    """Every For under `body`."""
+    from ...ir.functor import post_order_visit
+    post_order_visit(body, lambda n: out.append(n) if isinstance(n, N.For) else None)
+
+
 class _Replace(Mutator):
     """Replace the given nodes (by identity) with their chosen operands."""
 
@@ -177,6 +183,12 @@ class _Partition(Mutator):
     def _split_clamps(self, node: N.For) -> list:
         """Head, middle and tail of a serial loop whose middle iterations have each integer
         clamp equal to one operand (module docstring); [node] when there is no such middle."""
+        # only a loop around vector (or unrolled) loops: each split copies its body, and nested
+        # splits would multiply the copies
+        inner: list = []
+        _loops(node.body, inner)
+        if any(f.kind not in (N.VECTORIZED, N.UNROLLED) for f in inner):
+            return [node]
         found: list = []
         _clamps(node.body, node.loop_var, [], found)
         if not found or len(found) > MAX_CLAMPS_PER_LOOP:
