@@ -82,6 +82,22 @@ def test_pad_reflect_hand_checked():
     np.testing.assert_array_equal(got, [1, 2, 3, 2, 1, 2, 3, 2, 1, 2, 3])
 
 
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+@pytest.mark.parametrize("before, after", [(0, 0), (1, 2), (3, 3), (2, 0)])
+def test_pad_rows_of_vectors_equal_numpy(mode, before, after):
+    """Rows long enough for vectors (40 columns): a single reflection or an edge copy written
+    with clamps, which loop partitioning drops in the middle of each row; exact either way."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    x = RNG.standard_normal((2, 3, 5, 40)).astype("float32")
+    b = GraphBuilder("pad")
+    pads = (0, 0, 1, before, 0, 0, 2, after)
+    g = b.finish([b.add1("pad", [b.input("x", x.shape, "float32")], {"pads": pads, "mode": mode})])
+    model = tensorforge.compile(g, target="c")
+    want = np.pad(x, [(0, 0), (0, 0), (1, 2), (before, after)], mode="reflect" if mode == "reflect" else "edge")
+    np.testing.assert_array_equal(model(x)[0], want)
+
+
 def test_depth_space():
     x = RNG.standard_normal((2, 8, 3, 2)).astype("float32")
     for mode in ("DCR", "CRD"):
