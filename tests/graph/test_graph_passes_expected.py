@@ -336,12 +336,36 @@ def test_fold_batch_norm_into_dense():
 
 
 def test_fold_batch_norm_leaves_a_shared_conv_output_alone():
+    """The conv's output is also a graph output: its weights stay; the batch norm alone becomes
+    a scale and a shift."""
     b = builder()
     x = b.input("x", (1, 3, 6, 6), "float32")
-    y = b.add1("conv2d", [x, b.const(rand(4, 3, 3, 3))], CONV)
+    w = b.const(rand(4, 3, 3, 3))
+    y = b.add1("conv2d", [x, w], CONV)
     n = b.add1("batch_norm", [y, *(b.const(a) for a in _bn_stats(4))])
-    g = b.finish([n, y])                           # the conv's output is also a graph output
-    assert fold_batch_norm(g) is g
+    g = b.finish([n, y])
+    got = fold_batch_norm(g)
+    assert [n.op for n in got.nodes] == ["conv2d", "mul", "add"] and got.nodes[0].inputs[1] is w
+    xs = rand(1, 3, 6, 6)
+    for a, e in zip(run_reference(got, xs), run_reference(g, xs)):
+        np.testing.assert_allclose(a, e, rtol=1e-5, atol=1e-5)
+
+
+def test_fold_batch_norm_makes_a_standalone_one_a_scale_and_a_shift():
+    """A batch norm with constant statistics after no weighted layer (here an add) becomes
+    mul(x, gamma / sqrt(var + eps)) then add(beta - mean * scale), per channel."""
+    gamma, beta, mean, var = _bn_stats(4)
+    b = builder()
+    x = b.input("x", (2, 4, 3, 3), "float32")
+    s = b.add1("add", [x, x])
+    before = b.finish([b.add1("batch_norm", [s, *(b.const(a) for a in (gamma, beta, mean, var))], {"epsilon": 1e-3})])
+    scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + 1e-3)
+    e = builder()
+    x = e.input("x", (2, 4, 3, 3), "float32")
+    s = e.add1("add", [x, x])
+    m = e.add1("mul", [s, e.const(scale.astype("float32").reshape(-1, 1, 1))])
+    want = e.finish([e.add1("add", [m, e.const((beta - mean * scale).astype("float32").reshape(-1, 1, 1))])])
+    assert_graph_equal(fold_batch_norm(before), want, rtol=1e-6)
 
 
 # -- alter_layout ---------------------------------------------------------------------------------

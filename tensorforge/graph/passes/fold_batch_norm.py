@@ -5,6 +5,11 @@
 
 per output channel.  Applies when the weights, bias and statistics are constants and the conv's
 output feeds only this chain; the scaled weights are computed once, at compile time.
+
+A batch_norm with constant statistics and no such layer before it (after a concat, an add, an
+input) becomes `x * s + shift` with s and shift per channel, computed once: one multiply-add per
+element instead of a square root and a division (a standalone one over 64 x 112 x 112 took 1.6-2.4x
+ONNX Runtime's time).
 """
 from __future__ import annotations
 
@@ -31,6 +36,8 @@ def fold_batch_norm(graph: Graph) -> Graph:
             continue
         chain = _weighted_chain(x, producer, users, params, outputs)
         if chain is None:
+            if len(bn.outputs) == 1 and x.dtype in ("float32", "float64") and x.ndim >= 2:
+                replace[bn] = _scale_shift(bn, params)
             continue
         layer, bias_node, bias = chain
         w = params[layer.inputs[1]]
@@ -58,12 +65,33 @@ def fold_batch_norm(graph: Graph) -> Graph:
     nodes = []
     for n in graph.nodes:
         if n in replace:
-            if replace[n] is not None:
-                nodes.append(replace[n])
+            got = replace[n]
+            if isinstance(got, list):
+                nodes.extend(got)
+            elif got is not None:
+                nodes.append(got)
         else:
             nodes.append(n)
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(replace_values(graph.with_nodes(nodes, params=params), mapping))
+
+
+def _scale_shift(bn: Node, params: dict) -> list:
+    """batch_norm(x, gamma, beta, mean, var) with constant statistics as mul(x, s) then add(shift)."""
+    x, gamma, beta, mean, var = bn.inputs
+    eps = float(bn.attrs.get("epsilon", 1e-5))
+    s = params[gamma].astype(np.float64) / np.sqrt(params[var].astype(np.float64) + eps)
+    shift = params[beta].astype(np.float64) - params[mean].astype(np.float64) * s
+    shape = (-1,) + (1,) * (x.ndim - 2)
+    values = []
+    for arr, tag in ((s, "bnscale"), (shift, "bnshift")):
+        a = np.ascontiguousarray(arr.astype(x.dtype).reshape(shape))
+        v = Value(f"{bn.outputs[0].name}_{tag}", a.shape, a.dtype.name)
+        params[v] = a
+        values.append(v)
+    scaled = Value(bn.outputs[0].name + "_scaled", x.shape, x.dtype)
+    return [Node("mul", (x, values[0]), (scaled,), {}, bn.name + "_scale"),
+            Node("add", (scaled, values[1]), bn.outputs, {}, bn.name)]
 
 
 def _weighted_chain(x: Value, producer: dict, users: dict, params: dict, outputs: set):

@@ -3,7 +3,9 @@ width and core count.  (The templates with knobs for the auto-tuner live beside 
 cpu_conv2d_nchwc.py, cpu_matmul.py, cpu_nchwc.py, cpu_winograd.py, cpu_conv_transpose.py.)
 
 - injective: fuse all axes, split by the vector width, vectorize the inner part and run the outer
-  part on the thread pool when there is enough work;
+  part on the thread pool when there is enough work (rows instead where the last axis is long and
+  no multiple of the width; transposes that move the innermost axis in 8x8 register-transposed
+  blocks; tiles of the innermost axis as rows of copies; the op's own statistics on vectors);
 - reduction: on vectors where the input's innermost axis allows (`_vector_reduction`): over
   rows (the innermost input axis is reduced: lanes of partial results, rfactor) or over columns
   (it is kept: a tile of outputs accumulates a vector per input row); parallel over the fused
