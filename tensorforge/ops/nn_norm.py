@@ -96,11 +96,24 @@ class instance_norm:
         axes = tuple(range(2, len(x.shape)))
         acc = stats_dtype(x.dtype)
         mean, var = moments(x, axes, "instance_norm")
+        kept = tuple(mean.shape)
+
+        # per image and channel, once: a = scale / sqrt(var + eps), b = bias - mean * a, so that
+        # each element is one multiply-add (a square root and a division per element took 2.2x
+        # ONNX Runtime's time).  Reductions over one element, so that lowering keeps them stages.
+        def coefficient(which):
+            def entry(*i):
+                one = te.reduce_axis((0, 1), name="one")
+                a = scale[i[1] + one.var].astype(acc) / te.sqrt(var[i] + te.const(float(epsilon), acc))
+                value = a if which == "a" else bias[i[1] + one.var].astype(acc) - mean[i] * a
+                return te.sum(value, axis=one)
+            return te.compute(kept, entry, name=f"instance_norm_{which}")
+
+        a, b = coefficient("a"), coefficient("b")
 
         def body(*i):
             k = _kept(i, axes)
-            norm = (x[i].astype(acc) - mean[k]) / te.sqrt(var[k] + te.const(float(epsilon), acc))
-            return (scale[i[1]].astype(acc) * norm + bias[i[1]].astype(acc)).astype(x.dtype)
+            return (x[i].astype(acc) * a[k] + b[k]).astype(x.dtype)
 
         return te.compute(const_shape(x), body, name="instance_norm", tag="instance_norm")
 
