@@ -36,7 +36,8 @@ def fold_batch_norm(graph: Graph) -> Graph:
             continue
         chain = _weighted_chain(x, producer, users, params, outputs)
         if chain is None:
-            if len(bn.outputs) == 1 and x.dtype in ("float32", "float64") and x.ndim >= 2:
+            if len(bn.outputs) == 1 and x.dtype in ("float32", "float64") and x.ndim >= 2 \
+                    and not _stays_transposed(producer.get(x)):
                 replace[bn] = _scale_shift(bn, params)
             continue
         layer, bias_node, bias = chain
@@ -74,6 +75,16 @@ def fold_batch_norm(graph: Graph) -> Graph:
             nodes.append(n)
     from .eliminate_dead_code import eliminate_dead_code
     return eliminate_dead_code(replace_values(graph.with_nodes(nodes, params=params), mapping))
+
+
+def _stays_transposed(node: Node | None) -> bool:
+    """A transposed conv with a stride above 1 and a kernel other than its stride: it stays one
+    (conv_transpose_as_conv), and alter_layout_conv_transpose folds its batch norm into its
+    weights."""
+    if node is None or not node.op.startswith("conv_transpose") or len(node.inputs) < 2:
+        return False
+    strides = tuple(node.attrs.get("strides") or ())
+    return any(st > 1 for st in strides) and tuple(node.inputs[1].shape[2:]) != strides
 
 
 def _scale_shift(bn: Node, params: dict) -> list:
