@@ -23,6 +23,7 @@ import numpy as np
 from ...ops.nn_conv_transpose_nchwc import pack_transpose_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .fold_batch_norm import scale_and_shift
 from .rewrite import constant_weight_window, rewrite_nodes
 
 
@@ -45,10 +46,8 @@ def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
         final = n.outputs[0]
         bn = _lone_batch_norm(final, users, params, set(graph.outputs))
         if bn is not None:
-            gamma, beta, mean, var = (params[v] for v in bn.inputs[1:])
-            scale = gamma.astype(np.float64) / np.sqrt(var.astype(np.float64) + float(bn.attrs.get("epsilon", 1e-5)))
+            scale, shift = scale_and_shift(bn, params)
             w = w * scale.reshape(1, -1, 1, 1)
-            shift = beta.astype(np.float64) - mean.astype(np.float64) * scale
             folded.add(bn)
             final = bn.outputs[0]
         if _projection(n):

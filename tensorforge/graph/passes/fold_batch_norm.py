@@ -42,9 +42,7 @@ def fold_batch_norm(graph: Graph) -> Graph:
             continue
         layer, bias_node, bias = chain
         w = params[layer.inputs[1]]
-        eps = float(bn.attrs.get("epsilon", 1e-5))
-        s = params[gamma].astype(np.float64) / np.sqrt(params[var].astype(np.float64) + eps)
-        shift = params[beta].astype(np.float64) - params[mean].astype(np.float64) * s
+        s, shift = scale_and_shift(bn, params)
         if bias is not None:
             shift = shift + params[bias].astype(np.float64).reshape(-1) * s
         w_new = (w.astype(np.float64) * s.reshape((-1,) + (1,) * (w.ndim - 1))).astype(w.dtype)
@@ -87,12 +85,18 @@ def _stays_transposed(node: Node | None) -> bool:
     return any(st > 1 for st in strides) and tuple(node.inputs[1].shape[2:]) != strides
 
 
+def scale_and_shift(bn: Node, params: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(s, shift) in float64 of batch_norm(x, gamma, beta, mean, var) with constant statistics:
+    batch_norm(x) = x * s + shift per channel, s = gamma / sqrt(var + eps)."""
+    gamma, beta, mean, var = (params[v].astype(np.float64) for v in bn.inputs[1:5])
+    s = gamma / np.sqrt(var + float(bn.attrs.get("epsilon", 1e-5)))
+    return s, beta - mean * s
+
+
 def _scale_shift(bn: Node, params: dict) -> list:
     """batch_norm(x, gamma, beta, mean, var) with constant statistics as mul(x, s) then add(shift)."""
-    x, gamma, beta, mean, var = bn.inputs
-    eps = float(bn.attrs.get("epsilon", 1e-5))
-    s = params[gamma].astype(np.float64) / np.sqrt(params[var].astype(np.float64) + eps)
-    shift = params[beta].astype(np.float64) - params[mean].astype(np.float64) * s
+    x = bn.inputs[0]
+    s, shift = scale_and_shift(bn, params)
     shape = (-1,) + (1,) * (x.ndim - 2)
     values = []
     for arr, tag in ((s, "bnscale"), (shift, "bnshift")):

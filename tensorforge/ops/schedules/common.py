@@ -88,7 +88,7 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
     total = num_elements(t)
     last = const_extent(axes[-1], 0)
     if len(axes) > 1 and lanes > 1 and last >= ROW_MIN_VECTORS * lanes and last % lanes:
-        return schedule_rows(s, t, target) if parallel else _rows_serial(s, t, target)
+        return schedule_rows(s, t, target, parallel)
     if len(axes) > 1 and lanes > 1 and last >= lanes and last % lanes == 0:
         row_vectors, inner = st.split(axes[-1], factor=lanes)
         outer = st.fuse(*axes[:-1], row_vectors)
@@ -106,19 +106,10 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
 ROW_MIN_VECTORS = 4     # a last axis this many vectors long or more runs as rows (see above)
 
 
-def _rows_serial(s, t, target) -> None:
-    """schedule_rows without the thread pool."""
-    st = s[t]
-    *lead, last = st.op.axis
-    _, inner = st.split(last, factor=max(1, target.simd_lanes(t.dtype)))
-    st.vectorize(inner)
-    if len(lead) > 1:
-        st.fuse(*lead)
-
-
-def schedule_rows(s, t, target) -> None:
+def schedule_rows(s, t, target, parallel: bool = True) -> None:
     """`t` as rows: its leading axes fused into one loop (on the thread pool when `t` has
-    PARALLEL_MIN_ELEMS elements), its last axis split by the vector width, the lanes vectorized."""
+    PARALLEL_MIN_ELEMS elements and `parallel`), its last axis split by the vector width, the
+    lanes vectorized."""
     st = s[t]
     axes = list(st.op.axis)
     if not axes or num_elements(t) == 0:
@@ -130,7 +121,7 @@ def schedule_rows(s, t, target) -> None:
         st.vectorize(inner)
     if lead:
         rows = st.fuse(*lead) if len(lead) > 1 else lead[0]
-        if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        if parallel and num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
             st.parallel(rows)
 
 

@@ -131,16 +131,8 @@ def _to_blocks_transposed(s, t, target) -> bool:
 
 @template("reduction.cpu")
 def reduction(s, master_outs, outs, target, cfg=None) -> None:
-    # the reduction stages: the master's outputs, or the accumulations they finish (a mean's
-    # sum, divided by the count in the output stage)
-    stages = []
-    for t in master_outs:
-        if getattr(t.op, "reduce_axis", None):
-            stages.append(t)
-            continue
-        stages += [u for u in t.op.input_tensors() if getattr(u.op, "reduce_axis", None) and u not in stages]
-        if t not in outs:
-            stages.append(t)
+    stages = accumulations(master_outs)
+    stages += [t for t in master_outs if t not in stages and t not in outs]
     for t in stages:
         if getattr(t.op, "reduce_axis", None) and _vector_reduction(s, t, target):
             continue
@@ -156,6 +148,16 @@ def reduction(s, master_outs, outs, target, cfg=None) -> None:
     for t in outs:
         if t not in stages:
             schedule_elementwise_stage(s, t, target)
+
+
+def accumulations(master_outs) -> list:
+    """The reduction stages of an op: its outputs that reduce, or the accumulations its outputs
+    finish (a mean's sum, divided by the count in the output stage), in order."""
+    found: list = []
+    for t in master_outs:
+        candidates = [t] if getattr(t.op, "reduce_axis", None) else t.op.input_tensors()
+        found += [u for u in candidates if getattr(u.op, "reduce_axis", None) and u not in found]
+    return found
 
 
 def _vector_statistics(s, master_outs, target, skip=()) -> None:

@@ -5,28 +5,19 @@ no C type for the dtypes, the generic reduction schedule (cpu.py) runs the reduc
 """
 from __future__ import annotations
 
+from ...arith.structural import structural_equal
 from ...ir.expr import Reduce
 from ...ir.functor import free_vars
-from ..reduce_scan import _SCANS, scan_intrin, scan_supported
+from ..reduce_scan import _SCANS, _selected, scan_intrin, scan_supported
 from . import template
 from .common import PARALLEL_MIN_ELEMS, const_extent, num_elements, schedule_elementwise_stage
-from .cpu import reduction
-
-
-def _scan_stage(master_outs):
-    """The triangular reduction: the op's output, or the accumulation its output casts."""
-    for t in master_outs:
-        if getattr(t.op, "reduce_axis", None):
-            return t
-        for u in t.op.input_tensors():
-            if getattr(u.op, "reduce_axis", None):
-                return u
-    return None
+from .cpu import accumulations, reduction
 
 
 @template("scan.cpu")
 def scan(s, master_outs, outs, target, cfg=None) -> None:
-    t = _scan_stage(master_outs)
+    found = accumulations(master_outs)
+    t = found[0] if found else None
     op = t.op if t is not None else None
     name = (op.tag or op.name).removesuffix("_acc") if op is not None else ""
     if name not in _SCANS or not isinstance(op.body[0], Reduce) or any(const_extent(iv, 0) == 0 for iv in op.axis):
@@ -38,9 +29,11 @@ def scan(s, master_outs, outs, target, cfg=None) -> None:
     if len(scanned) != 1 or not scan_supported(x.dtype, t.dtype):
         return reduction(s, master_outs, outs, target, cfg)
     (i,) = scanned
-    cond = str(body.condition)
-    exclusive = int("<=" not in cond and ">=" not in cond)
-    reverse = int(">" in cond)
+    # the flags are the ones whose selection is the stage's condition
+    flags = [(e, r) for e in (0, 1) for r in (0, 1) if structural_equal(_selected(k.var, i.var, e, r), body.condition)]
+    if not flags:
+        return reduction(s, master_outs, outs, target, cfg)
+    ((exclusive, reverse),) = flags
     n = const_extent(i, 0)
     st = s[t]
     others = [iv for iv in op.axis if iv is not i]

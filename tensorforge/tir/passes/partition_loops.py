@@ -28,9 +28,8 @@ from typing import cast
 
 from ...arith import Analyzer
 from ...ir import dtype as dt
-from ...ir.expr import Expr as E_Expr
-from ...ir.expr import IntImm, Max, Min, Range, const
-from ...ir.functor import Mutator, substitute, uses_var
+from ...ir.expr import IntImm, Max, Range, const
+from ...ir.functor import Mutator, Visitor, post_order_visit, substitute, uses_var
 from .. import nodes as N
 
 MAX_GUARDS_PER_LOOP = 4
@@ -54,28 +53,42 @@ def _guards(body: N.Stmt, var, path: list, out: list) -> None:
         _guards(body.body, var, path, out)
 
 
-def _clamps(body, var, path: list, out: list) -> None:
-    """(min/max node, enclosing inner loops) for every integer Min/Max under `body` that uses
-    `var`, in statements and expressions alike."""
-    if isinstance(body, N.For):
-        _clamps(body.body, var, path + [body], out)
-        return
-    if isinstance(body, (Min, Max)) and dt.is_integer(body.dtype) and uses_var(body, var):
-        out.append((body, list(path)))
-    from ...ir.functor import field_names
-    if not hasattr(body, "__dataclass_fields__"):
-        return
-    for name in field_names(type(body)):
-        value = getattr(body, name)
-        for item in (value if isinstance(value, tuple) else (value,)):
-            if isinstance(item, (N.Stmt, E_Expr)):
-                _clamps(item, var, path, out)
+class _Clamps(Visitor):
+    """(min/max node, enclosing inner loops) for every integer Min/Max that uses `var`."""
+
+    def __init__(self, var):
+        self.var, self.path, self.found = var, [], []
+
+    def visit_For(self, node: N.For) -> None:
+        self.path.append(node)
+        self.visit(node.body)
+        self.path.pop()
+
+    def _clamp(self, node) -> None:
+        if dt.is_integer(node.dtype) and uses_var(node, self.var):
+            self.found.append((node, list(self.path)))
+        self.generic_visit(node)
+
+    visit_Min = visit_Max = _clamp
 
 
 def _loops(body, out: list) -> None:
     """Every For under `body`."""
-    from ...ir.functor import post_order_visit
     post_order_visit(body, lambda n: out.append(n) if isinstance(n, N.For) else None)
+
+
+def _longest(n: int, ok) -> int:
+    """The largest m in [0, n] with ok(m), for ok true up to some m and false after."""
+    if ok(n):
+        return n
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class _Replace(Mutator):
@@ -189,8 +202,9 @@ class _Partition(Mutator):
         _loops(node.body, inner)
         if any(f.kind not in (N.VECTORIZED, N.UNROLLED) for f in inner):
             return [node]
-        found: list = []
-        _clamps(node.body, node.loop_var, [], found)
+        clamps = _Clamps(node.loop_var)
+        clamps.visit(node.body)
+        found = clamps.found
         if not found or len(found) > MAX_CLAMPS_PER_LOOP:
             return [node]
         lo, n = cast(IntImm, node.min).value, cast(IntImm, node.extent).value
@@ -224,58 +238,33 @@ class _Partition(Mutator):
         """The longest [s, e) within the loop's range, a prefix or a suffix of it, on which `cond`
         is proven (an affine comparison holds on one side of a point); (0, 0) if none."""
         lo, n = cast(IntImm, loop.min).value, cast(IntImm, loop.extent).value
-
-        def holds(a: int, b: int) -> bool:
-            an = Analyzer()
-            for f in self.outer:
-                an.bind(f.loop_var, Range(f.min, f.extent))
-            an.bind(loop.loop_var, Range(const(a), const(b - a)))
-            for f in path:
-                an.bind(f.loop_var, Range(f.min, f.extent))
-            return an.can_prove(cond)
-
-        if holds(lo, lo + n):
+        prefix = _longest(n, lambda m: self._proves(loop, cond, path, lo, lo + m))
+        if prefix == n:
             return lo, lo + n
-        # the longest prefix, and the longest suffix
-        a, b = 0, n
-        while a < b:
-            mid = (a + b + 1) // 2
-            a, b = (mid, b) if holds(lo, lo + mid) else (a, mid - 1)
-        prefix = a
-        a, b = 0, n
-        while a < b:
-            mid = (a + b + 1) // 2
-            a, b = (mid, b) if holds(lo + n - mid, lo + n) else (a, mid - 1)
-        suffix = a
+        suffix = _longest(n, lambda m: self._proves(loop, cond, path, lo + n - m, lo + n))
         if max(prefix, suffix) == 0:
             return 0, 0
         return (lo, lo + prefix) if prefix >= suffix else (lo + n - suffix, lo + n)
 
     def _holds(self, loop: N.For, guard: N.IfThenElse, path: list, k: int) -> bool:
         """Whether the guard is proven for loop_var in [min, min + k)."""
+        lo = cast(IntImm, loop.min).value
+        return self._proves(loop, guard.condition, path, lo, lo + k)
+
+    def _proves(self, loop: N.For, cond, path: list, a: int, b: int) -> bool:
+        """Whether `cond` is proven for loop_var in [a, b), the loops around it and the inner
+        loops of `path` at their ranges."""
         an = Analyzer()
         for f in self.outer:
             an.bind(f.loop_var, Range(f.min, f.extent))
-        an.bind(loop.loop_var, Range(loop.min, const(k)))
+        an.bind(loop.loop_var, Range(const(a), const(b - a)))
         for f in path:
             an.bind(f.loop_var, Range(f.min, f.extent))
-        return an.can_prove(guard.condition)
+        return an.can_prove(cond)
 
     def _proven_prefix(self, loop: N.For, guard: N.IfThenElse, path: list) -> int:
         """Largest k with the guard proven for loop_var in [min, min + k)."""
-        def holds(k: int) -> bool:
-            return self._holds(loop, guard, path, k)
-
-        lo, hi = 0, cast(IntImm, loop.extent).value  # _split checked that the extent is a constant
-        if holds(hi):
-            return hi
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if holds(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return _longest(cast(IntImm, loop.extent).value, lambda k: self._holds(loop, guard, path, k))
 
 
 def partition_loops(func: N.PrimFunc) -> N.PrimFunc:
