@@ -39,13 +39,15 @@ def scan_value(x_at, k, i, acc: str, reducer, exclusive: int, reverse: int):
     return reducer(x_at(k).astype(acc), axis=k, where=_selected(k.var, i, exclusive, reverse))
 
 
-# the accumulators a running sum has in C (float16 input accumulates in float32)
-_SCAN_ACCUMULATORS = ("float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
-                      "uint32", "uint64")
+# C names of the accumulators a running sum has (float16 input accumulates in float32); the ops
+# layer may not import the code generators' dialect tables (tests/test_layers.py)
+_C_TYPES = {"float32": "float", "float64": "double", "int8": "int8_t", "int16": "int16_t",
+            "int32": "int32_t", "int64": "int64_t", "uint8": "uint8_t", "uint16": "uint16_t",
+            "uint32": "uint32_t", "uint64": "uint64_t"}
 
 
 def scan_supported(dtype: str, acc: str) -> bool:
-    return (dtype in _SCAN_ACCUMULATORS or dtype == "float16") and acc in _SCAN_ACCUMULATORS
+    return (dtype in _C_TYPES or dtype == "float16") and acc in _C_TYPES
 
 
 @functools.lru_cache(maxsize=None)
@@ -58,8 +60,7 @@ def scan_intrin(name: str, n: int, dtype: str, acc: str, exclusive: int, reverse
     a = te.placeholder((n,), dtype, name="a")
     c = te.compute((n,), lambda i: scan_value(lambda k: a[k], te.reduce_axis((0, n), name="k"), i, acc,
                                               reducer, exclusive, reverse), name="c")
-    from ..codegen.c import C_DIALECT
-    t, ta = C_DIALECT.scalar_types[acc], C_DIALECT.scalar_types[dtype]
+    t, ta = _C_TYPES[acc], _C_TYPES.get(dtype, "tf_float16")
     # integers accumulate on the unsigned type of their width: wrap-around without undefined behaviour
     w = t if acc.startswith(("float", "uint")) else "u" + t
     op = "+" if name == "cumsum" else "*"
