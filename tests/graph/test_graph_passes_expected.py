@@ -855,6 +855,39 @@ def test_alter_layout_matmul_pads_run_time_columns_to_whole_vectors():
     assert alter_layout_matmul(few_rows, AVX512) is few_rows
 
 
+def test_alter_layout_makes_a_run_time_dense_weight_a_transposed_matmul_operand():
+    # ONNX Gemm(a, b, transB=1) with b an input imports as dense(a, b); the dense template read
+    # b's rows as a scalar dot product per unit (65x ONNX Runtime's time)
+    b = builder()
+    x, w = b.input("x", (4, 8), "float32"), b.input("w", (6, 8), "float32")
+    before = b.finish([b.add1("dense", [x, w])])
+    e = builder()
+    x, w = e.input("x", (4, 8), "float32"), e.input("w", (6, 8), "float32")
+    want = e.finish([e.add1("matmul", [x, w], {"transpose_b": True})])
+    assert_graph_equal(alter_layout(before, AVX512), want)
+
+
+def test_alter_layout_matmul_transposes_run_time_operands_by_nodes_of_their_own():
+    # q k^T and a^T b on run-time operands: explicit transposes, then the product without flags
+    # (k^T's 16 columns fill a vector, so no padding follows); a constant operand keeps its flag
+    b = builder()
+    q, k = b.input("q", (2, 9, 5), "float32"), b.input("k", (2, 16, 5), "float32")
+    a, c = b.input("a", (5, 9), "float32"), b.input("c", (5, 16), "float32")
+    before = b.finish([b.add1("matmul", [q, k], {"transpose_b": True}),
+                       b.add1("matmul", [a, c], {"transpose_a": True})])
+    e = builder()
+    q, k = e.input("q", (2, 9, 5), "float32"), e.input("k", (2, 16, 5), "float32")
+    a, c = e.input("a", (5, 9), "float32"), e.input("c", (5, 16), "float32")
+    y0 = e.add1("matmul", [q, e.add1("transpose", [k], {"perm": (0, 2, 1)})], {"transpose_b": False})
+    y1 = e.add1("matmul", [e.add1("transpose", [a], {"perm": (1, 0)}), c], {"transpose_a": False})
+    want = e.finish([y0, y1])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    ins = [rand(2, 9, 5), rand(2, 16, 5), rand(5, 9), rand(5, 16)]
+    for g1, g0 in zip(run_reference(got, *ins), run_reference(before, *ins)):
+        np.testing.assert_allclose(g1, g0, rtol=1e-5)
+
+
 def test_alter_layout_matmul_folds_batch_axes_into_the_rows_of_one_gemm():
     # x[6, 1, 8] x W[8, 20], as torch.onnx.export writes nn.Linear over a sequence: one GEMM of
     # 6 rows (panel width chosen for 6 rows, not for single-row products), reshaped back

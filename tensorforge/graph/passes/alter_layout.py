@@ -1,7 +1,9 @@
 """Layout changes that suit the CPU: weights are re-laid-out once, at compile time.
 
 - dense(x, W) with a constant W (units, in) becomes matmul(x, W^T): the kernel then walks the
-  output units contiguously, so they vectorize, instead of a scalar dot product per unit.
+  output units contiguously, so they vectorize, instead of a scalar dot product per unit.  With a
+  run-time W (ONNX Gemm with transB on an input) it becomes matmul(x, W, transpose_b), which
+  alter_layout_matmul turns into a transpose node and the GEMM.
 - conv2d(x, W) with a constant W and output channels per group that split into SIMD blocks
   (whole vectors, or half vectors: MobileNetV2's 24 channels) becomes
   conv2d_nchwc(x, W packed as OIHW[B]o) -> nchwc_to_nchw: the kernel accumulates B output
@@ -62,6 +64,9 @@ def alter_layout(graph: Graph, target: Target) -> Graph:
                 params[wt] = arr
                 transposed[w] = wt
             nodes.append(Node("matmul", (n.inputs[0], wt), n.outputs, {}, n.name))
+            changed = True
+        elif packs and n.op == "dense" and len(n.inputs) == 2 and n.inputs[1] is not None and n.inputs[1].ndim == 2:
+            nodes.append(Node("matmul", n.inputs, n.outputs, {"transpose_b": True}, n.name))
             changed = True
         elif blocks and _blockable(n, params, target) and not guess.stays_nchw(n):
             nodes += _blocked_conv(n, params, target)
