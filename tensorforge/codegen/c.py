@@ -106,6 +106,17 @@ ERF_Q = (1.0, 0.4974430078160423, 0.11389618611506083, 0.015435954254232732, 0.0
 ERF_ONE_FROM = 3.92
 
 
+# float32 tanh, inline: x * P(x^2) / Q(x^2) on |x| < 9 (tanhf rounds to 1 from 8.67), the sign
+# copied back.  A rational fit of degree 4 over 4 in x^2 (least squares weighted toward the
+# largest relative error), within 6 ulp of tanh and 0.64 ulp on average over [-12, 12].  The
+# libmvec call took three times ONNX Runtime's time on an elementwise Tanh (8x128x768); inline,
+# the loop vectorizes as plain arithmetic (LSTM gates, GELU's tanh form).
+TANH_P = (0.9999999799722594, 0.13381439951331936, 0.003496077834121468, 2.0617043671982645e-05,
+          1.3365501210531103e-08)
+TANH_Q = (1.0, 0.46714755752500814, 0.02587885133381639, 0.00032864315390489305, 7.781035968352061e-07)
+TANH_ONE_FROM = 9.0
+
+
 def _horner(var: str, coeffs: tuple) -> list[str]:
     out = f"{coeffs[-1]!r}f"
     return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, t, {c!r}f);" for c in coeffs[-2::-1]]
@@ -121,6 +132,21 @@ def erf_helper(name: str) -> str:
         *_horner("p", ERF_P),
         *_horner("q", ERF_Q),
         f"  float r = a < {ERF_ONE_FROM}f ? c * p / q : (a == a ? 1.0f : a);",
+        "  return copysignf(r, x);",
+        "}"])
+
+
+def tanh_helper(name: str) -> str:
+    """The C definition of the inline float32 tanh under `name`."""
+    return "\n".join([
+        f"static inline float {name}(float x) {{",
+        "  float a = fabsf(x);",
+        f"  float c = a < {TANH_ONE_FROM}f ? a : {TANH_ONE_FROM}f;",
+        "  float t = c * c;",
+        *_horner("p", TANH_P),
+        *_horner("q", TANH_Q),
+        "  float r = c * p / q;",
+        f"  r = a < {TANH_ONE_FROM}f ? (r < 1.0f ? r : 1.0f) : (a == a ? 1.0f : a);",
         "  return copysignf(r, x);",
         "}"])
 
@@ -285,6 +311,8 @@ class CPrinter(VectorExtensions, CLikePrinter):
     def math_call(self, op: str, args: list[str], dtype: str) -> str:
         if op == "erf" and dtype == "float32":
             return self.call_helper("erff", erf_helper, args[:1])[0]
+        if op == "tanh" and dtype == "float32":
+            return self.call_helper("tanhf", tanh_helper, args[:1])[0]
         return super().math_call(op, args, dtype)
 
     def print_Cast(self, e):

@@ -110,3 +110,24 @@ def test_float32_erf_is_inline_and_within_3_ulp():
     np.testing.assert_allclose(got[:-len(special)], want, rtol=3.6e-7, atol=0)
     np.testing.assert_array_equal(got[-len(special):], [0.0, -0.0, 1.0, -1.0, np.nan])
     assert np.signbit(got[-4]) and not np.signbit(got[-5])
+
+
+def test_float32_tanh_is_inline_and_within_6_ulp():
+    """float32 tanh is the C backend's inline rational form: over both signs, tiny values, the
+    approach to 1 and beyond, within 6 float32 ulp of the float64 reference (relative 3.6e-7, or
+    2^-24 absolute near 1); signed zeros, infinities and NaN as tanh has them."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    grid = np.concatenate([np.linspace(-12, 12, 40001), np.geomspace(1e-30, 9.5, 4000), [8.67, 8.999999, 9.0, 90.0]])
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan]
+    x = np.concatenate([grid, -grid, special]).astype("float32")
+    b = GraphBuilder("tanh")
+    graph = b.finish([b.add1("tanh", [b.input("x", x.shape, "float32")])])
+    model = tensorforge.compile(graph, target="c")
+    got = model(x)[0]
+    assert "tf_tanhf" in model.source
+    want = np.tanh(x[:-len(special)].astype(np.float64))
+    ulp = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    assert np.max(np.abs(got[:-len(special)] - want) / ulp) <= 6.0
+    np.testing.assert_array_equal(got[-len(special):], [0.0, -0.0, 1.0, -1.0, np.nan])
+    assert np.signbit(got[-4]) and not np.signbit(got[-5])
