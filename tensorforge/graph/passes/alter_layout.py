@@ -125,7 +125,7 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
     """A float32 conv1d/conv2d with constant weights (not a depthwise conv with one filter per
     channel, which alter_layout_propagate blocks) that runs blocked: its filters per group fill
     half a vector, or its windows overlap enough to pad them (module docstring)."""
-    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
+    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] is None:
         return False
     w, y = n.inputs[1], n.outputs[0]
     groups = int(n.attrs.get("groups", 1))
@@ -133,6 +133,10 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
         return False
     if _depthwise(n):
         return False
+    if w not in params:          # packed by nodes at run time: whole blocks of filters only
+        return w.ndim == len(y.shape) and y.shape[1] % groups == 0 \
+            and (y.shape[1] // groups) % _filter_step(y.shape[1] // groups, target) == 0 \
+            and not any(p < 0 for p in n.attrs.get("padding") or (0,)) and not _narrow_strided_product(n, target)
     if any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
     if _narrow_strided_product(n, target):
@@ -214,9 +218,10 @@ class _LayoutGuess:
 
     def stays_nchw(self, n: Node) -> bool:
         """A pointwise conv, or one with small windows (`_small_windows`), that neither reads
-        nor writes a value kept blocked."""
-        return (_pointwise(n) or _small_windows(n)) and not self.fed_blocked(n.inputs[0]) \
-            and not self.read_blocked(n.outputs[0])
+        nor writes a value kept blocked, with a constant weight (the GEMM forms of
+        alter_layout_im2col pack it at compile time)."""
+        return (_pointwise(n) or _small_windows(n)) and n.inputs[1] in self.params \
+            and not self.fed_blocked(n.inputs[0]) and not self.read_blocked(n.outputs[0])
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
@@ -285,10 +290,45 @@ def _narrow_strided_product(n: Node, target: Target) -> bool:
     return y.shape[3] <= columns and 4 * windows <= MAX_COLS_BYTES
 
 
+def _blocked_conv_run_time_weight(n: Node, target: Target) -> list[Node]:
+    """conv2d_nchwc -> nchwc_to_nchw for a conv whose weight is a run-time value (a dynamic
+    filter; whole blocks of filters per group): the weight is packed OIHW -> OIHW[B]o by a reshape
+    and a transpose in the graph, a pass over the weight per call.  The generic conv template took
+    2.9x ONNX Runtime's time on a 64 -> 64 3x3 conv over 56x56 with its weight as an input."""
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    attrs: dict = {k: tuple(n.attrs[k]) for k in ("strides", "padding", "dilations") if n.attrs.get(k) is not None}
+    groups = int(n.attrs.get("groups", 1))
+    pre: list[Node] = []
+    post: list[Node] = []
+    if n.op == "conv1d":
+        x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
+        w4 = Value(f"{w.name}_h1", (w.shape[0], w.shape[1], 1, w.shape[2]), w.dtype)
+        pre += [Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1"),
+                Node("unsqueeze", (w,), (w4,), {"axes": (2,)}, f"{n.name}_w_h1")]
+        attrs = {"strides": (1, *attrs.get("strides", (1,))), "dilations": (1, *attrs.get("dilations", (1,))),
+                 "padding": (0, attrs.get("padding", (0, 0))[0], 0, attrs.get("padding", (0, 0))[1])}
+        y4 = Value(f"{y.name}_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
+        post.append(Node("squeeze", (y4,), (y,), {"axes": (2,)}, f"{n.name}_1d"))
+        x, w, y = x4, w4, y4
+    f, c, kh, kw = w.shape
+    block = block_for(f // groups, w.dtype, target)
+    split = Value(f"{w.name}_blocks", (f // block, block, c, kh, kw), w.dtype)
+    packed = Value(f"{w.name}_oihw{block}o", (f // block, c, kh, kw, block), w.dtype)
+    pre += [Node("reshape", (w,), (split,), {"shape": split.shape}, f"{n.name}_w_blocks"),
+            Node("transpose", (split,), (packed,), {"perm": (0, 2, 3, 4, 1)}, f"{n.name}_w_pack")]
+    if groups > 1:
+        attrs["groups"] = groups
+    mid = Value(y.name + "_nchwc", (y.shape[0], f // block, y.shape[2], y.shape[3], block), y.dtype)
+    return [*pre, Node("conv2d_nchwc", (x, packed), (mid,), attrs, n.name),
+            Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"), *post]
+
+
 def _blocked_conv(n: Node, params: dict, target: Target) -> list[Node]:
     """conv2d_nchwc -> nchwc_to_nchw for conv node `n` (a conv1d as a conv2d of height 1), its
     filters padded per group to whole blocks and the padding sliced off."""
     x, wv0, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    if wv0 not in params:
+        return _blocked_conv_run_time_weight(n, target)
     w = params[wv0]
     groups = int(n.attrs.get("groups", 1))
     attrs: dict = {k: tuple(n.attrs[k]) for k in ("strides", "padding", "dilations") if n.attrs.get(k) is not None}
