@@ -117,9 +117,26 @@ TANH_Q = (1.0, 0.46714755752500814, 0.02587885133381639, 0.00032864315390489305,
 TANH_ONE_FROM = 9.0
 
 
-def _horner(var: str, coeffs: tuple) -> list[str]:
+# float32 exp, inline: x = n ln2 + r with n = x / ln2 rounded by adding 1.5 * 2^23 (whose low
+# bits are then n), ln2 split in two (the high part has 16 significant bits, so n * high is
+# exact), exp(r) on |r| <= ln2 / 2 by a degree-6 polynomial with 1 + r exact (its other
+# coefficients fit for relative error), scaled by 2^n in two steps: 2^(n/2) added to the
+# exponent of exp(r), then a product with 2^(n - n/2), so that results down to the subnormals
+# round once.  Within 1.2 ulp of exp (NumPy's float32 exp: 2.4).  Inputs outside (EXP_MIN,
+# EXP_MAX) are fixed up at the end by two selects: 0 below (exp(-inf) = 0: masked attention
+# scores), x + inf above and for NaN (a clamp of the input first cost a quarter more: the
+# compiler makes each clamp a compare and a blend).  libmvec's call took 1.9x ONNX Runtime's
+# time on an elementwise Exp (8x128x768) and 2x on softmax; inline, the loop vectorizes as plain
+# arithmetic.
+EXP_P = (1.0, 1.0, 0.49999993457169833, 0.1666652084841213, 0.0416683875620527, 0.008368691390777129,
+         0.001381450205687065)
+EXP_LN2_HI, EXP_LN2_LO = 0.693145751953125, 1.428606765330187e-06
+EXP_MIN, EXP_MAX = -104.0, 89.0        # exp rounds to 0 below and overflows to inf above
+
+
+def _horner(var: str, coeffs: tuple, t: str = "t") -> list[str]:
     out = f"{coeffs[-1]!r}f"
-    return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, t, {c!r}f);" for c in coeffs[-2::-1]]
+    return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, {t}, {c!r}f);" for c in coeffs[-2::-1]]
 
 
 def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
@@ -135,6 +152,31 @@ def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
         "  float r = c * p / q;",
         f"  r = a < {one_from}f ? (r < 1.0f ? r : 1.0f) : (a == a ? 1.0f : a);",
         "  return copysignf(r, x);",
+        "}"])
+
+
+def exp_helper(name: str) -> str:
+    """The C definition of the inline float32 exp under `name`."""
+    return "\n".join([
+        f"static inline float {name}(float x) {{",
+        "  float t = fmaf(x, 1.4426950408889634f, 12582912.0f);",
+        "  float n = t - 12582912.0f;",
+        f"  float r = fmaf(n, -{EXP_LN2_HI!r}f, x);",
+        f"  r = fmaf(n, -{EXP_LN2_LO!r}f, r);",
+        *_horner("p", EXP_P, "r"),
+        "  int32_t i, e;",
+        "  __builtin_memcpy(&i, &t, 4);",
+        "  __builtin_memcpy(&e, &p, 4);",
+        "  i -= 0x4B400000;",
+        "  int32_t half = i >> 1;",
+        "  int32_t b = (i - half + 127) << 23;",
+        "  e += half << 23;",
+        "  float a, s;",
+        "  __builtin_memcpy(&a, &e, 4);",
+        "  __builtin_memcpy(&s, &b, 4);",
+        "  float y = a * s;",
+        f"  y = x > {EXP_MIN!r}f ? y : 0.0f;",
+        f"  return x < {EXP_MAX!r}f ? y : x + __builtin_inff();",
         "}"])
 
 
@@ -310,6 +352,10 @@ class CPrinter(VectorExtensions, CLikePrinter):
             return self.call_helper("erff", erf_helper, args[:1])[0]
         if op == "tanh" and dtype == "float32":
             return self.call_helper("tanhf", tanh_helper, args[:1])[0]
+        if op == "exp" and dtype == "float32":
+            return self.call_helper("expf", exp_helper, args[:1])[0]
+        if op == "sigmoid" and dtype == "float32":
+            return f"(1.0f / (1.0f + {self.call_helper('expf', exp_helper, [f'-({args[0]})'])[0]}))"
         return super().math_call(op, args, dtype)
 
     def print_Cast(self, e):

@@ -119,3 +119,34 @@ def test_float32_odd_functions_are_inline_and_within_3_ulp(op, reference, grid):
     np.testing.assert_allclose(got[:-len(special)], want, rtol=3.6e-7, atol=0)
     np.testing.assert_array_equal(got[-len(special):], [0.0, -0.0, 1.0, -1.0, np.nan])
     assert np.signbit(got[-4]) and not np.signbit(got[-5])
+
+
+def test_float32_exp_is_inline_and_within_2_ulp():
+    """float32 exp (and the sigmoid built on it) is the C backend's inline form: within relative
+    2.4e-7 (2 ulp) of the float64 reference where exp is a normal float, within one step of the
+    smallest subnormal below, overflow to inf from log(FLT_MAX), exp(-inf) = 0, NaN stays NaN."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    grid = np.concatenate([np.linspace(-110, 95, 200001), np.linspace(-1, 1, 20001), np.geomspace(1e-30, 1, 2000),
+                           -np.geomspace(1e-30, 1, 2000), [88.72283, 88.722839, 88.7228394, -87.33654, -103.97, -104.0]])
+    special = [np.inf, -np.inf, np.nan, 0.0, -0.0]
+    x = np.concatenate([grid, special]).astype("float32")
+    b = GraphBuilder("exp")
+    xv = b.input("x", x.shape, "float32")
+    graph = b.finish([b.add1("exp", [xv]), b.add1("sigmoid", [xv])])
+    model = tensorforge.compile(graph, target="c")
+    got, sig = model(x)
+    assert "tf_expf" in model.source
+    x64 = x[:-len(special)].astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = np.exp(x64)
+    finite = want < float(np.finfo(np.float32).max)
+    normal = finite & (want >= float(np.finfo(np.float32).tiny))
+    np.testing.assert_allclose(got[:-len(special)][normal], want[normal], rtol=2.4e-7, atol=0)
+    np.testing.assert_allclose(got[:-len(special)][finite & ~normal], want[finite & ~normal], rtol=0, atol=1.5e-45)
+    assert np.all(np.isposinf(got[:-len(special)][~finite]))
+    np.testing.assert_array_equal(got[-len(special):], [np.inf, 0.0, np.nan, 1.0, 1.0])
+    with np.errstate(over="ignore"):
+        # 1 / (1 + exp(-x)): exp(-x) overflows below x = -88.7, where sigmoid is below FLT_MIN
+        np.testing.assert_allclose(sig[:-len(special)], 1 / (1 + np.exp(-x64)), rtol=5e-7, atol=1.2e-38)
+    np.testing.assert_array_equal(sig[-len(special):], [1.0, 0.0, np.nan, 0.5, 0.5])
