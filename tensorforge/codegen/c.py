@@ -136,7 +136,9 @@ EXP_MIN, EXP_MAX = -104.0, 89.0        # exp rounds to 0 below and overflows to 
 
 def _horner(var: str, coeffs: tuple, t: str = "t") -> list[str]:
     out = f"{coeffs[-1]!r}f"
-    return [f"  float {var} = {out};"] + [f"  {var} = fmaf({var}, {t}, {c!r}f);" for c in coeffs[-2::-1]]
+    # a * b + c: the backend compiles with -ffp-contract=fast, so this is one fused multiply-add
+    # where the target has them and a multiply and an add (no libm call to fmaf) where it has not
+    return [f"  float {var} = {out};"] + [f"  {var} = {var} * {t} + {c!r}f;" for c in coeffs[-2::-1]]
 
 
 def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
@@ -159,10 +161,10 @@ def exp_helper(name: str) -> str:
     """The C definition of the inline float32 exp under `name`."""
     return "\n".join([
         f"static inline float {name}(float x) {{",
-        "  float t = fmaf(x, 1.4426950408889634f, 12582912.0f);",
+        "  float t = x * 1.4426950408889634f + 12582912.0f;",
         "  float n = t - 12582912.0f;",
-        f"  float r = fmaf(n, -{EXP_LN2_HI!r}f, x);",
-        f"  r = fmaf(n, -{EXP_LN2_LO!r}f, r);",
+        f"  float r = x - n * {EXP_LN2_HI!r}f;",       # n * EXP_LN2_HI is exact
+        f"  r = r - n * {EXP_LN2_LO!r}f;",
         *_horner("p", EXP_P, "r"),
         "  int32_t i, e;",
         "  __builtin_memcpy(&i, &t, 4);",
