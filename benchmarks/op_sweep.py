@@ -297,6 +297,29 @@ def cases() -> list:
             [c("w", x(256, 256, 3) * 0.03)],
         )
     )
+    # products and convolutions whose second operand is a run-time input (Gemm's transB on an
+    # input as attention writes Q K^T, dynamic filters)
+    C.append(
+        case(
+            "Gemm transB run-time 512x768 x 1024x768",
+            [N("Gemm", ["a", "b"], ["z"], transB=1)],
+            {"a": x(512, 768), "b": x(1024, 768)},
+        )
+    )
+    C.append(
+        case(
+            "Conv run-time weight 3x3 64->64 56",
+            [N("Conv", ["x", "w"], ["z"], pads=[1, 1, 1, 1])],
+            {"x": x(1, 64, 56, 56), "w": x(64, 64, 3, 3) * 0.05},
+        )
+    )
+    C.append(
+        case(
+            "ConvTranspose run-time weight 4x4 s2 64->32 28",
+            [N("ConvTranspose", ["x", "w"], ["z"], strides=[2, 2], pads=[1, 1, 1, 1])],
+            {"x": x(1, 64, 28, 28), "w": x(64, 32, 4, 4) * 0.05},
+        )
+    )
     C.append(case("PRelu 64x112", [N("PRelu", ["x", "s"], ["z"])], {"x": X4}, [c("s", x(64, 1, 1))]))
     C.append(case("LeakyRelu 64x112", [N("LeakyRelu", ["x"], ["z"], alpha=0.1)], {"x": X4}))
     C.append(
