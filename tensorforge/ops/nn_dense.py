@@ -35,7 +35,7 @@ def _accumulate(a: np.ndarray) -> np.dtype:
     return np.dtype(np.float32) if a.dtype.name in HALF else a.dtype
 
 
-@op("dense", COMPLEX, schedule={"gpu": "matmul.gpu"})
+@op("dense", COMPLEX, schedule={"cpu": "dense.cpu", "gpu": "matmul.gpu"})
 class dense:
     """x (M, K) times w (N, K) transposed."""
 

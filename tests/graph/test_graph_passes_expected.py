@@ -898,6 +898,30 @@ def test_alter_layout_matmul_packs_constant_weights_into_panels():
     assert_graph_equal(alter_layout_matmul(before, AVX512), want)
 
 
+def test_alter_layout_matmul_makes_a_narrow_product_dot_products_of_rows():
+    # a scoring head x[2, 3, 32] @ W[32, 1] + b: 1 column against 16 float lanes, so dense over the
+    # batch's 6 rows with W transposed (each output one dot product), the bias added to the rows
+    w, bias = rand(32, 1), rand(1)
+    b = builder()
+    x = b.input("x", (2, 3, 32), "float32")
+    before = b.finish([b.add1("add", [b.add1("matmul", [x, b.const(w)]), b.const(bias)])])
+    e = builder()
+    x = e.input("x", (2, 3, 32), "float32")
+    rows = e.add1("reshape", [x], {"shape": (6, 32)})
+    y = e.add1("add", [e.add1("dense", [rows, e.const(np.ascontiguousarray(w.T))]), e.const(bias)])
+    want = e.finish([e.add1("reshape", [y], {"shape": (2, 3, 1)})])
+    got = alter_layout_matmul(before, AVX512)
+    assert_graph_equal(got, want)
+    xin = rand(2, 3, 32)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-6)
+    # 9 columns (more than half a vector) stay packed panels; so does a reduction of one vector
+    for k, n in ((32, 9), (16, 1)):
+        b = builder()
+        x = b.input("x", (6, k), "float32")
+        wide = b.finish([b.add1("matmul", [x, b.const(rand(k, n))])])
+        assert [m.op for m in alter_layout_matmul(wide, AVX512).nodes] == ["matmul_packed"]
+
+
 def test_alter_layout_matmul_pads_run_time_columns_to_whole_vectors():
     # attention's scores over 7 tokens: k^T padded to 16 columns (one AVX-512 vector), the
     # product's extra columns sliced off; 4 rows (a copy of k^T per few products) stay as they are

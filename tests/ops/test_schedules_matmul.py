@@ -52,6 +52,19 @@ def test_packed_matmul_sizes(m, k, n):
     assert any(n.op == "matmul_packed" for n in model.info["graph"].nodes)
 
 
+@pytest.mark.parametrize("m, k, n, lead, epilogue", [(7, 64, 1, (), "bias_relu"), (33, 128, 3, (2,), "bias"),
+                                                     (5, 48, 2, (), "two_outputs"), (1, 16, 4, (3,), "reshape")])
+def test_narrow_products_run_as_dot_products_of_rows(m, k, n, lead, epilogue):
+    """A constant weight of at most half a vector of columns (8 float32 lanes with AVX2) runs as
+    dense: a vectorized dot product per output, epilogues as elementwise stages."""
+    graph, x = _dense_graph(m, k, n, epilogue, lead)
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    for g, w in zip(model(x), run_reference(graph, x)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
+    ops = [node.op for node in model.info["graph"].nodes]
+    assert "dense" in ops and "matmul_packed" not in ops, ops
+
+
 @pytest.mark.parametrize("epilogue", ["none", "bias_relu", "reshape", "two_outputs"])
 def test_packed_matmul_epilogues(epilogue):
     graph, x = _dense_graph(19, 24, 70, epilogue)
