@@ -82,10 +82,46 @@ def topk(x: np.ndarray, k: int, axis: int = -1, largest: int = 1, sorted: int = 
     orders them (by value, equal values by ascending index; also when `sorted` is 0)."""
     a = _axis(axis, x.ndim, "topk")
     k = int(k)
-    order = _top_order(x, a, k, bool(largest))
+    order = _top_by_extraction(x, a, k, bool(largest))
+    if order is None:
+        order = _top_order(x, a, k, bool(largest))
     if order is None:
         order = np.take(_order(x, a, bool(largest)), np.arange(k), axis=a)
     return np.take_along_axis(x, order, axis=a), order.astype(np.int64)
+
+
+# the largest k that `_top_by_extraction` serves: k passes of argmax over the lines against one
+# partition (3.3 ms on 512 lines of 1024, more than the whole top 5 by extraction)
+EXTRACT_MAX_K = 8
+
+
+def _top_by_extraction(x: np.ndarray, axis: int, k: int, largest: bool) -> np.ndarray | None:
+    """The first k of `_order` for small k: k rounds of argmax (argmin) over each line, each
+    taking the largest remaining value, the first of equal ones (ONNX's order), and replacing it
+    by the dtype's lowest value.  None where that value (or a NaN) is already in the data, where
+    a replaced element could be taken again: then `_top_order` decides.  A top 5 of 512 lines of
+    1024 took 6 ms through the partition (ONNX Runtime 0.7-1.0)."""
+    n = x.shape[axis]
+    if not 0 < k <= EXTRACT_MAX_K or 4 * k > n or x.dtype.kind not in "fiu":
+        return None
+    if x.dtype.kind == "f":
+        worst = -np.inf if largest else np.inf
+        if np.isnan(x).any() or (x == worst).any():
+            return None
+    else:
+        info = np.iinfo(x.dtype)
+        worst = info.min if largest else info.max
+        if (x == worst).any():
+            return None
+    lines = np.moveaxis(x, axis, -1).reshape(-1, n).copy()
+    rows = np.arange(lines.shape[0])
+    pick = np.argmax if largest else np.argmin
+    order = np.empty((lines.shape[0], k), np.int64)
+    for j in range(k):
+        idx = pick(lines, axis=-1)
+        order[:, j] = idx
+        lines[rows, idx] = worst
+    return np.moveaxis(order.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (k,)), -1, axis)
 
 
 def _top_order(x: np.ndarray, axis: int, k: int, largest: bool) -> np.ndarray | None:
