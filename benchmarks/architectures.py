@@ -4,8 +4,8 @@ NAME.npz (the folder layout `e2e.py --onnx` reads).  The real-model benchmarks c
 of each kind; these are the kinds' other members, at the sizes people run.
 
     pip install transformers                      # besides the [torch] extra
-    python benchmarks/architectures.py /tmp/arch [--only vit_small,distilbert]
-    python benchmarks/e2e.py --onnx /tmp/arch --threads 1,2
+    python benchmarks/architectures.py DIR [--only vit_small,distilbert]
+    python benchmarks/e2e.py --onnx DIR --threads 1,2
 
   vit_small     ViT with 6 layers of width 384 on 224x224 (197 tokens: attention over an odd count)
   distilbert    DistilBERT with 4 layers, 100 tokens and an attention mask

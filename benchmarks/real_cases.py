@@ -2,9 +2,9 @@
 backend-test layout, DIR/real/test_NAME/model.onnx with test_data_set_0/input_N.pb) as
 OUT/NAME.onnx with OUT/NAME.npz (the inputs, by name), the folder layout `e2e.py --onnx` reads.
 
-    python ../shared/real_models.py --out /tmp/real          # the five real models (see its help)
-    python benchmarks/real_cases.py /tmp/real /tmp/real_e2e
-    python benchmarks/e2e.py --onnx /tmp/real_e2e --threads 1,2
+    python ../shared/real_models.py --out REAL          # the five real models (see its help)
+    python benchmarks/real_cases.py REAL DIR
+    python benchmarks/e2e.py --onnx DIR --threads 1,2
 """
 from __future__ import annotations
 

