@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import te
 from .common import const_shape
-from .layout_rules import max_pool_to_rows
+from .layout_rules import avg_pool_to_rows, max_pool_to_rows
 from .nn_window import check_layout, np_pad, out_spatial, pad_stage, padded_extent, spatial_attrs, window_slices
 from .registry import COMPLEX, OpDef, OpError, TensorType, register
 
@@ -63,7 +63,7 @@ def lp_root(v, p: float):
     return v if p == 1 else te.sqrt(v) if p == 2 else te.pow(v, te.const(1.0 / p, v.dtype))
 
 
-def _window_count(o, lo: int, hi: int, kernel: int, stride: int, dilation: int, pad_begin: int):
+def window_count(o, lo: int, hi: int, kernel: int, stride: int, dilation: int, pad_begin: int):
     """Number of k in [0, kernel) whose padded position o*stride + k*dilation - pad_begin lies in
     [lo, hi) (an index expression)."""
     start = o * stride - pad_begin
@@ -110,7 +110,7 @@ def _make(kind: str, rank: int) -> OpDef:
                 count = None
                 for a in range(rank):
                     lo, hi = (-pad[a], shape[2 + a] + pad[rank + a]) if count_include_pad else (0, shape[2 + a])
-                    term = _window_count(i[2 + a], lo, hi, k[a], s[a], d[a], pad[a])
+                    term = window_count(i[2 + a], lo, hi, k[a], s[a], d[a], pad[a])
                     count = term if count is None else count * term
                 return total[i] / count.astype(x.dtype)
 
@@ -128,7 +128,7 @@ def _make(kind: str, rank: int) -> OpDef:
     defaults = {"ceil_mode": False, **({"count_include_pad": False} if kind == "avg" else {}),
                 **({"p": 2} if kind == "lp" else {})}
     return register(OpDef(name, COMPLEX, infer, reference, compute, attr_defaults=defaults,
-                          alter_layout=max_pool_to_rows if (kind, rank) == ("max", 2) else None))
+                          alter_layout={("max", 2): max_pool_to_rows, ("avg", 2): avg_pool_to_rows}.get((kind, rank))))
 
 
 def pool_reference(kind: str, x: np.ndarray, kernel, strides, padding, dilations, ceil_mode: bool,

@@ -20,7 +20,7 @@ import numpy as np
 from .. import te
 from .common import const_shape
 from .nn_conv_nchwc import to_nchw, to_nchwc
-from .nn_pool import _window_count, pool_attrs, pool_reference
+from .nn_pool import pool_attrs, pool_reference, window_count
 from .nn_window import out_spatial, pad_stage, padded_extent
 from .registry import COMPLEX, OpError, TensorType, op
 
@@ -61,7 +61,7 @@ def _window(kind: str, x: te.Tensor, kernel, strides, padding, dilations, ceil_m
         count = None
         for a, o in ((0, y), (1, xx)):
             lo, hi = (-p[a], shape[2 + a] + p[2 + a]) if count_include_pad else (0, shape[2 + a])
-            term = _window_count(o, lo, hi, k[a], s[a], d[a], p[a])
+            term = window_count(o, lo, hi, k[a], s[a], d[a], p[a])
             count = term if count is None else count * term
         return total[i, c, y, xx, ci] / count.astype(x.dtype)
 
