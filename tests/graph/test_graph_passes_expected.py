@@ -1134,9 +1134,10 @@ def test_alter_layout_rows():
 
 
 def test_alter_layout_rows_takes_the_vector_width_from_the_target():
-    """Rows of 32 float32: 16 partial results on 512-bit vectors, 8 on 256-bit ones; a target
-    whose backend prefers no row forms keeps the graph."""
-    before, want = _rows_graphs(8)
+    """Rows of 32 float32: 16 partial results on 512-bit vectors (one vector: two would need rows
+    of 64), 16 on 256-bit ones (two vectors); a target whose backend prefers no row forms keeps
+    the graph."""
+    before, want = _rows_graphs(16)
     assert_graph_equal(alter_layout_ops(before, Target.parse("c -mcpu=x86-64-v3")), want)
     assert alter_layout_ops(before, Target.parse("cuda")) is before
 

@@ -123,7 +123,8 @@ def test_row_ops_references():
     check_op("softmax_rows", [x.astype("float16")], rtol=0, atol=0)
     check_op("log_softmax_rows", [x], rtol=1e-5, atol=1e-5)
     check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
-    assert lanes_for(128) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8 and lanes_for(7) == 1
+    assert lanes_for(128) == 32 and lanes_for(48) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8
+    assert lanes_for(7) == 1 and lanes_for(32, 8) == 16
 
 
 @pytest.mark.parametrize("shape, kernel, stride, pad, ceil_mode", [
