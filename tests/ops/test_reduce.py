@@ -170,3 +170,19 @@ def test_einsum_integer():
 def test_errors(name, types, attrs, message):
     with pytest.raises(OpError, match=message):
         get(name).infer_types(types, attrs)
+
+
+@pytest.mark.parametrize("op, axis, keepdims", [("argmax", -1, 1), ("argmin", 0, 0), ("argmax", 1, 0)])
+def test_arg_reductions_accumulate_in_registers(op, axis, keepdims):
+    """argmax / argmin's (index, value) accumulators live in the output's loop (local, registers),
+    not in heap arrays at the root that every element stored to and loaded from."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    rng = np.random.default_rng(5)
+    x = rng.integers(-4, 5, (6, 40, 33)).astype("float32")          # ties: the first index wins
+    b = GraphBuilder("arg")
+    graph = b.finish([b.add1(op, [b.input("x", x.shape, "float32")], {"axis": axis, "keepdims": keepdims})])
+    model = tensorforge.compile(graph, target="c")
+    want = (np.argmax if op == "argmax" else np.argmin)(x, axis=axis)
+    np.testing.assert_array_equal(model(x)[0], np.expand_dims(want, axis) if keepdims else want)
+    assert "tf_alloc" not in model.source.split(f"k0_{op}(")[1]

@@ -133,8 +133,13 @@ def _to_blocks_transposed(s, t, target) -> bool:
 def reduction(s, master_outs, outs, target, cfg=None) -> None:
     stages = accumulations(master_outs)
     stages += [t for t in master_outs if t not in stages and t not in outs]
+    done: list = []          # readers scheduled with their reduction
     for t in stages:
         if getattr(t.op, "reduce_axis", None) and _vector_reduction(s, t, target):
+            continue
+        readers = [o for o in outs if o not in stages]
+        if _accumulate_in_registers(s, t, readers, target):
+            done += readers
             continue
         st = s[t]
         axes = list(st.op.axis)
@@ -146,8 +151,32 @@ def reduction(s, master_outs, outs, target, cfg=None) -> None:
             if num_elements(t) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
                 st.parallel(fused)
     for t in outs:
-        if t not in stages:
+        if t not in stages and t not in done:
             schedule_elementwise_stage(s, t, target)
+
+
+def _accumulate_in_registers(s, t, readers, target) -> bool:
+    """A tuple reduction (argmax's index and value) whose one reader takes it at its own index:
+    computed per output element inside the reader's loop, its accumulators local (registers).  At
+    the root they were arrays the loop stored to and loaded from at every element: ArgMax over
+    512 rows of 1024 took 0.46-0.98 ms from run to run (ONNX Runtime 0.43)."""
+    if t.op.num_outputs < 2 or len(readers) != 1 or not getattr(t.op, "reduce_axis", None):
+        return False
+    out = readers[0]
+    own = tuple(iv.var for iv in s[out].op.axis)
+    if not own or known_shape(out) != known_shape(t) or not reads_only_at(s, out, t, own):
+        return False
+    ost = s[out]
+    axes = list(ost.op.axis)
+    fused = ost.fuse(*axes) if len(axes) > 1 else axes[0]
+    s[t].compute_at(ost, fused)
+    s[t].set_scope("local")
+    work = num_elements(t)
+    for iv in s[t].op.reduce_axis:
+        work *= _ext(iv) or PARALLEL_MIN_ELEMS
+    if num_elements(t) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+        ost.parallel(fused)
+    return True
 
 
 def accumulations(master_outs) -> list:
