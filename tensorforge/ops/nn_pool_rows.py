@@ -31,6 +31,24 @@ def _attrs(shape, kernel, strides, padding, dilations, ceil_mode):
     return k, s, p, d, out_spatial(NAME, tuple(shape[2:]), k, s, p, d, bool(ceil_mode))
 
 
+def _window_rows(x: te.Tensor, name: str, reducer, pad_value, kernel, strides, padding, dilations, ceil_mode):
+    """(the stage reducing each window over rows rounded up to whole vectors, the checked
+    (kernel, strides, padding, dilations, output size)): `reducer` over
+    padded[n, c, y*sy + ry*dy, x*sx + rx*dx], the padding at `pad_value`."""
+    shape = const_shape(x)
+    attrs = _attrs(shape, kernel, strides, padding, dilations, ceil_mode)
+    (kh, kw), (sy, sx), p, (dy, dx), (oh, ow) = attrs
+    rows, cols = padded_extent(shape[2:], (oh, ow), (kh, kw), (sy, sx), (dy, dx))
+    owp = row_width(ow)
+    xpad, column = padded_plane(x, p[0], p[1], rows, cols, sx, owp, (kw - 1) * dx, pad_value)
+    ry = te.reduce_axis((0, kh), name="ry")
+    rx = te.reduce_axis((0, kw), name="rx")
+    full = te.compute((shape[0], shape[1], oh, owp),
+                      lambda i, ch, y, xo: reducer(xpad[(i, ch, y * sy + ry * dy, *column(xo, rx * dx))], axis=[ry, rx]),
+                      name=name, tag=name)
+    return full, attrs
+
+
 @op(NAME, COMPLEX, schedule={"cpu": "window2d.cpu"}, attr_defaults={"ceil_mode": False})
 class max_pool2d_rows:
     @staticmethod
@@ -43,16 +61,9 @@ class max_pool2d_rows:
     @staticmethod
     def compute(x: te.Tensor, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False):
         shape = const_shape(x)
-        (kh, kw), (sy, sx), p, (dy, dx), (oh, ow) = _attrs(shape, kernel, strides, padding, dilations, ceil_mode)
-        rows, cols = padded_extent(shape[2:], (oh, ow), (kh, kw), (sy, sx), (dy, dx))
-        owp = row_width(ow)
-        xpad, column = padded_plane(x, p[0], p[1], rows, cols, sx, owp, (kw - 1) * dx, te.min_value(x.dtype))
-        ry = te.reduce_axis((0, kh), name="ry")
-        rx = te.reduce_axis((0, kw), name="rx")
-        full = te.compute((shape[0], shape[1], oh, owp),
-                          lambda i, ch, y, xo: te.max(xpad[(i, ch, y * sy + ry * dy, *column(xo, rx * dx))],
-                                                      axis=[ry, rx]),
-                          name=NAME, tag=NAME)
+        full, (*_, (oh, ow)) = _window_rows(x, NAME, te.max, te.min_value(x.dtype), kernel, strides, padding,
+                                            dilations, ceil_mode)
+        owp = const_shape(full)[3]
         if owp == ow:
             return full
         return te.compute((shape[0], shape[1], oh, ow), lambda *i: full[i], name=f"{NAME}_cols")
@@ -80,16 +91,8 @@ class avg_pool2d_rows:
     def compute(x: te.Tensor, kernel=None, strides=None, padding=None, dilations=None, ceil_mode: bool = False,
                 count_include_pad: bool = False):
         shape = const_shape(x)
-        (kh, kw), (sy, sx), p, (dy, dx), (oh, ow) = _attrs(shape, kernel, strides, padding, dilations, ceil_mode)
-        rows, cols = padded_extent(shape[2:], (oh, ow), (kh, kw), (sy, sx), (dy, dx))
-        owp = row_width(ow)
-        xpad, column = padded_plane(x, p[0], p[1], rows, cols, sx, owp, (kw - 1) * dx, te.const(0, x.dtype))
-        ry = te.reduce_axis((0, kh), name="ry")
-        rx = te.reduce_axis((0, kw), name="rx")
-        total = te.compute((shape[0], shape[1], oh, owp),
-                           lambda i, ch, y, xo: te.sum(xpad[(i, ch, y * sy + ry * dy, *column(xo, rx * dx))],
-                                                       axis=[ry, rx]),
-                           name=AVG, tag=AVG)
+        total, ((kh, kw), (sy, sx), p, (dy, dx), (oh, ow)) = _window_rows(
+            x, AVG, te.sum, te.const(0, x.dtype), kernel, strides, padding, dilations, ceil_mode)
         span = [(-p[a], shape[2 + a] + p[2 + a]) if count_include_pad else (0, shape[2 + a]) for a in range(2)]
 
         def average(i, ch, y, xo):
