@@ -113,7 +113,8 @@ def _top_by_extraction(x: np.ndarray, axis: int, k: int, largest: bool) -> np.nd
         worst = info.min if largest else info.max
         if (x == worst).any():
             return None
-    lines = np.moveaxis(x, axis, -1).reshape(-1, n).copy()
+    moved = np.moveaxis(x, axis, -1)
+    lines = moved.reshape(-1, n).copy()
     rows = np.arange(lines.shape[0])
     pick = np.argmax if largest else np.argmin
     order = np.empty((lines.shape[0], k), np.int64)
@@ -121,7 +122,7 @@ def _top_by_extraction(x: np.ndarray, axis: int, k: int, largest: bool) -> np.nd
         idx = pick(lines, axis=-1)
         order[:, j] = idx
         lines[rows, idx] = worst
-    return np.moveaxis(order.reshape(np.moveaxis(x, axis, -1).shape[:-1] + (k,)), -1, axis)
+    return np.moveaxis(order.reshape(moved.shape[:-1] + (k,)), -1, axis)
 
 
 def _top_order(x: np.ndarray, axis: int, k: int, largest: bool) -> np.ndarray | None:

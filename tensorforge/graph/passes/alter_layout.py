@@ -122,9 +122,9 @@ def _padded_channels(channels: int, target: Target) -> int:
 
 
 def _blockable(n: Node, params: dict, target: Target) -> bool:
-    """A float32 conv1d/conv2d with constant weights (not a depthwise conv with one filter per
-    channel, which alter_layout_propagate blocks) that runs blocked: its filters per group fill
-    half a vector, or its windows overlap enough to pad them (module docstring)."""
+    """A float32 conv1d/conv2d (not a depthwise conv with one filter per channel, which
+    alter_layout_propagate blocks) that runs blocked: its filters per group fill half a vector,
+    or, with a constant weight, its windows overlap enough to pad them (module docstring)."""
     if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] is None:
         return False
     w, y = n.inputs[1], n.outputs[0]
@@ -133,17 +133,16 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
         return False
     if _depthwise(n):
         return False
-    if w not in params:          # packed by nodes at run time: whole blocks of filters only
-        return w.ndim == len(y.shape) and y.shape[1] % groups == 0 \
-            and (y.shape[1] // groups) % _filter_step(y.shape[1] // groups, target) == 0 \
-            and not any(p < 0 for p in n.attrs.get("padding") or (0,)) and not _narrow_strided_product(n, target)
     if any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
     if _narrow_strided_product(n, target):
         return False
     per_group = y.shape[1] // groups
     if per_group % _filter_step(per_group, target) == 0:
-        return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1        # conv1d pointwise: a GEMM
+        # a conv1d pointwise with a constant weight is a GEMM (alter_layout_im2col)
+        return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1 or w not in params
+    if w not in params:
+        return False            # a run-time weight is packed by nodes: whole blocks of filters only
     if groups > 1:
         return True             # im2col takes one group only: the alternative is the generic conv
     taps = int(np.prod(w.shape[2:]))
@@ -290,46 +289,15 @@ def _narrow_strided_product(n: Node, target: Target) -> bool:
     return y.shape[3] <= columns and 4 * windows <= MAX_COLS_BYTES
 
 
-def _blocked_conv_run_time_weight(n: Node, target: Target) -> list[Node]:
-    """conv2d_nchwc -> nchwc_to_nchw for a conv whose weight is a run-time value (a dynamic
-    filter; whole blocks of filters per group): the weight is packed OIHW -> OIHW[B]o by a reshape
-    and a transpose in the graph, a pass over the weight per call.  The generic conv template took
-    2.9x ONNX Runtime's time on a 64 -> 64 3x3 conv over 56x56 with its weight as an input."""
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
-    attrs: dict = {k: tuple(n.attrs[k]) for k in ("strides", "padding", "dilations") if n.attrs.get(k) is not None}
-    groups = int(n.attrs.get("groups", 1))
-    pre: list[Node] = []
-    post: list[Node] = []
-    if n.op == "conv1d":
-        x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
-        w4 = Value(f"{w.name}_h1", (w.shape[0], w.shape[1], 1, w.shape[2]), w.dtype)
-        pre += [Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1"),
-                Node("unsqueeze", (w,), (w4,), {"axes": (2,)}, f"{n.name}_w_h1")]
-        attrs = {"strides": (1, *attrs.get("strides", (1,))), "dilations": (1, *attrs.get("dilations", (1,))),
-                 "padding": (0, attrs.get("padding", (0, 0))[0], 0, attrs.get("padding", (0, 0))[1])}
-        y4 = Value(f"{y.name}_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
-        post.append(Node("squeeze", (y4,), (y,), {"axes": (2,)}, f"{n.name}_1d"))
-        x, w, y = x4, w4, y4
-    f, c, kh, kw = w.shape
-    block = block_for(f // groups, w.dtype, target)
-    split = Value(f"{w.name}_blocks", (f // block, block, c, kh, kw), w.dtype)
-    packed = Value(f"{w.name}_oihw{block}o", (f // block, c, kh, kw, block), w.dtype)
-    pre += [Node("reshape", (w,), (split,), {"shape": split.shape}, f"{n.name}_w_blocks"),
-            Node("transpose", (split,), (packed,), {"perm": (0, 2, 3, 4, 1)}, f"{n.name}_w_pack")]
-    if groups > 1:
-        attrs["groups"] = groups
-    mid = Value(y.name + "_nchwc", (y.shape[0], f // block, y.shape[2], y.shape[3], block), y.dtype)
-    return [*pre, Node("conv2d_nchwc", (x, packed), (mid,), attrs, n.name),
-            Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw"), *post]
-
-
 def _blocked_conv(n: Node, params: dict, target: Target) -> list[Node]:
     """conv2d_nchwc -> nchwc_to_nchw for conv node `n` (a conv1d as a conv2d of height 1), its
-    filters padded per group to whole blocks and the padding sliced off."""
+    filters padded per group to whole blocks and the padding sliced off.  A constant weight is
+    packed OIHW -> OIHW[B]o here; a run-time one (a dynamic filter, whole blocks of filters) by a
+    reshape and a transpose in the graph, a pass over the weight per call (on the generic conv
+    template, a 64 -> 64 3x3 conv over 56x56 with its weight as an input took 2.9x ONNX
+    Runtime's time)."""
     x, wv0, y = n.inputs[0], n.inputs[1], n.outputs[0]
-    if wv0 not in params:
-        return _blocked_conv_run_time_weight(n, target)
-    w = params[wv0]
+    w = params.get(wv0)
     groups = int(n.attrs.get("groups", 1))
     attrs: dict = {k: tuple(n.attrs[k]) for k in ("strides", "padding", "dilations") if n.attrs.get(k) is not None}
     pre: list[Node] = []
@@ -337,23 +305,36 @@ def _blocked_conv(n: Node, params: dict, target: Target) -> list[Node]:
     if n.op == "conv1d":
         x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
         pre.append(Node("unsqueeze", (x,), (x4,), {"axes": (2,)}, f"{n.name}_h1"))
-        w = w[:, :, None, :]
+        if w is None:
+            w4 = Value(f"{wv0.name}_h1", (wv0.shape[0], wv0.shape[1], 1, wv0.shape[2]), wv0.dtype)
+            pre.append(Node("unsqueeze", (wv0,), (w4,), {"axes": (2,)}, f"{n.name}_w_h1"))
+            wv0 = w4
+        else:
+            w = w[:, :, None, :]
         attrs = {"strides": (1, *attrs.get("strides", (1,))), "dilations": (1, *attrs.get("dilations", (1,))),
                  "padding": (0, attrs.get("padding", (0, 0))[0], 0, attrs.get("padding", (0, 0))[1])}
         y4 = Value(f"{y.name}_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
         post.append(Node("squeeze", (y4,), (y,), {"axes": (2,)}, f"{n.name}_1d"))
         x, y = x4, y4
-    f = w.shape[0]
+    f = y.shape[1]
     per_group = f // groups
     padded = per_group if per_group % _filter_step(per_group, target) == 0 else _padded_channels(per_group, target)
-    if padded != per_group:
-        w = w.reshape(groups, per_group, *w.shape[1:])
-        w = np.concatenate([w, np.zeros((groups, padded - per_group, *w.shape[2:]), w.dtype)], axis=1)
-        w = w.reshape(groups * padded, *w.shape[2:])
-    block = block_for(padded, w.dtype, target)                   # blocks do not straddle groups
-    wp = pack_weight(np.ascontiguousarray(w), block)
-    wv = Value(wv0.name + f"_oihw{block}o", wp.shape, wp.dtype.name)
-    params[wv] = wp
+    if w is None:                                                # _blockable: whole blocks
+        block = block_for(per_group, wv0.dtype, target)
+        _, c, kh, kw = wv0.shape
+        split = Value(f"{wv0.name}_blocks", (f // block, block, c, kh, kw), wv0.dtype)
+        wv = Value(f"{wv0.name}_oihw{block}o", (f // block, c, kh, kw, block), wv0.dtype)
+        pre += [Node("reshape", (wv0,), (split,), {"shape": split.shape}, f"{n.name}_w_blocks"),
+                Node("transpose", (split,), (wv,), {"perm": (0, 2, 3, 4, 1)}, f"{n.name}_w_pack")]
+    else:
+        if padded != per_group:
+            w = w.reshape(groups, per_group, *w.shape[1:])
+            w = np.concatenate([w, np.zeros((groups, padded - per_group, *w.shape[2:]), w.dtype)], axis=1)
+            w = w.reshape(groups * padded, *w.shape[2:])
+        block = block_for(padded, w.dtype, target)               # blocks do not straddle groups
+        wp = pack_weight(np.ascontiguousarray(w), block)
+        wv = Value(wv0.name + f"_oihw{block}o", wp.shape, wp.dtype.name)
+        params[wv] = wp
     total = groups * padded
     mid = Value(y.name + "_nchwc", (y.shape[0], total // block, y.shape[2], y.shape[3], block), y.dtype)
     if groups > 1:

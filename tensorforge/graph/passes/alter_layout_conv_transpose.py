@@ -42,7 +42,10 @@ def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
         if n in folded:
             continue
         if not _packable(n, params):
-            nodes += _phases_of_run_time_weight(n, params, target) or [n]
+            if _phase_form(n) and n.inputs[1].shape[1] % _block(n, target) == 0:     # a run-time weight
+                _as_phases(n, None, n.outputs[0], params, nodes, target)
+            else:
+                nodes.append(n)
             continue
         w = params[n.inputs[1]].astype(np.float64)
         shift = None
@@ -68,20 +71,23 @@ def alter_layout_conv_transpose(graph: Graph, target: Target) -> Graph:
     return eliminate_dead_code(graph.with_nodes(nodes, params=params))
 
 
-def _as_phases(n: Node, w: np.ndarray, final: Value | None, params: dict, nodes: list, target: Target) -> Value:
+def _as_phases(n: Node, w: np.ndarray | None, final: Value | None, params: dict, nodes: list, target: Target) -> Value:
     """conv_transpose2d_nchwc -> nchwc_to_nchw (-> slice of the padded channels); returns the
-    NCHW result (`final` when given)."""
+    NCHW result (`final` when given).  `w` None: the weight is a run-time value whose channels
+    fill whole blocks, packed per call by nodes as pack_transpose_weight packs a constant one."""
     y = n.outputs[0]
-    m = w.shape[1]
-    lanes = target.simd_lanes(y.dtype)
-    block = m if m < lanes else lanes     # narrow layers (RGB outputs) keep their channels
+    m = n.inputs[1].shape[1]
+    block = _block(n, target)
     mp = -(-m // block) * block
-    if mp != m:
-        w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
     strides = tuple(n.attrs.get("strides") or (1, 1))
-    wp = pack_transpose_weight(w.astype(y.dtype), block, strides)
-    wv = Value(f"{n.inputs[1].name}_t{block}o", wp.shape, y.dtype)
-    params[wv] = wp
+    if w is None:
+        wv = _packed_by_nodes(n, block, strides, nodes)
+    else:
+        if mp != m:
+            w = np.concatenate([w, np.zeros((w.shape[0], mp - m) + w.shape[2:])], axis=1)
+        wp = pack_transpose_weight(w.astype(y.dtype), block, strides)
+        wv = Value(f"{n.inputs[1].name}_t{block}o", wp.shape, y.dtype)
+        params[wv] = wp
     oh, ow = y.shape[2:]
     mid = Value(y.name + "_nchwc", (y.shape[0], mp // block, oh, ow, block), y.dtype)
     attrs = {"strides": strides, "out_hw": (oh, ow), "kernel": tuple(n.inputs[1].shape[2:]),
@@ -121,22 +127,20 @@ def _projection(n: Node) -> bool:
             and tuple(y.shape[2:]) == tuple(w.shape[2:]))
 
 
-def _phases_of_run_time_weight(n: Node, params: dict, target: Target) -> list[Node] | None:
-    """conv_transpose2d_nchwc -> nchwc_to_nchw for a run-time weight whose output channels fill
-    whole blocks (or are fewer than a vector: one narrow block), packed per call by nodes as
-    pack_transpose_weight packs a constant one."""
-    if len(n.inputs) != 2 or n.inputs[1] is None or n.inputs[1] in params or not _packable(n, {n.inputs[1]: None}):
-        return None
-    x, w = n.inputs
-    y = n.outputs[0]
+def _block(n: Node, target: Target) -> int:
+    """Output channels per block: a vector, or all of them where they are fewer (narrow layers,
+    RGB outputs, keep their channels)."""
+    m, lanes = n.inputs[1].shape[1], target.simd_lanes(n.outputs[0].dtype)
+    return m if m < lanes else lanes
+
+
+def _packed_by_nodes(n: Node, block: int, strides: tuple, nodes: list) -> Value:
+    """The run-time weight (C, M, KH, KW) of `n` packed as pack_transpose_weight packs a constant
+    one, by a pad of the kernel to whole phases, a reshape and a transpose appended to `nodes`."""
+    w = n.inputs[1]
     c, m, kh, kw = w.shape
-    lanes = target.simd_lanes(y.dtype)
-    block = m if m < lanes else lanes
-    if m % block:
-        return None
-    sy, sx = tuple(n.attrs.get("strides") or (1, 1))
+    sy, sx = strides
     ty_n, tx_n = -(-kh // sy), -(-kw // sx)
-    nodes: list[Node] = []
     cur = w
     if (ty_n * sy, tx_n * sx) != (kh, kw):
         cur = Value(f"{w.name}_phases", (c, m, ty_n * sy, tx_n * sx), w.dtype)
@@ -146,16 +150,18 @@ def _phases_of_run_time_weight(n: Node, params: dict, target: Target) -> list[No
     packed = Value(f"{w.name}_t{block}o", (m // block, sy, sx, c, ty_n, tx_n, block), w.dtype)
     nodes += [Node("reshape", (cur,), (split,), {"shape": split.shape}, f"{n.name}_w_split"),
               Node("transpose", (split,), (packed,), {"perm": (1, 4, 6, 0, 3, 5, 2)}, f"{n.name}_w_pack")]
-    oh, ow = y.shape[2:]
-    mid = Value(y.name + "_nchwc", (y.shape[0], m // block, oh, ow, block), y.dtype)
-    attrs = {"strides": (sy, sx), "out_hw": (oh, ow), "kernel": (kh, kw),
-             "padding": tuple(n.attrs.get("padding") or (0, 0, 0, 0))}
-    return nodes + [Node("conv_transpose2d_nchwc", (x, packed), (mid,), attrs, n.name),
-                    Node("nchwc_to_nchw", (mid,), (y,), {}, n.name + "_nchw")]
+    return packed
 
 
 def _packable(n: Node, params: dict) -> bool:
-    if n.op != "conv_transpose2d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+    """The phase form with a constant weight, packed at compile time."""
+    return _phase_form(n) and n.inputs[1] in params
+
+
+def _phase_form(n: Node) -> bool:
+    """A float32 conv_transpose2d the phase template serves: groups 1, dilation 1, padding not
+    negative."""
+    if n.op != "conv_transpose2d" or len(n.inputs) != 2 or n.inputs[1] is None:
         return False
     x, w = n.inputs
     if x.dtype != "float32" or w.dtype != "float32" or n.attrs.get("groups", 1) != 1:

@@ -145,10 +145,7 @@ def reduction(s, master_outs, outs, target, cfg=None) -> None:
         axes = list(st.op.axis)
         if axes and num_elements(t) > 0:
             fused = st.fuse(*axes) if len(axes) > 1 else axes[0]
-            work = num_elements(t)
-            for iv in st.op.reduce_axis:
-                work *= _ext(iv) or PARALLEL_MIN_ELEMS     # a symbolic extent counts as large
-            if num_elements(t) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+            if _worth_parallel(t, target):
                 st.parallel(fused)
     for t in outs:
         if t not in stages and t not in done:
@@ -171,12 +168,19 @@ def _accumulate_in_registers(s, t, readers, target) -> bool:
     fused = ost.fuse(*axes) if len(axes) > 1 else axes[0]
     s[t].compute_at(ost, fused)
     s[t].set_scope("local")
-    work = num_elements(t)
-    for iv in s[t].op.reduce_axis:
-        work *= _ext(iv) or PARALLEL_MIN_ELEMS
-    if num_elements(t) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
+    if _worth_parallel(t, target):
         ost.parallel(fused)
     return True
+
+
+def _worth_parallel(t, target) -> bool:
+    """Reduction stage `t` has two or more outputs and PARALLEL_MIN_ELEMS or more terms in all (a
+    symbolic extent counts as large), on a machine with several cores."""
+    work = num_elements(t) or 0
+    for iv in t.op.reduce_axis:
+        ext = _ext(iv)
+        work *= PARALLEL_MIN_ELEMS if ext is None else ext
+    return (num_elements(t) or 0) >= 2 and work >= PARALLEL_MIN_ELEMS and target.num_cores > 1
 
 
 def accumulations(master_outs) -> list:
@@ -238,10 +242,7 @@ def _vector_reduction(s, t, target) -> bool:
     data, red = list(st.op.axis), list(st.op.reduce_axis)
     if any(not isinstance(iv.dom.extent, IntImm) for iv in data + red):
         return False
-    work = num_elements(t)
-    for iv in red:
-        work *= _ext(iv) or 1
-    parallel = work >= PARALLEL_MIN_ELEMS and target.num_cores > 1
+    parallel = _worth_parallel(t, target)
     # partial results change the order of the additions: not for half-precision accumulators,
     # which round at every addition (bfloat16 sums accumulate in bfloat16, as ONNX's ReduceSum)
     reorder_ok = t.dtype in ("float32", "float64") or not t.dtype.startswith(("float", "bfloat"))
@@ -257,7 +258,7 @@ def _vector_reduction(s, t, target) -> bool:
         pst.vectorize(lane)
         if outer is not None:
             pst.compute_at(st, outer)
-            if parallel and num_elements(t) >= 2:
+            if parallel:
                 st.parallel(outer)
         return True
     if data and inner is data[-1].var and (_ext(data[-1]) or 0) >= lanes:
