@@ -183,14 +183,23 @@ def main() -> None:
     if _peak.scaling_warning(peak):
         print(_peak.scaling_warning(peak), flush=True)
     entries = onnx_entries(opts.onnx, names, torch_peer) if opts.onnx else zoo_entries(names, torch_peer)
-    rows = []
+    rows, failed = [], []
     for k, entry in enumerate(entries):
         if k:   # measured again before each model; the best so far counts (see FmaPeak.merged)
             peak = peak.merged(_peak.measure(thread_counts))
-        rows += run_entry(entry, thread_counts, opts, peak, torch_peer)
+        try:
+            rows += run_entry(entry, thread_counts, opts, peak, torch_peer)
+        except Exception as err:    # one model's failure is reported; the others still run
+            why = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+            print(f"{entry.name}: FAILED ({why})", flush=True)
+            failed.append(entry.name)
     peak = peak.merged(_peak.measure(thread_counts))
     print(f"best over the run: {peak.describe()}")
-    summarize(rows, peak)
+    if rows:
+        summarize(rows, peak)
+    if failed:
+        print(f"failed: {', '.join(failed)} (left out of the means)")
+        sys.exit(1)
 
 
 def _check_against(got: list, ref: list, who: str) -> float:

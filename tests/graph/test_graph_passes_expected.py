@@ -169,6 +169,47 @@ def test_simplify_graph_squares_by_a_product():
         assert simplify_graph(g) is g
 
 
+def test_simplify_graph_folds_a_zero_spatial_pad_into_the_convs_that_read_it():
+    """TensorFlow-style "same" padding exports as Pad before a conv: the widths join the conv's
+    own padding (begins, then ends); a pad of nothing is dropped."""
+    w1, w2 = rand(8, 4, 3, 3), rand(4, 4, 1, 1)
+    b = builder()
+    x = b.input("x", (1, 4, 9, 9), "float32")
+    p = b.add1("pad", [x], {"pads": (0, 0, 0, 1, 0, 0, 1, 1)})
+    y = b.add1("conv2d", [p, b.const(w1, "w1")], dict(CONV, padding=(1, 0, 1, 0), strides=(2, 2)))
+    z = b.add1("conv2d", [b.add1("pad", [x], {"pads": (0,) * 8}), b.const(w2, "w2")], dict(CONV, padding=(0, 0, 0, 0)))
+    before = b.finish([y, z])
+    e = builder()
+    x = e.input("x", (1, 4, 9, 9), "float32")
+    y = e.add1("conv2d", [x, e.const(w1, "w1")], dict(CONV, padding=(1, 1, 2, 1), strides=(2, 2)))
+    z = e.add1("conv2d", [x, e.const(w2, "w2")], dict(CONV, padding=(0, 0, 0, 0)))
+    want = e.finish([y, z])
+    got = eliminate_dead_code(simplify_graph(before))
+    assert_graph_equal(got, want)
+    xv = rand(1, 4, 9, 9)
+    for a, r in zip(run_reference(got, xv), run_reference(before, xv)):
+        np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["channels", "value", "edge", "other reader", "output"])
+def test_simplify_graph_keeps_pads_a_conv_cannot_take(case):
+    b = builder()
+    x = b.input("x", (1, 4, 9, 9), "float32")
+    attrs = {"pads": (0, 0, 1, 1, 0, 0, 1, 1)}
+    if case == "channels":
+        attrs["pads"] = (0, 1, 1, 1, 0, 0, 1, 1)
+    elif case == "value":
+        attrs["value"] = 1.0
+    elif case == "edge":
+        attrs["mode"] = "edge"
+    p = b.add1("pad", [x], attrs)
+    w = b.const(rand(8, 5 if case == "channels" else 4, 3, 3), "w")
+    y = b.add1("conv2d", [p, w], dict(CONV, padding=(0, 0, 0, 0)))
+    outs = [y, b.add1("relu", [p])] if case == "other reader" else [y, p] if case == "output" else [y]
+    g = b.finish(outs)
+    assert simplify_graph(g) is g
+
+
 # -- einsum_as_matmul -----------------------------------------------------------------------------
 
 def test_einsum_as_matmul_transposes_reshapes_and_multiplies():

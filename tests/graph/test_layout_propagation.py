@@ -221,3 +221,20 @@ def test_a_reduction_over_other_axes_stays_nchw():
     graph = b.finish([b.add1("reduce_mean", [h], {"axes": (1, 3), "keepdims": 1})])
     g = _check(graph, rng.standard_normal((1, 16, 6, 6)).astype("float32"))
     assert "reduce_mean" in _ops(g) and "global_avg_pool_nchwc" not in _ops(g)
+
+
+@pytest.mark.parametrize("op,attrs", [("pad", {"pads": (0, 0, 0, 0, 0, 0, 0, 0)}),
+                                      ("transpose", {"perm": (0, 1, 2, 3)})])
+def test_an_op_whose_attributes_name_axes_stays_nchw(op, attrs):
+    """A pad of nothing or an identity transpose reads its input at the output's index in 4-D,
+    but its attributes have one entry per axis (or axis pair): in 5-D they do not apply."""
+    b = GraphBuilder("g")
+    x = b.input("x", (1, 32, 8, 8), "float32")
+    rng = np.random.default_rng(1)
+    y = b.add1("conv2d", [x, b.const((0.05 * rng.standard_normal((32, 32, 3, 3))).astype("float32"), "w")], CONV)
+    z = b.add1(op, [y], attrs)
+    graph = b.finish([b.add1("conv2d", [z, b.const((0.05 * rng.standard_normal((32, 32, 3, 3))).astype("float32"), "w2")], CONV)])
+    g = alter_layout_propagate(alter_layout(graph, AVX512), AVX512)
+    (node,) = [n for n in g.nodes if n.op == op]
+    assert node.inputs[0].ndim == 4 and node.outputs[0].ndim == 4
+    _check(graph, rng.standard_normal((1, 32, 8, 8)).astype("float32"))

@@ -130,9 +130,7 @@ class _Propagation:
         return t
 
     def _new_twin(self, v: Value, block: int) -> Value:
-        n, c, h, w = v.shape
-        t = Value(v.name + "_nchwc", (n, c // block, h, w, block), v.dtype)
-        self.blocked[v] = t
+        t = self.blocked[v] = _blocked(v, block)
         return t
 
     def _relaid(self, p: Value, out_shape: tuple, block: int) -> Value | None:
@@ -277,9 +275,20 @@ class _Propagation:
                 inputs.append(None)                     # converted below, once the op goes blocked
             else:
                 return False
+        # an op whose attributes name axes (a pad's or a slice's lists, a transpose's order) can
+        # be elementwise at rank 4 and mean something else at rank 5: it must be elementwise there
+        blocked = [t if t is not None or v is None else _blocked(v, block) for v, t in zip(n.inputs, inputs)]
+        if not is_elementwise(Node(n.op, tuple(blocked), (_blocked(y, block),), n.attrs, n.name)):
+            return False
         inputs = [self._to_blocked(v, block) if t is None and v is not None else t for v, t in zip(n.inputs, inputs)]
         self._emit(Node(n.op, tuple(inputs), (self._new_twin(y, block),), n.attrs, n.name))
         return True
+
+
+def _blocked(v: Value, block: int) -> Value:
+    """A value for NCHW `v` in NCHW[block]c."""
+    n, c, h, w = v.shape
+    return Value(v.name + "_nchwc", (n, c // block, h, w, block), v.dtype)
 
 
 def is_elementwise(n: Node) -> bool:

@@ -1,4 +1,6 @@
-"""Simplification: drop identity-like nodes (Identity, inference Dropout), merge chains of
+"""Simplification: drop identity-like nodes (Identity, inference Dropout, a pad of nothing),
+fold a zero pad of the spatial axes into the convolutions that read it (exporters of
+TensorFlow-style "same" padding write one before each strided conv), merge chains of
 reshapes into one, and square by a product: `pow(x, 2)` with a constant exponent 2 becomes
 `mul(x, x)` for floating-point x (the same value: a correctly rounded power of two is the
 rounded product).  Layer norms exported from opsets before LayerNormalization square with
@@ -14,6 +16,7 @@ IDENTITY_OPS = ("identity", "dropout")
 
 
 def simplify_graph(graph: Graph) -> Graph:
+    graph = _fold_pads(graph)
     mapping: dict = {}
     kept = []
     producer: dict[Value, Node] = {}
@@ -21,7 +24,7 @@ def simplify_graph(graph: Graph) -> Graph:
     read = {v for n in graph.nodes for v in n.inputs if v is not None}
     changed = False
     for n in graph.nodes:
-        if (n.op in IDENTITY_OPS and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs
+        if ((n.op in IDENTITY_OPS or n.op == "pad" and not any(n.attrs.get("pads") or ())) and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs
                 and not any(v in read or v in outputs for v in n.outputs[1:])):   # e.g. a dropout mask
             mapping[n.outputs[0]] = n.inputs[0]
             changed = True
@@ -53,3 +56,49 @@ def _square(n: Node, params: dict) -> bool:
     value = np.asarray(params[c])
     return (x.dtype.startswith(("float", "bfloat")) and value.size == 1 and float(value.reshape(())) == 2.0
             and tuple(n.outputs[0].shape) == tuple(x.shape) and n.outputs[0].dtype == x.dtype)
+
+
+def _fold_pads(graph: Graph) -> Graph:
+    """conv(pad(x)) -> conv(x) with the pad's widths added to the conv's padding, where the pad
+    writes zeros (constant mode, value 0) on spatial axes only and only convolutions read it."""
+    readers: dict[Value, list[Node]] = {}
+    for n in graph.nodes:
+        for v in n.inputs:
+            if v is not None:
+                readers.setdefault(v, []).append(n)
+    outputs = set(graph.outputs)
+    folded: dict[Node, Node] = {}     # conv -> the conv reading the pad's input
+    dropped = set()
+    for n in graph.nodes:
+        widths = _spatial_zero_pad(n)
+        if widths is None or n.outputs[0] in outputs:
+            continue
+        rank = len(widths) // 2
+        convs = readers.get(n.outputs[0], [])
+        if not convs or any(c.op != f"conv{rank}d" or c.inputs[0] is not n.outputs[0]
+                            or n.outputs[0] in c.inputs[1:] or c in folded for c in convs):
+            continue
+        for c in convs:
+            padding = tuple(c.attrs.get("padding") or (0,) * (2 * rank))
+            attrs = dict(c.attrs, padding=tuple(p + w for p, w in zip(padding, widths)))
+            folded[c] = Node(c.op, (n.inputs[0], *c.inputs[1:]), c.outputs, attrs, c.name)
+        dropped.add(n)
+    if not dropped:
+        return graph
+    return graph.with_nodes([folded.get(n, n) for n in graph.nodes if n not in dropped])
+
+
+def _spatial_zero_pad(n: Node) -> tuple | None:
+    """The (begin.., end..) widths of a pad node's spatial axes (all but the first two) when it
+    writes zeros there and nowhere else, else None."""
+    if n.op != "pad" or len(n.inputs) != 1 or n.inputs[0] is None or n.attrs.get("mode", "constant") != "constant":
+        return None
+    x = n.inputs[0]
+    pads = tuple(n.attrs.get("pads") or ())
+    if not x.dtype.startswith(("float", "bfloat")) or float(n.attrs.get("value", 0.0) or 0.0) != 0.0 \
+            or x.ndim < 3 or len(pads) != 2 * x.ndim or min(pads) < 0 or not any(pads):
+        return None
+    rank = x.ndim
+    if pads[0] or pads[1] or pads[rank] or pads[rank + 1]:
+        return None
+    return pads[2:rank] + pads[rank + 2:]
