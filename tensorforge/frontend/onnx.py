@@ -183,6 +183,17 @@ def load_model(path_or_model: Any):
         raise ModelLoadError(f"{where} is not a valid ONNX model (truncated or another format): {err}") from None
     if not model.graph.node and not model.graph.output:
         raise ModelLoadError(f"{where} is not a valid ONNX model: it holds no graph")
+    if isinstance(path_or_model, (bytes, bytearray)):
+        if any(onnx.external_data_helper.uses_external_data(t) for t in model.graph.initializer):
+            raise ModelLoadError(f"{where} keep tensors in external files; pass the model's path, "
+                                 "or a ModelProto loaded with onnx.load(path)")
+        return model
+    # tensors stored beside the model file (torch.onnx.export's NAME.onnx.data; any model over
+    # 2 GB) are read from the model's folder, as onnx.load does (nothing to do without them)
+    try:
+        onnx.external_data_helper.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except Exception as err:
+        raise ModelLoadError(f"{where}: cannot read its external tensor data: {err}") from None
     return model
 
 

@@ -41,6 +41,29 @@ def test_missing_file(tmp_path):
         from_onnx(str(tmp_path / "nothing.onnx"))
 
 
+def test_weights_in_an_external_data_file(tmp_path, monkeypatch):
+    """torch.onnx.export writes NAME.onnx.data beside NAME.onnx: from_onnx(path) reads it from the
+    model's folder, whatever the working directory; the bytes alone cannot find it."""
+    import onnx
+    w = np.random.default_rng(0).standard_normal((3, 4)).astype("float32")
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])], [x], [y])
+    model.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    folder = tmp_path / "models"
+    folder.mkdir()
+    onnx.save_model(model, str(folder / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="m.onnx.data", size_threshold=0)
+    monkeypatch.chdir(tmp_path)
+    xv = np.ones((2, 3), "float32")
+    np.testing.assert_allclose(tensorforge.compile(from_onnx(str(folder / "m.onnx")))(xv)[0], xv @ w, rtol=1e-5)
+    with pytest.raises(ModelLoadError, match="external files; pass the model's path"):
+        from_onnx((folder / "m.onnx").read_bytes())
+    (folder / "m.onnx.data").unlink()
+    with pytest.raises(ModelLoadError, match="cannot read its external tensor data"):
+        from_onnx(str(folder / "m.onnx"))
+
+
 def test_unsupported_ops_listed_together():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])

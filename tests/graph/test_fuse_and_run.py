@@ -108,7 +108,8 @@ def test_resnet18_fusion_and_memory_plan():
     assert kinds.count(wino + ("add", "add", "relu")) == 8        # ... + residual add
     assert kinds.count(conv + ("add",)) == 3                      # downsample convs + folded BN
     assert kinds.count(("max_pool2d_nchwc",)) == 1
-    assert kinds.count(("global_avg_pool_nchwc", "nchwc_to_nchw", "flatten")) == 1   # the one layout change
+    # back to NCHW after the pool: a reshape, since 1x1 planes are laid out alike in both layouts
+    assert kinds.count(("global_avg_pool_nchwc", "reshape", "flatten")) == 1
     external = set(g.inputs) | set(g.params) | set(g.outputs)
     plan = plan_memory([(x.inputs, x.outputs) for x in groups], external)
     all_intermediates = sum(v.nbytes for n in g.nodes for v in n.outputs if v not in external)

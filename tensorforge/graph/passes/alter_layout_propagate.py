@@ -20,6 +20,13 @@ the blocked layout when it can:
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants.
 
+A depthwise conv whose NCHW input is a transposed view of channels-last data (SegFormer's and
+other vision transformers' Mix-FFN: [B, H*W, C] -> transpose -> reshape to [B, C, H, W]) reads that
+data as NCHW[C]c, one block of all the channels, through a reshape: the transpose goes.  A chain
+of transposes, reshapes and layout transforms whose result has its source's memory order (the
+way back to channels-last after such a conv) becomes one reshape.  Both are decided by replaying
+the chain on the source's element numbers, so no case analysis of permutations is needed.
+
 Any other reader of a blocked value, and every graph output, gets the NCHW value back through one
 nchwc_to_nchw (made once per value, where first needed; it keeps the value's name and identity).
 The block is the one `alter_layout` chose from the channel count and the SIMD width; ops that
@@ -34,7 +41,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ops import registry
-from ...ops.nn_conv_nchwc import blocked_layout, layout_block, pack_weight
+from ...ops.nn_conv_nchwc import blocked_layout, layout_block, pack_weight, to_nchw, to_nchwc
 from ...ops.registry import INJECTIVE
 from ...target import Target
 from ..ir import Graph, Node, Value
@@ -50,9 +57,10 @@ POOL_ATTRS = ("kernel", "strides", "padding", "dilations", "ceil_mode", "count_i
 
 def alter_layout_propagate(graph: Graph, target: Target) -> Graph:
     """Blocked values stay blocked (the blocks are those alter_layout chose for `target`)."""
-    if not target.prefers("NCHWc") or not any(n.op == "nchwc_to_nchw" for n in graph.nodes):
+    if not target.prefers("NCHWc") or not any(n.op == "nchwc_to_nchw" or n.op == "conv2d" for n in graph.nodes):
         return graph
-    return cancel_layout_transforms(_Propagation(graph).run())
+    lanes = target.simd_lanes("float32")
+    return fold_memory_order_chains(cancel_layout_transforms(_Propagation(graph, lanes).run()))
 
 
 def count_layout_transforms(graph: Graph) -> int:
@@ -84,8 +92,9 @@ def cancel_layout_transforms(graph: Graph) -> Graph:
 class _Propagation:
     """One walk over the graph in order, building the new node list (see the module docstring)."""
 
-    def __init__(self, graph: Graph):
-        self.graph = graph
+    def __init__(self, graph: Graph, lanes: int = 16):
+        self.graph, self.lanes = graph, lanes
+        self.producer = {v: n for n in graph.nodes for v in n.outputs}
         self.params = dict(graph.params)
         self.nodes: list[Node] = []
         self.blocked: dict[Value, Value] = {}      # NCHW value -> its NCHW[b]c twin
@@ -211,11 +220,15 @@ class _Propagation:
         if len(n.inputs) != 2 or n.inputs[1] not in self.params:
             return False
         x, w = n.inputs
-        t = self._twin(x)
         attrs = n.attrs
-        if t is None or x.dtype != "float32" or w.dtype != "float32" or w.ndim != 4:
+        if x.dtype != "float32" or w.dtype != "float32" or w.ndim != 4 or x.ndim != 4:
             return False
         c = x.shape[1]
+        t = self._twin(x)
+        if t is None and attrs.get("groups", 1) == c and c % self.lanes == 0:
+            t = self._channels_last_twin(x)
+        if t is None:
+            return False
         if attrs.get("groups", 1) != c or w.shape[:2] != (c, 1) or any(p < 0 for p in attrs.get("padding") or (0,)):
             return False
         block = t.shape[4]
@@ -225,6 +238,22 @@ class _Propagation:
         kept = {k: attrs[k] for k in ("strides", "padding", "dilations") if attrs.get(k) is not None}
         self._emit(Node("depthwise_conv2d_nchwc", (t, wv), (self._new_twin(n.outputs[0], block),), kept, n.name))
         return True
+
+    def _channels_last_twin(self, x: Value) -> Value | None:
+        """NCHW `x` as NCHW[C]c (N, 1, H, W, C) by a reshape of the channels-last value it is
+        a transposed view of, or None when it is no such view."""
+        chain: list[Node] = []
+        v = x
+        while len(chain) < MAX_CHAIN and v in self.producer and self.producer[v].op in ("transpose", "reshape"):
+            chain.insert(0, self.producer[v])
+            v = chain[0].inputs[0]
+            if chain[0].op == "transpose" and same_memory_order(v, chain, lambda a: to_nchwc(a, x.shape[1])):
+                n, c, h, w = x.shape
+                twin = Value(x.name + f"_nchw{c}c", (n, 1, h, w, c), x.dtype)
+                self.nodes.append(Node("reshape", (self._plain(v),), (twin,), {"shape": twin.shape}, twin.name))
+                self.blocked[x] = twin
+                return twin
+        return None
 
     def _batch_norm(self, n: Node) -> bool:
         """y = x * s + (beta - mean * s), s = gamma / sqrt(var + eps), per channel, blocked."""
@@ -283,6 +312,60 @@ class _Propagation:
         inputs = [self._to_blocked(v, block) if t is None and v is not None else t for v, t in zip(n.inputs, inputs)]
         self._emit(Node(n.op, tuple(inputs), (self._new_twin(y, block),), n.attrs, n.name))
         return True
+
+
+MAX_CHAIN = 6                 # transposes, reshapes and layout transforms followed back
+MAX_REPLAYED = 1 << 22        # elements of a chain's source replayed to compare memory orders
+LAYOUT_OPS = ("transpose", "reshape", "nchwc_to_nchw", "nchw_to_nchwc")
+
+
+def _replay(n: Node, a: np.ndarray) -> np.ndarray:
+    if n.op == "transpose":
+        return a.transpose(n.attrs.get("perm"))
+    if n.op == "reshape":
+        return a.reshape(n.outputs[0].shape)
+    if n.op == "nchwc_to_nchw":
+        return to_nchw(a)
+    return to_nchwc(a, int(n.attrs.get("block", 16)))
+
+
+def same_memory_order(source: Value, chain: list, last=None) -> bool:
+    """Whether the layout ops `chain` (in order, the first reading `source`), then `last`
+    (a NumPy function, if given), leave `source`'s elements in their order in memory: then the
+    result is a reshape of `source`."""
+    if source.size > MAX_REPLAYED:
+        return False
+    a = np.arange(source.size, dtype=np.int32).reshape(source.shape)
+    for n in chain:
+        a = _replay(n, a)
+    if last is not None:
+        a = last(a)
+    return bool(np.array_equal(a.ravel(), np.arange(a.size, dtype=np.int32)))
+
+
+def fold_memory_order_chains(graph: Graph) -> Graph:
+    """A transpose or layout transform that ends a chain of layout ops whose result keeps its
+    source's memory order becomes a reshape of the source (the chain's other nodes go when
+    nothing else reads them)."""
+    producer = {v: n for n in graph.nodes for v in n.outputs}
+    nodes, changed = [], False
+    for n in graph.nodes:
+        if n.op in LAYOUT_OPS and n.op != "reshape":
+            chain, v, source = [n], n.inputs[0], None
+            while True:
+                if same_memory_order(v, chain):
+                    source = v
+                p = producer.get(v)
+                if p is None or p.op not in LAYOUT_OPS or len(chain) >= MAX_CHAIN:
+                    break
+                chain.insert(0, p)
+                v = p.inputs[0]
+            if source is not None:
+                y = n.outputs[0]
+                n = Node("reshape", (source,), (y,), {"shape": y.shape}, n.name)
+                changed = True
+        nodes.append(n)
+    return eliminate_dead_code(graph.with_nodes(nodes)) if changed else graph
 
 
 def _blocked(v: Value, block: int) -> Value:
