@@ -125,6 +125,29 @@ def test_row_ops_references():
     check_op("layer_norm_rows", [x, rng.standard_normal(32).astype("float32")], rtol=1e-4, atol=1e-5)
     assert lanes_for(128) == 32 and lanes_for(48) == 16 and lanes_for(24) == 8 and lanes_for(16) == 8
     assert lanes_for(7) == 1 and lanes_for(32, 8) == 16
+    # rows that no vector divides: one vector of partial results and a tail
+    assert lanes_for(197) == 16 and lanes_for(1500, 8) == 8 and lanes_for(20) == 1
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax", "layer_norm"])
+@pytest.mark.parametrize("shape", [(6, 197), (3, 1500), (2, 3, 37)])
+def test_row_reductions_over_rows_no_vector_divides(op, shape):
+    """A row of 197 (ViT's tokens) or 1500 (Whisper's frames) elements is reduced as whole
+    vectors of partial results plus its last elements one by one: not one scalar chain over the
+    row (softmax over 6 x 1500 x 1500 at 1 thread: 29 ms -> 15 ms, ONNX Runtime 11-13 ms)."""
+    rng = np.random.default_rng(shape[-1])
+    b = GraphBuilder(op)
+    x = b.input("x", shape, "float32")
+    if op == "layer_norm":
+        y = b.add1("layer_norm", [x, b.const(rng.uniform(0.5, 1.5, shape[-1]).astype("float32"), "g")], {"axis": -1})
+    else:
+        y = b.add1(op, [x], {"axes": (-1,)})
+    graph = b.finish([y])
+    model = tensorforge.compile(graph, target="c")
+    data = (rng.standard_normal(shape) * 4 + 1).astype("float32")
+    np.testing.assert_allclose(model(data)[0], run_reference(graph, data)[0], rtol=1e-4, atol=1e-5)
+    assert [n.op for n in model.info["graph"].nodes] == [f"{op}_rows"]
+    assert "_tail" in model.source and "_fold2" in model.source
 
 
 @pytest.mark.parametrize("shape, kernel, stride, pad, ceil_mode", [
