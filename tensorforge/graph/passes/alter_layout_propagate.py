@@ -98,6 +98,7 @@ class _Propagation:
         self.params = dict(graph.params)
         self.nodes: list[Node] = []
         self.blocked: dict[Value, Value] = {}      # NCHW value -> its NCHW[b]c twin
+        self.squeezed: dict[Value, Value] = {}     # [N, C, W] value -> [N, C, 1, W] value (a conv1d's)
         self.plain: set = set(graph.inputs) | set(graph.params)   # NCHW values already defined
         self.relaid: dict = {}                      # (constant, block) -> re-laid constant
 
@@ -119,9 +120,14 @@ class _Propagation:
 
     def _plain(self, v: Value | None) -> Value | None:
         """`v` in NCHW, converting its blocked twin back the first time it is needed."""
-        if v is None or v in self.plain or v not in self.blocked:
+        if v is None or v in self.plain:
             return v
-        self.nodes.append(Node("nchwc_to_nchw", (self.blocked[v],), (v,), {}, v.name + "_nchw"))
+        if v in self.squeezed:
+            self.nodes.append(Node("reshape", (self._plain(self.squeezed[v]),), (v,), {"shape": v.shape}, v.name + "_1d"))
+        elif v in self.blocked:
+            self.nodes.append(Node("nchwc_to_nchw", (self.blocked[v],), (v,), {}, v.name + "_nchw"))
+        else:
+            return v
         self.plain.add(v)
         return v
 
@@ -177,7 +183,45 @@ class _Propagation:
             return self._depthwise(n)
         if n.op == "batch_norm":
             return self._batch_norm(n)
+        if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
+            return True
+        if n.outputs and n.outputs[0].ndim == 3 and any(v in self.squeezed for v in n.inputs):
+            return self._elementwise_1d(n)
         return self._elementwise(n)
+
+    def _height_squeeze(self, n: Node) -> bool:
+        """[N, C, 1, W] -> [N, C, W] of a value with a blocked twin (a conv1d run as a conv2d of
+        height 1): nothing is emitted until an op needs the 3-D value, so that elementwise ops
+        after it (the conv1d's bias and activation) run on the twin."""
+        x, y = n.inputs[0], n.outputs[0]
+        if self._twin(x) is None or x.shape[2] != 1 or y.shape != (x.shape[0], x.shape[1], x.shape[3]):
+            return False
+        self.squeezed[y] = x
+        return True
+
+    def _elementwise_1d(self, n: Node) -> bool:
+        """An elementwise op on [N, C, W] values of which one is a squeezed [N, C, 1, W] value:
+        the op on [N, C, 1, W] values, blocked when `_elementwise` can."""
+        y = n.outputs[0]
+        inputs: list[Value | None] = []
+        for v in n.inputs:
+            if v is None or v in self.squeezed:
+                inputs.append(self.squeezed.get(v) if v is not None else None)
+            elif v in self.params and v.ndim <= 3:
+                arr = self.params[v].reshape((1,) * (3 - v.ndim) + v.shape)
+                arr = np.ascontiguousarray(arr[:, :, None, :])
+                v4 = Value(v.name + "_h1", arr.shape, v.dtype)
+                self.params[v4] = arr
+                inputs.append(v4)
+            elif v.size == 1:
+                inputs.append(v)
+            else:
+                return False
+        y4 = Value(y.name + "_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
+        if not self._elementwise(Node(n.op, tuple(inputs), (y4,), n.attrs, n.name)):
+            return False
+        self.squeezed[y] = y4
+        return True
 
     def _conv(self, n: Node) -> bool:
         x = n.inputs[0]
