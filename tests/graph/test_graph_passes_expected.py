@@ -161,7 +161,17 @@ def test_simplify_graph_squares_by_a_product():
     x = e.input("x", (2, 3), "float32")
     want = e.finish([e.add1("mul", [x, x])])
     assert_graph_equal(eliminate_dead_code(simplify_graph(before)), want)
-    for shape, exponent, dtype in (((2, 3), 3.0, "float32"), ((2, 3), 2, "int32"), ((3,), 2.0, "float32")):
+    # a cube is (x * x) * x, bit for bit what ONNX Runtime's Pow computes for exponent 3
+    b = builder()
+    x = b.input("x", (2, 3), "float32")
+    before = b.finish([b.add1("pow", [x, b.const(np.array(3.0, "float32"), "three")])])
+    e = builder()
+    x = e.input("x", (2, 3), "float32")
+    want = e.finish([e.add1("mul", [e.add1("mul", [x, x]), x])])
+    assert_graph_equal(eliminate_dead_code(simplify_graph(before)), want)
+    xv = RNG.standard_normal((2, 3)).astype("float32") * 10
+    np.testing.assert_array_equal(run_reference(simplify_graph(before), xv)[0], (xv * xv) * xv)
+    for shape, exponent, dtype in (((2, 3), 4.0, "float32"), ((2, 3), 2, "int32"), ((3,), 2.0, "float32")):
         b = builder()
         x = b.input("x", shape, dtype)
         c = b.const(np.full((2, 1) if shape == (3,) else (), exponent, dtype if dtype == "int32" else "float32"))
