@@ -12,16 +12,35 @@ of each kind; these are the kinds' other members, at the sizes people run.
   convnext      ConvNeXt with stages of 48-384 channels (7x7 depthwise convs, LayerNorm) on 224x224
   resnet50      ResNet-50 (bottleneck blocks) on 224x224
   whisper_enc   a Whisper encoder with 4 layers of width 384 over 3000 frames (conv1d stem, 1500 tokens)
+  bert_base, t5_small_enc (relative position bias), gpt2_6l (6 layers, tanh GELU with Pow,
+                causal mask; dynamo exporter, weights in NAME.onnx.data): 128, 64, 64 tokens
+  vit_base, deit_small, swin_tiny (shifted windows), levit, mobilevit_s, segformer_b0 (Mix-FFN:
+                depthwise convs between token layouts): images of 224x224 (256x256 for the last two)
+  convnext_tiny, regnet, efficientnet_b0 (squeeze-and-excitation, swish), mobilenet_v2_hf
+                (TensorFlow-style padding: a Pad before each strided conv), poolformer
+  wav2vec2_base a wav2vec 2.0 encoder with 4 layers over one second of 16 kHz audio (strided conv1d
+                stack, grouped positional conv)
+
+Weights: convolutions and linear layers get PyTorch's default initialization (Hugging Face's
+N(0, 0.02) makes the activations of deep convnets vanish, so that a wrong answer would hide under
+the tolerance), batch norms non-trivial statistics.  Each export is run by ONNX Runtime and
+checked against eager PyTorch before it is kept (rtol 1e-3, atol 1e-4 of the output's scale).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-NAMES = ("vit_small", "distilbert", "convnext", "resnet50", "whisper_enc")
+NAMES = ("vit_small", "distilbert", "convnext", "resnet50", "whisper_enc", "bert_base", "t5_small_enc", "gpt2_6l",
+         "vit_base", "deit_small", "swin_tiny", "levit", "mobilevit_s", "segformer_b0", "convnext_tiny", "regnet",
+         "efficientnet_b0", "mobilenet_v2_hf", "poolformer", "wav2vec2_base")
+DYNAMO = ("gpt2_6l",)        # the TorchScript exporter cannot export its causal mask (aten::diff)
 
 
 def build(name: str):
@@ -47,13 +66,42 @@ def build(name: str):
         cfg = tr.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6, decoder_layers=1,
                                encoder_ffn_dim=1536, max_source_positions=1500)
         return tr.WhisperModel(cfg).get_encoder(), (torch.randn(1, 80, 3000),), ["input_features"]
+    image = (torch.rand(1, 3, 256, 256) if name in ("mobilevit_s", "segformer_b0") else torch.rand(1, 3, 224, 224),)
+    text = {"bert_base": 128, "t5_small_enc": 64, "gpt2_6l": 64}
+    if name in text:
+        model = {"bert_base": lambda: tr.BertModel(tr.BertConfig(), add_pooling_layer=False),
+                 "t5_small_enc": lambda: tr.T5EncoderModel(tr.T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8)),
+                 "gpt2_6l": lambda: tr.GPT2Model(tr.GPT2Config(n_layer=6, use_cache=False))}[name]()
+        return model, (torch.randint(0, 1000, (1, text[name])),), ["input_ids"]
+    vision = {
+        "vit_base": lambda: tr.ViTModel(tr.ViTConfig(), add_pooling_layer=False),
+        "deit_small": lambda: tr.ViTModel(tr.ViTConfig(hidden_size=384, num_attention_heads=6, intermediate_size=1536),
+                                          add_pooling_layer=False),
+        "swin_tiny": lambda: tr.SwinModel(tr.SwinConfig()),
+        "levit": lambda: tr.LevitModel(tr.LevitConfig()),
+        "mobilevit_s": lambda: tr.MobileViTModel(tr.MobileViTConfig()),
+        "segformer_b0": lambda: tr.SegformerModel(tr.SegformerConfig()),
+        "convnext_tiny": lambda: tr.ConvNextModel(tr.ConvNextConfig()),
+        "regnet": lambda: tr.RegNetModel(tr.RegNetConfig()),
+        "efficientnet_b0": lambda: tr.EfficientNetModel(tr.EfficientNetConfig(
+            width_coefficient=1.0, depth_coefficient=1.0, image_size=224, hidden_dim=1280)),
+        "mobilenet_v2_hf": lambda: tr.MobileNetV2Model(tr.MobileNetV2Config()),
+        "poolformer": lambda: tr.PoolFormerModel(tr.PoolFormerConfig()),
+    }
+    if name in vision:
+        return vision[name](), image, ["pixel_values"]
+    if name == "wav2vec2_base":
+        return tr.Wav2Vec2Model(tr.Wav2Vec2Config(num_hidden_layers=4)), (torch.randn(1, 16000),), ["input_values"]
     raise ValueError(f"unknown architecture {name!r}; known: {', '.join(NAMES)}")
 
 
 def export(name: str, out: Path) -> None:
+    import onnx
+    import onnxruntime as ort
     import torch
 
     module, args, names = build(name)
+    _plain_weights(module)
 
     class FirstOutput(torch.nn.Module):
         """The model's first output (the last hidden state) as a plain tensor."""
@@ -66,10 +114,44 @@ def export(name: str, out: Path) -> None:
             return self.inner(*xs)[0]
 
     wrapped = FirstOutput(module.eval()).eval()
-    with torch.no_grad():
-        torch.onnx.export(wrapped, args, str(out / f"{name}.onnx"), input_names=names, output_names=["y"],
-                          opset_version=17, dynamo=False)
-    np.savez(out / f"{name}.npz", **{n: a.numpy() for n, a in zip(names, args)})
+    feeds = {n: a.numpy() for n, a in zip(names, args)}
+    path = out / f"{name}.onnx"
+    for stale in (path, out / f"{name}.onnx.data"):
+        stale.unlink(missing_ok=True)
+    with torch.no_grad(), warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        expected = wrapped(*args).numpy()
+        dynamo = name in DYNAMO
+        torch.onnx.export(wrapped, args, str(path), input_names=names, output_names=["y"], dynamo=dynamo,
+                          **({} if dynamo else {"opset_version": 17}))
+    got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * (float(np.abs(expected).max()) or 1.0),
+                               err_msg=f"{name}: the export run by ONNX Runtime differs from eager PyTorch")
+    if dynamo:       # the dynamo exporter's file: its weights beside it, under one name
+        proto = onnx.load(str(path))
+        (out / f"{name}.onnx.data").unlink(missing_ok=True)
+        onnx.save(proto, str(path), save_as_external_data=True, location=f"{name}.onnx.data")
+    np.savez(out / f"{name}.npz", **feeds)
+
+
+def _plain_weights(module) -> None:
+    """PyTorch's default initialization for convolutions and linear layers, and batch norms with
+    statistics away from the identity (seeded)."""
+    import torch
+
+    for m in module.modules():
+        if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):
+            m.reset_parameters()
+    g = torch.Generator().manual_seed(1)
+    for m in module.modules():
+        if isinstance(m, torch.nn.BatchNorm2d) and m.running_mean is not None:
+            c = m.num_features
+            with torch.no_grad():
+                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
+                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
+                if m.affine:
+                    m.weight.copy_(0.5 + 0.5 * torch.rand(c, generator=g))
+                    m.bias.copy_(0.1 * torch.randn(c, generator=g))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,10 +173,16 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    failed = []
     for name in names:
-        export(name, out)
+        try:
+            export(name, out)
+        except Exception as err:      # one architecture's failure is reported; the rest still export
+            print(f"{name}: FAILED ({type(err).__name__}: {str(err).splitlines()[0][:200]})", flush=True)
+            failed.append(name)
+            continue
         print(f"{name}: {out / (name + '.onnx')}", flush=True)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
