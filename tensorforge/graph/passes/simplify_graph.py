@@ -26,7 +26,8 @@ def simplify_graph(graph: Graph) -> Graph:
     read = {v for n in graph.nodes for v in n.inputs if v is not None}
     changed = False
     for n in graph.nodes:
-        if ((n.op in IDENTITY_OPS or n.op == "pad" and not any(n.attrs.get("pads") or ())) and n.inputs and n.inputs[0] is not None and n.outputs[0] not in outputs
+        if ((n.op in IDENTITY_OPS or _pads_nothing(n)) and n.inputs and n.inputs[0] is not None
+                and n.outputs[0] not in outputs
                 and not any(v in read or v in outputs for v in n.outputs[1:])):   # e.g. a dropout mask
             mapping[n.outputs[0]] = n.inputs[0]
             changed = True
@@ -54,6 +55,12 @@ def simplify_graph(graph: Graph) -> Graph:
     if not changed:
         return graph
     return replace_values(graph, mapping, nodes=kept)
+
+
+def _pads_nothing(n: Node) -> bool:
+    """A pad node whose widths are all zero (in any mode): its output is its input."""
+    pads = n.attrs.get("pads") if n.op == "pad" else None
+    return pads is not None and len(n.inputs) == 1 and not any(pads)
 
 
 def _small_power(n: Node, params: dict) -> int | None:
