@@ -37,6 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "exports"))   # models.py
+
 NAMES = ("vit_small", "distilbert", "convnext", "resnet50", "whisper_enc", "bert_base", "t5_small_enc", "gpt2_6l",
          "vit_base", "deit_small", "swin_tiny", "levit", "mobilevit_s", "segformer_b0", "convnext_tiny", "regnet",
          "efficientnet_b0", "mobilenet_v2_hf", "poolformer", "wav2vec2_base")
@@ -136,22 +138,14 @@ def export(name: str, out: Path) -> None:
 
 def _plain_weights(module) -> None:
     """PyTorch's default initialization for convolutions and linear layers, and batch norms with
-    statistics away from the identity (seeded)."""
+    statistics away from the identity (seeded, as benchmarks/exports/models.py does)."""
     import torch
+    from models import randomize_batch_norms
 
     for m in module.modules():
         if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)):
             m.reset_parameters()
-    g = torch.Generator().manual_seed(1)
-    for m in module.modules():
-        if isinstance(m, torch.nn.BatchNorm2d) and m.running_mean is not None:
-            c = m.num_features
-            with torch.no_grad():
-                m.running_mean.copy_(0.1 * torch.randn(c, generator=g))
-                m.running_var.copy_(0.5 + torch.rand(c, generator=g))
-                if m.affine:
-                    m.weight.copy_(0.5 + 0.5 * torch.rand(c, generator=g))
-                    m.bias.copy_(0.1 * torch.randn(c, generator=g))
+    randomize_batch_norms(module, torch.Generator().manual_seed(1))
 
 
 def main(argv: list[str] | None = None) -> int:

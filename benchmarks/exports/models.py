@@ -237,16 +237,18 @@ WORKLOADS: dict[str, Workload] = {
 NAMES: list[str] = list(WORKLOADS)
 
 
-def _randomize_batch_norms(module: nn.Module, generator: torch.Generator) -> None:
-    """Running statistics and affine parameters away from their identity initial values."""
+def randomize_batch_norms(module: nn.Module, generator: torch.Generator) -> None:
+    """Running statistics and affine parameters away from their identity initial values (batch
+    norms that keep statistics; affine parameters where they have them)."""
     for m in module.modules():
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, nn.BatchNorm2d) and m.running_mean is not None:
             c = m.num_features
             with torch.no_grad():
                 m.running_mean.copy_(0.1 * torch.randn(c, generator=generator))
                 m.running_var.copy_(0.5 + torch.rand(c, generator=generator))
-                m.weight.copy_(0.5 + 0.5 * torch.rand(c, generator=generator))
-                m.bias.copy_(0.1 * torch.randn(c, generator=generator))
+                if m.affine:
+                    m.weight.copy_(0.5 + 0.5 * torch.rand(c, generator=generator))
+                    m.bias.copy_(0.1 * torch.randn(c, generator=generator))
 
 
 def get(name: str, seed: int = 0) -> tuple[nn.Module, dict]:
@@ -258,7 +260,7 @@ def get(name: str, seed: int = 0) -> tuple[nn.Module, dict]:
         raise KeyError(f"unknown workload {name!r}; benchmarks/exports has {', '.join(NAMES)}") from None
     torch.manual_seed(seed)
     module = workload.build()
-    _randomize_batch_norms(module, torch.Generator().manual_seed(seed + 1))
+    randomize_batch_norms(module, torch.Generator().manual_seed(seed + 1))
     feeds = {n: np.asarray(a) for n, a in workload.inputs(np.random.default_rng(seed)).items()}
     return module.eval(), feeds
 

@@ -31,7 +31,7 @@ def test_dqn(models):
 def test_dcgan_generator_small(models):
     torch.manual_seed(0)
     gen = models.DCGANGenerator(latent=16, width=8)
-    models._randomize_batch_norms(gen, torch.Generator().manual_seed(1))
+    models.randomize_batch_norms(gen, torch.Generator().manual_seed(1))
     check_from_torch(gen, (torch.randn(2, 16, 1, 1),))
 
 
