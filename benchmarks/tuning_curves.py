@@ -6,7 +6,7 @@ genetic algorithm, on ResNet-18's conv layers C2, C6, C9 and its dense layer.
     python benchmarks/tuning_curves.py --layers C9,dense --seeds 1 --trials 100 --out OUT
     python benchmarks/tuning_curves.py --templates direct   # every conv as a direct conv2d_nchwc
     python benchmarks/tuning_curves.py --layers C6 --tuners random --seeds 1 --trials 4 \
-        --random-trials 6 --out OUT                 # a smoke run (a minute or less)
+        --random-trials 6 --out OUT                         # a smoke run (a minute or less)
 
 Layers.  Any conv layer of the paper's Table 2 that ResNet-18 has (C1, C2, C4-C12, as named in
 benchmarks/ops.py) and `dense`.  A layer's task is the one ResNet-18 compiles to: with

@@ -43,8 +43,8 @@ def lanes_for(d: int, vector_lanes: int = DEFAULT_LANES) -> int:
     0.18 -> 0.14 ms on AVX-512; four vectors were slower on rows of 768), else one vector or half
     of one when it divides a shorter row (and the row has several chunks), else one vector
     where the row holds at least two (the elements past the last whole chunk are reduced one by
-    one: softmax over 6 x 1500 rows of 1500 took 29 ms as one-stage scalar chains at 1 thread, 2x rows of 1504), else
-    1 (a one-stage reduction)."""
+    one: softmax over 6 x 1500 rows of 1500 took 29 ms as one-stage scalar chains at 1 thread,
+    2x rows of 1504), else 1 (a one-stage reduction)."""
     if vector_lanes <= 1:
         return 1
     if d % (2 * vector_lanes) == 0 and d >= 4 * vector_lanes:
