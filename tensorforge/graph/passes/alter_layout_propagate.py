@@ -205,8 +205,10 @@ class _Propagation:
         y = n.outputs[0]
         inputs: list[Value | None] = []
         for v in n.inputs:
-            if v is None or v in self.squeezed:
-                inputs.append(self.squeezed.get(v) if v is not None else None)
+            if v is None:
+                inputs.append(None)
+            elif v in self.squeezed:
+                inputs.append(self.squeezed[v])
             elif v in self.params and v.ndim <= 3:
                 arr = self.params[v].reshape((1,) * (3 - v.ndim) + v.shape)
                 arr = np.ascontiguousarray(arr[:, :, None, :])
