@@ -269,9 +269,17 @@ def walk_nodes(graph):
                     yield from walk_nodes(sub)
 
 
-def _convert_static(model, shapes: dict, constants: dict, name: str | None, opsets: dict) -> Graph:
+def initializer_array(init) -> np.ndarray:
+    """An initializer's values, aligned for the kernels (runtime/memory.py): read once here,
+    every model compiled from them takes the array as it is."""
     from onnx import numpy_helper
 
+    from ..runtime.memory import aligned
+    array = numpy_helper.to_array(init)
+    return aligned(array) if array.dtype != object else array
+
+
+def _convert_static(model, shapes: dict, constants: dict, name: str | None, opsets: dict) -> Graph:
     from .onnx_host import HOST_OPS
     g = model.graph
     b = GraphBuilder(name or g.name or "model")
@@ -279,7 +287,7 @@ def _convert_static(model, shapes: dict, constants: dict, name: str | None, opse
     for init in g.initializer:
         if init.data_type == _onnx().TensorProto.STRING:
             raise NeedsStaging(f"initializer {init.name} holds strings")
-        env[init.name] = b.const(numpy_helper.to_array(init), name=init.name)
+        env[init.name] = b.const(initializer_array(init), name=init.name)
     for cname, value in constants.items():
         env[cname] = b.const(np.asarray(value), name=cname)
     for inp in g.input:

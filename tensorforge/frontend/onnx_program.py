@@ -112,9 +112,8 @@ class OnnxProgram:
     @classmethod
     def from_model(cls, model, shapes: dict | None = None, constants: dict | None = None,
                    name: str | None = None, reason: str = "") -> "OnnxProgram":
-        from onnx import numpy_helper
         g = model.graph
-        inits = {i.name: numpy_helper.to_array(i) for i in g.initializer}
+        inits = {i.name: fe.initializer_array(i) for i in g.initializer}
         inits.update({n: np.asarray(v) for n, v in (constants or {}).items()})
         specs = [_input_spec(i, (shapes or {}).get(i.name)) for i in g.input if i.name not in inits]
         return cls(g, fe.model_opsets(model), name or g.name or "model", inits, specs, reason)
@@ -123,8 +122,7 @@ class OnnxProgram:
         """The program of a body graph (If branch, Loop or Scan body), built once per graph."""
         key = id(graph)
         if key not in self._subprograms:
-            from onnx import numpy_helper
-            inits = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+            inits = {i.name: fe.initializer_array(i) for i in graph.initializer}
             specs = [_input_spec(i, None) for i in graph.input if i.name not in inits]
             self._subprograms[key] = OnnxProgram(graph, self.opsets, f"{self.name}_{graph.name or 'body'}",
                                                  inits, specs, outer=True)

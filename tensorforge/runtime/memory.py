@@ -43,6 +43,18 @@ def aligned_empty(shape: tuple, dtype: Any, align: int = ALIGN) -> np.ndarray:
     return raw[start:start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
+def aligned(array: np.ndarray, align: int = ALIGN) -> np.ndarray:
+    """`array` itself when it is C-contiguous and starts on an `align`-byte boundary, else an
+    aligned copy.  Weights read from a model file go through this once, so that every model
+    compiled from them (each specialization of a staged model) takes them without a copy."""
+    array = np.asarray(array)
+    if array.flags.c_contiguous and array.ctypes.data % align == 0:
+        return array
+    out = aligned_empty(array.shape, array.dtype, align)
+    out[...] = array
+    return out
+
+
 class HostMemory:
     """The host: buffers are C-contiguous NumPy arrays; a copy in only makes an array contiguous
     (a contiguous array is passed as is, zero-copy).  Buffers the executor owns (the arena, the
@@ -58,12 +70,7 @@ class HostMemory:
         return np.ascontiguousarray(array).reshape(np.shape(array))
 
     def constant(self, array: np.ndarray) -> np.ndarray:
-        array = np.asarray(array)
-        if array.flags.c_contiguous and array.ctypes.data % ALIGN == 0:
-            return array
-        out = aligned_empty(array.shape, array.dtype)
-        out[...] = array
-        return out
+        return aligned(array)
 
     def to_host(self, buffer: np.ndarray) -> np.ndarray:
         return buffer

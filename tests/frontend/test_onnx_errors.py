@@ -204,6 +204,31 @@ def test_staged_model_keeps_the_most_recent_specializations():
         StagedModel(program, {}, max_specializations=0)
 
 
+def test_specializations_share_the_weights_read_from_the_file():
+    """A weight is read from the file once, aligned for the kernels: every specialization of a
+    staged model runs on that array, not on a copy of its own (a new sequence length of a
+    transformer used to copy its 31 MB embedding table)."""
+    import onnx
+
+    from tensorforge.runtime.memory import ALIGN
+    w = np.random.default_rng(1).standard_normal((1000, 24)).astype("float32")
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 24])
+    m = _model([helper.make_node("Gather", ["w", "ids"], ["y"])], [ids], [y])
+    m.graph.initializer.append(onnx.numpy_helper.from_array(w, "w"))
+    program = from_onnx(m)
+    weight = program.initializers["w"]
+    assert weight.ctypes.data % ALIGN == 0
+    model = tensorforge.compile(program, target="c -O1")
+    for n in (3, 5):
+        idx = np.arange(n, dtype=np.int64) * 7
+        np.testing.assert_array_equal(model(idx)[0], w[idx])
+    executors = [entry[1].executor for entry in model._compiled.entries.values() if entry[1] is not None]
+    assert len(executors) == 2
+    for ex in executors:
+        assert any(np.shares_memory(p, weight) for p in ex.params.values())
+
+
 @pytest.mark.parametrize("batch", [2, "b"])
 def test_output_listed_twice_is_returned_at_both_places(batch):
     """torch.onnx.export of a forward that returns one tensor twice lists its name twice among the
