@@ -52,3 +52,25 @@ def test_small_winograd_convs_run_serially(monkeypatch):
     monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
     assert "parallel" not in _winograd(64, 9, 2)
     assert _winograd(64, 30, 4).count("parallel") >= 3     # 49 tiles x 36 positions x 64 x 64
+
+
+def _cut(rows: int, width: int, num_cores: int, monkeypatch) -> str:
+    """The second third of each row of a (rows, 3 * width) array: a Split's output."""
+    from tensorforge.ops.schedules.common import schedule_elementwise_stage
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: num_cores))
+    a = te.placeholder((rows, 3 * width), name="a")
+    out = te.compute((rows, width), lambda i, k: a[i, k + width], name="out")
+    s = te.create_schedule(out.op)
+    schedule_elementwise_stage(s, out, Target.parse(TARGET))
+    return str(tensorforge.lower(s, [a, out], name="cut"))
+
+
+def test_long_rows_run_their_vectors_in_an_inner_loop(monkeypatch):
+    """Rows of many vectors: the rows share the threads, the row's vectors are a loop inside,
+    with no division of a flat index per vector (a Split of 8 x 128 x 2304 into three took
+    1.9x the time that way).  Too few rows for the cores keep one flat loop of vectors."""
+    text = _cut(1024, 768, 2, monkeypatch)
+    assert "for i in range(1024):  # parallel" in text and "for k.outer in range(48):" in text
+    assert "//" not in text and "%" not in text
+    flat = _cut(2, 768, 2, monkeypatch)                # 2 rows for 2 cores
+    assert "i.k.outer.fused" in flat
