@@ -150,3 +150,26 @@ def test_float32_exp_is_inline_and_within_2_ulp():
         # 1 / (1 + exp(-x)): exp(-x) overflows below x = -88.7, where sigmoid is below FLT_MIN
         np.testing.assert_allclose(sig[:-len(special)], 1 / (1 + np.exp(-x64)), rtol=5e-7, atol=1.2e-38)
     np.testing.assert_array_equal(sig[-len(special):], [1.0, 0.0, np.nan, 0.5, 0.5])
+
+
+def test_float32_exp_on_512_bit_vectors_is_the_inline_exp_bit_for_bit():
+    """On AVX-512 a vectorized loop's exp (and sigmoid) calls a 16-lane helper that scales with
+    vscalefps; its values are the inline scalar exp's, bit for bit, that an AVX2 build computes
+    (the same reduction and polynomial), special values included."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    from tensorforge.target import Target
+    x = np.concatenate([np.linspace(-110, 95, 100000), [88.72283, 88.7228394, -87.33654, -103.97, -104.0, -105.0],
+                        [np.inf, -np.inf, 0.0, -0.0]]).astype("float32")
+    x = np.concatenate([x, np.zeros(-len(x) % 16, "float32")]).reshape(-1, 16)
+    b = GraphBuilder("exp")
+    xv = b.input("x", x.shape, "float32")
+    graph = b.finish([b.add1("exp", [xv]), b.add1("sigmoid", [xv])])
+    wide = tensorforge.compile(graph, target="c -mcpu=x86-64-v4")
+    assert "_mm512_scalef_ps" in wide.source and "tf_expf_x16(" in wide.source
+    if Target.parse("c -mcpu=native").simd_lanes("float32") < 16:
+        pytest.skip("this machine has no AVX-512")
+    narrow = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    assert "tf_expf_x16" not in narrow.source
+    for got, want in zip(wide(x), narrow(x)):
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
