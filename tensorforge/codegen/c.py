@@ -135,11 +135,13 @@ EXP_LN2_HI, EXP_LN2_LO = 0.693145751953125, 1.428606765330187e-06
 EXP_MIN, EXP_MAX = -104.0, 89.0        # exp rounds to 0 below and overflows to inf above
 
 
-def _horner(var: str, coeffs: tuple, t: str = "t") -> list[str]:
+def _horner(var: str, coeffs: tuple, t: str = "t", ctype: str = "float") -> list[str]:
     out = f"{coeffs[-1]!r}f"
     # a * b + c: the backend compiles with -ffp-contract=fast, so this is one fused multiply-add
     # where the target has them and a multiply and an add (no libm call to fmaf) where it has not
-    return [f"  float {var} = {out};"] + [f"  {var} = {var} * {t} + {c!r}f;" for c in coeffs[-2::-1]]
+    # (`ctype` a GCC vector type: the float constants broadcast)
+    return [f"  {ctype} {var} = {out};" if ctype == "float" else f"  {ctype} {var} = ({ctype}){{0}} + {out};"] + \
+        [f"  {var} = {var} * {t} + {c!r}f;" for c in coeffs[-2::-1]]
 
 
 def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
@@ -158,15 +160,23 @@ def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
         "}"])
 
 
+def exp_reduction(ctype: str = "float") -> list[str]:
+    """The inline exp's steps up to exp(r) in `p`, from `x`, with `t` (the magic-number sum whose
+    low bits are n) and `n` left defined: C lines for float, or for a GCC vector of floats
+    (c_vector.py's 16-lane exp, which scales by 2^n with vscalefps)."""
+    return [
+        f"  {ctype} t = x * 1.4426950408889634f + 12582912.0f;",
+        f"  {ctype} n = t - 12582912.0f;",
+        f"  {ctype} r = x - n * {EXP_LN2_HI!r}f;",       # n * EXP_LN2_HI is exact
+        f"  r = r - n * {EXP_LN2_LO!r}f;",
+        *_horner("p", EXP_P, "r", ctype)]
+
+
 def exp_helper(name: str) -> str:
     """The C definition of the inline float32 exp under `name`."""
     return "\n".join([
         f"static inline float {name}(float x) {{",
-        "  float t = x * 1.4426950408889634f + 12582912.0f;",
-        "  float n = t - 12582912.0f;",
-        f"  float r = x - n * {EXP_LN2_HI!r}f;",       # n * EXP_LN2_HI is exact
-        f"  r = r - n * {EXP_LN2_LO!r}f;",
-        *_horner("p", EXP_P, "r"),
+        *exp_reduction(),
         "  int32_t i, e;",
         "  __builtin_memcpy(&i, &t, 4);",
         "  __builtin_memcpy(&e, &p, 4);",

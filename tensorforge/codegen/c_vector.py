@@ -234,29 +234,23 @@ class VectorExtensions:
         return f"{name}({', '.join(self.vvalue(a) for a in e.args)})"
 
     def _vexp16(self) -> str:
-        """Helper NAME(v): exp of 16 float32 lanes.  With AVX-512 the inline exp's steps as
-        intrinsics (codegen/c.py: the same reduction and polynomial), the input clamped to
+        """Helper NAME(v): exp of 16 float32 lanes.  With AVX-512 the inline exp's reduction and
+        polynomial (codegen/c.py `exp_reduction`, on a GCC vector), the input clamped to
         [EXP_MIN, EXP_MAX] (NaN kept: it is the second operand of vminps and vmaxps) and the
         scaling by 2^n one vscalefps, which also gives inf above and 0 below: bit for bit the
         scalar helper's values, in half the instructions.  Without AVX-512 the scalar helper lane
         by lane."""
-        from .c import EXP_LN2_HI, EXP_LN2_LO, EXP_MAX, EXP_MIN, EXP_P, exp_helper
+        from .c import EXP_MAX, EXP_MIN, exp_helper, exp_reduction
         T = self.vec_type("float32", 16)
-        scalar = self.call_helper("expf", exp_helper, ["x[l]"])[0]
-        horner = [f"  __m512 p = _mm512_set1_ps({EXP_P[-1]!r}f);"] + \
-            [f"  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps({c!r}f));" for c in EXP_P[-2::-1]]
+        scalar = self.call_helper("expf", exp_helper, ["v[l]"])[0]
         return self._vhelper("expf_x16", "\n".join([
             "#include <immintrin.h>",
-            f"static inline {T} NAME({T} x) {{",
+            f"static inline {T} NAME({T} v) {{",
             "#if defined(__AVX512F__)",
-            f"  __m512 c = _mm512_min_ps(_mm512_set1_ps({EXP_MAX!r}f), (__m512)x);",
-            f"  c = _mm512_max_ps(_mm512_set1_ps({EXP_MIN!r}f), c);",
-            "  __m512 t = _mm512_fmadd_ps(c, _mm512_set1_ps(1.4426950408889634f), _mm512_set1_ps(12582912.0f));",
-            "  __m512 n = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));",
-            f"  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps({EXP_LN2_HI!r}f), c);",
-            f"  r = _mm512_fnmadd_ps(n, _mm512_set1_ps({EXP_LN2_LO!r}f), r);",
-            *horner,
-            f"  return ({T})_mm512_scalef_ps(p, n);",
+            f"  __m512 c = _mm512_min_ps(_mm512_set1_ps({EXP_MAX!r}f), (__m512)v);",
+            f"  {T} x = ({T})_mm512_max_ps(_mm512_set1_ps({EXP_MIN!r}f), c);",
+            *exp_reduction(T),
+            f"  return ({T})_mm512_scalef_ps((__m512)p, (__m512)n);",
             "#else",
             f"  {T} r;",
             f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};",

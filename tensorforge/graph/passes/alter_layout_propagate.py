@@ -57,7 +57,7 @@ POOL_ATTRS = ("kernel", "strides", "padding", "dilations", "ceil_mode", "count_i
 
 def alter_layout_propagate(graph: Graph, target: Target) -> Graph:
     """Blocked values stay blocked (the blocks are those alter_layout chose for `target`)."""
-    if not target.prefers("NCHWc") or not any(n.op == "nchwc_to_nchw" or n.op == "conv2d" for n in graph.nodes):
+    if not target.prefers("NCHWc") or not any(n.op in ("nchwc_to_nchw", "conv2d") for n in graph.nodes):
         return graph
     lanes = target.simd_lanes("float32")
     return fold_memory_order_chains(cancel_layout_transforms(_Propagation(graph, lanes).run()))

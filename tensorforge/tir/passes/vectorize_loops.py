@@ -114,12 +114,9 @@ class _Vectorizer:
                     raise _CannotVectorize("a divided index that does not read contiguous runs")
                 self.run_loads += 1
             return N.BufferLoad(e.buffer, indices)
-        if isinstance(e, E.Call) and e.op in ROUNDING and dt.is_float(e.dtype) \
-                and self.lanes * dt.itemsize(e.dtype) <= ROUNDING_BYTES:
-            (a,) = (self.bcast(self.expr(x)) for x in e.args)
-            return E.Call(a.dtype, e.op, (a,))
-        if isinstance(e, E.Call) and e.op in VECTOR_MATH and e.dtype == "float32" and len(e.args) == 1 \
-                and self.lanes == VECTOR_MATH_LANES:
+        if isinstance(e, E.Call) and len(e.args) == 1 and (
+                (e.op in ROUNDING and dt.is_float(e.dtype) and self.lanes * dt.itemsize(e.dtype) <= ROUNDING_BYTES)
+                or (e.op in VECTOR_MATH and e.dtype == "float32" and self.lanes == VECTOR_MATH_LANES)):
             a = self.bcast(self.expr(e.args[0]))
             return E.Call(a.dtype, e.op, (a,))
         raise _CannotVectorize(type(e).__name__)
