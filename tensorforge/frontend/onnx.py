@@ -98,6 +98,10 @@ class ConvertContext:
     def const(self, array: Any, dtype: str | None = None) -> Value:
         return self.builder.const(array, name=f"{self.node_name}_c", dtype=dtype)
 
+    def transposed_const(self, v: Value) -> Value:
+        """The 2-D constant `v` transposed, made once however many nodes read it."""
+        return self.builder.derived(v, "T", lambda a: np.ascontiguousarray(a.T), f"{self.node_name}_c")
+
     def value_of(self, v: Value, what: str = "input") -> np.ndarray:
         try:
             return self.builder.value_of(v, what)

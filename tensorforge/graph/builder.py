@@ -2,7 +2,7 @@
 constants (so shape arithmetic in a model becomes plain attributes)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -28,6 +28,7 @@ class GraphBuilder:
         self.params: dict[Value, np.ndarray] = {}
         self.names = NameGen()
         self.fold_constants = True
+        self._derived: dict[tuple, Value] = {}
 
     # -- values ---------------------------------------------------------------------------------
     def input(self, name: str, shape: Sequence[int], dtype: str) -> Value:
@@ -44,6 +45,14 @@ class GraphBuilder:
         v = Value(self.names(name), arr.shape, arr.dtype.name)
         self.params[v] = arr
         return v
+
+    def derived(self, source: Value, how: str, make: Callable[[np.ndarray], np.ndarray], name: str) -> Value:
+        """The constant `make(source's array)`, made once per (source, how) however many nodes
+        ask for it: a weight reused by twelve layers is transposed once, not twelve times."""
+        key = (source, how)
+        if key not in self._derived:
+            self._derived[key] = self.const(make(self.value_of(source)), name=name)
+        return self._derived[key]
 
     def is_const(self, v: Value | None) -> bool:
         return v is not None and v in self.params
@@ -72,6 +81,8 @@ class GraphBuilder:
             raise GraphError(f"node {label} ({op}): type inference failed: {err}") from err
         if fold and self.fold_constants and inputs and all(v is None or v in self.params for v in inputs) \
                 and any(v is not None for v in inputs):
+            if op == "identity" and inputs[0] is not None:   # a weight reused through Identity
+                return [inputs[0]]                             # nodes: one array
             arrays = [self.params[v] if v is not None else None for v in inputs]
             results = opdef.run_reference(arrays, attrs)
             outs = []

@@ -28,6 +28,7 @@ from .passes.fold_constants import fold_constants
 from .passes.fold_qdq import fold_qdq
 from .passes.fold_qdq_gather import fold_qdq_gather
 from .passes.fold_qdq_tables import fold_qdq_tables
+from .passes.share_equal_params import share_equal_params
 from .passes.simplify_graph import simplify_graph
 from .passes.trim_conv_taps import trim_conv_taps
 from .passes.unique_names import unique_names
@@ -50,6 +51,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("simplify_graph", _any_target(simplify_graph), 1),
     ("fold_qdq_tables", _any_target(fold_qdq_tables), 1),   # 8-bit -> 8-bit elementwise chains: lookups
     ("fold_batch_norm", _any_target(fold_batch_norm), 1),
+    ("share_equal_params", _any_target(share_equal_params), 1),   # a weight reused: one value to pack
     ("einsum_as_matmul", einsum_as_matmul, 2),        # batched matrix products: the GEMM paths
     ("conv_transpose_as_conv", conv_transpose_as_conv, 2),      # stride 1: a conv with the kernel flipped
     ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
@@ -64,6 +66,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_rnn", alter_layout_rnn, 2),
     ("alter_layout_int8", alter_layout_int8, 2),      # int8 products on the CPU's dot-product unit
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
+    ("share_equal_params", _any_target(share_equal_params), 1),   # ... packed once per reader
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
     ("unique_names", _any_target(unique_names), 0),   # values derived twice from a shared one
 ]

@@ -30,6 +30,7 @@ from tensorforge.graph.passes.fold_constants import fold_constants
 from tensorforge.graph.passes.fold_qdq import fold_qdq
 from tensorforge.graph.passes.fold_qdq_gather import fold_qdq_gather
 from tensorforge.graph.passes.fold_qdq_tables import fold_qdq_tables
+from tensorforge.graph.passes.share_equal_params import share_equal_params
 from tensorforge.graph.passes.simplify_graph import simplify_graph
 from tensorforge.graph.passes.trim_conv_taps import trim_conv_taps
 from tensorforge.graph.passes.unique_names import unique_names
@@ -48,7 +49,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
           "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps",
-          "einsum_as_matmul", "unique_names"}
+          "einsum_as_matmul", "share_equal_params", "unique_names"}
 
 
 def builder(name="g") -> GraphBuilder:
@@ -538,6 +539,41 @@ def test_unique_names_merges_equal_constants_and_renames_the_rest():
     xs = rand(2, 4)
     np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-6)
     assert unique_names(after) is after
+
+
+# -- share_equal_params ---------------------------------------------------------------------------
+
+def test_share_equal_params_merges_constants_with_equal_bytes():
+    """Equal weights under other names become one; a weight that differs in one element or in the
+    sign of a zero, a constant under MIN_BYTES and a constant output stay apart."""
+    w = rand(128, 128)
+    w[0, 0] = 0.0
+    one_off, neg_zero = w.copy(), w.copy()
+    one_off[100, 50] += 1.0
+    neg_zero[0, 0] = -0.0
+    small = rand(4, 4)
+    x, s = Value("x", (2, 128), "float32"), Value("s", (2, 4), "float32")
+    ws = [Value(f"w{k}", (128, 128), "float32") for k in range(4)]
+    smalls = [Value(f"small{k}", (4, 4), "float32") for k in range(2)]
+    out_w, y = Value("out_w", (128, 128), "float32"), Value("y", (2, 128), "float32")
+    ys = [Value(f"y{k}", (2, 128), "float32") for k in range(4)]
+    zs = [Value(f"z{k}", (2, 4), "float32") for k in range(2)]
+    sums = [Value(f"sum{k}", (2, 128), "float32") for k in range(2)]
+    def graph(reads, params):
+        nodes = [Node("matmul", (x, r), (o,)) for r, o in zip(reads, ys)]
+        nodes += [Node("matmul", (s, r), (o,)) for r, o in zip(reads[4:], zs)]
+        nodes += [Node("add", (ys[0], ys[1]), (sums[0],)), Node("add", (ys[2], ys[3]), (sums[1],)),
+                  Node("add", (sums[0], sums[1]), (y,))]
+        return Graph((x, s), (y, zs[0], zs[1], out_w), tuple(nodes), params, "g")
+    arrays = [w, w.copy(), one_off, neg_zero]
+    before = graph(ws + smalls, {**dict(zip(ws, arrays)), smalls[0]: small, smalls[1]: small.copy(), out_w: w.copy()})
+    after = share_equal_params(before)
+    want = graph([ws[0], ws[0], ws[2], ws[3]] + smalls,
+                 {ws[0]: w, ws[2]: one_off, ws[3]: neg_zero, smalls[0]: small, smalls[1]: small, out_w: w})
+    assert_graph_equal(after, want)          # (compares constants by value, not by identity:)
+    reads = [n.inputs[1] for n in after.nodes if n.op == "matmul"]
+    assert reads[0] is reads[1] and len({id(r) for r in reads}) == 5 and len(after.params) == 6
+    assert share_equal_params(after) is after
 
 
 # -- trim_conv_taps -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
     Gemm: Y = alpha * A' @ B' + beta * C      (A' = A.T with transA, B' = B.T with transB)
 
 becomes `dense(A, W)` when A is not transposed and B is either transposed (W = B) or a constant
-(W = B.T, transposed here once); otherwise `matmul(A, B, transpose_a, transpose_b)`.  A 2-D
+(W = B.T, transposed here once per constant, however many nodes read it); otherwise `matmul(A, B, transpose_a, transpose_b)`.  A 2-D
 MatMul with a constant right operand becomes `dense` the same way, so that the dense schedules
 apply to fully connected layers exported as MatMul.
 """
@@ -31,7 +31,7 @@ def gemm(ctx, inputs: list, attrs: dict):
     if integer and (alpha != 1.0 or (c is not None and beta not in (0.0, 1.0))):
         raise unsupported(ctx, f"alpha={alpha} / beta={beta} other than 1 on integer ({a.dtype}) operands")
     if not trans_a and (trans_b or ctx.is_const(b)):
-        w = b if trans_b else ctx.const(np.ascontiguousarray(ctx.value_of(b).T))
+        w = b if trans_b else ctx.transposed_const(b)
         y = ctx.add1("dense", [a, w])
     else:
         y = ctx.add1("matmul", [a, b], {"transpose_a": trans_a, "transpose_b": trans_b})
@@ -52,5 +52,5 @@ def gemm(ctx, inputs: list, attrs: dict):
 def matmul(ctx, inputs: list, attrs: dict):
     a, b = inputs[0], inputs[1]
     if len(a.shape) == 2 and len(b.shape) == 2 and ctx.is_const(b) and not ctx.is_const(a):
-        return ctx.add1("dense", [a, ctx.const(np.ascontiguousarray(ctx.value_of(b).T))])
+        return ctx.add1("dense", [a, ctx.transposed_const(b)])
     return ctx.add1("matmul", [a, b])
