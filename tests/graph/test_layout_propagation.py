@@ -318,3 +318,22 @@ def test_a_conv1d_bias_and_activation_run_on_the_blocked_twin(residual):
     assert gelu.outputs[0].ndim == (3 if residual else 5)
     model = tensorforge.compile(graph, target="c", opt_level=2)
     np.testing.assert_allclose(model(*inputs)[0], run_reference(graph, *inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_stack_of_conv1d_layers_stays_blocked():
+    """wav2vec 2.0's and HuBERT's feature extractors stack conv1d -> GELU -> conv1d: the next
+    conv reads the previous one's blocked twin, with no transform between them (it read NCHW
+    rows, 512 streams, at half the speed)."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("g")
+    x = b.input("x", (1, 32, 200), "float32")
+    y = x
+    for k in range(3):
+        w = b.const((0.2 * rng.standard_normal((32, 32, 3))).astype("float32"), f"w{k}")
+        y = b.add1("gelu", [b.add1("conv1d", [y, w], {"strides": (2,), "padding": (0, 0), "dilations": (1,)})])
+    graph = b.finish([y])
+    g = optimize(graph, AVX512, opt_level=2)
+    assert [n.op for n in g.nodes].count("nchwc_to_nchw") == 1
+    xv = rng.standard_normal((1, 32, 200)).astype("float32")
+    model = tensorforge.compile(graph, target="c", opt_level=2)
+    np.testing.assert_allclose(model(xv)[0], run_reference(graph, xv)[0], rtol=1e-4, atol=1e-4)
