@@ -41,8 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "exports"))   # models.
 
 NAMES = ("vit_small", "distilbert", "convnext", "resnet50", "whisper_enc", "bert_base", "t5_small_enc", "gpt2_6l",
          "vit_base", "deit_small", "swin_tiny", "levit", "mobilevit_s", "segformer_b0", "convnext_tiny", "regnet",
-         "efficientnet_b0", "mobilenet_v2_hf", "poolformer", "wav2vec2_base")
-DYNAMO = ("gpt2_6l",)        # the TorchScript exporter cannot export its causal mask (aten::diff)
+         "efficientnet_b0", "mobilenet_v2_hf", "poolformer", "wav2vec2_base",
+         # stop 32's second set: decoder LLMs, more encoders, vision and audio kinds
+         "llama_4l", "qwen2_4l", "opt_4l", "bloom_4l", "deberta_v2", "albert", "mobilebert", "roberta",
+         "dinov2_small", "beit", "convnextv2", "cvt", "focalnet", "yolos", "swinv2", "hubert", "ast", "encodec")
+DYNAMO = ("gpt2_6l", "llama_4l", "qwen2_4l")   # the TorchScript exporter cannot export a causal mask (aten::diff)
 
 
 def build(name: str):
@@ -94,7 +97,71 @@ def build(name: str):
         return vision[name](), image, ["pixel_values"]
     if name == "wav2vec2_base":
         return tr.Wav2Vec2Model(tr.Wav2Vec2Config(num_hidden_layers=4)), (torch.randn(1, 16000),), ["input_values"]
+    more = _more(name, torch, tr)
+    if more is not None:
+        return more
     raise ValueError(f"unknown architecture {name!r}; known: {', '.join(NAMES)}")
+
+
+def _more(name: str, torch, tr):
+    """The second set: llama_4l and qwen2_4l (width 512, 8 heads sharing 2 key/value heads, RMSNorm,
+    rotary embeddings, SiLU-gated MLP), opt_4l, bloom_4l (ALiBi), deberta_v2 (disentangled
+    attention), albert (one layer's weights run 12 times), mobilebert, roberta (4 layers), 128
+    tokens each; dinov2_small, beit, convnextv2, cvt, focalnet, swinv2 (256x256), yolos (320x320);
+    hubert (4 layers, one second of 16 kHz audio), ast (audio spectrogram transformer, 4 layers),
+    encodec (the 24 kHz codec's conv encoder with its LSTM over one second)."""
+    ids = (torch.randint(0, 1000, (1, 128)),)
+    decoders = {"llama_4l": (tr.LlamaConfig, tr.LlamaModel), "qwen2_4l": (tr.Qwen2Config, tr.Qwen2Model)}
+    if name in decoders:
+        config, model = decoders[name]
+        cfg = config(hidden_size=512, intermediate_size=1376, num_hidden_layers=4, num_attention_heads=8,
+                     num_key_value_heads=2, vocab_size=32000, use_cache=False)
+        return model(cfg), ids, ["input_ids"]
+    text = {
+        "opt_4l": lambda: tr.OPTModel(tr.OPTConfig(hidden_size=512, ffn_dim=2048, num_hidden_layers=4,
+                                                   num_attention_heads=8, word_embed_proj_dim=512, use_cache=False)),
+        "bloom_4l": lambda: tr.BloomModel(tr.BloomConfig(hidden_size=512, n_layer=4, n_head=8, use_cache=False)),
+        "deberta_v2": lambda: tr.DebertaV2Model(tr.DebertaV2Config(hidden_size=384, num_hidden_layers=4,
+                                                                   num_attention_heads=6, intermediate_size=1536)),
+        "albert": lambda: tr.AlbertModel(tr.AlbertConfig(hidden_size=768, num_attention_heads=12,
+                                                         intermediate_size=3072), add_pooling_layer=False),
+        "mobilebert": lambda: tr.MobileBertModel(tr.MobileBertConfig(num_hidden_layers=8), add_pooling_layer=False),
+        "roberta": lambda: tr.RobertaModel(tr.RobertaConfig(num_hidden_layers=4), add_pooling_layer=False),
+    }
+    if name in text:
+        return text[name](), ids, ["input_ids"]
+    vision = {
+        "dinov2_small": lambda: tr.Dinov2Model(tr.Dinov2Config(hidden_size=384, num_hidden_layers=6, num_attention_heads=6)),
+        "beit": lambda: tr.BeitModel(tr.BeitConfig(num_hidden_layers=4, use_relative_position_bias=True),
+                                     add_pooling_layer=False),
+        "convnextv2": lambda: tr.ConvNextV2Model(tr.ConvNextV2Config()),
+        "cvt": lambda: tr.CvtModel(tr.CvtConfig(), add_pooling_layer=False),
+        "focalnet": lambda: tr.FocalNetModel(tr.FocalNetConfig()),
+    }
+    if name in vision:
+        return vision[name](), (torch.rand(1, 3, 224, 224),), ["pixel_values"]
+    if name == "swinv2":
+        return tr.Swinv2Model(tr.Swinv2Config()), (torch.rand(1, 3, 256, 256),), ["pixel_values"]
+    if name == "yolos":
+        cfg = tr.YolosConfig(num_hidden_layers=4, image_size=[320, 320], hidden_size=384, num_attention_heads=6,
+                             intermediate_size=1536)
+        return tr.YolosModel(cfg, add_pooling_layer=False), (torch.rand(1, 3, 320, 320),), ["pixel_values"]
+    if name == "hubert":
+        return tr.HubertModel(tr.HubertConfig(num_hidden_layers=4)), (torch.randn(1, 16000),), ["input_values"]
+    if name == "ast":
+        return tr.ASTModel(tr.ASTConfig(num_hidden_layers=4)), (torch.randn(1, 1024, 128),), ["input_values"]
+    if name == "encodec":
+
+        class Encoder(torch.nn.Module):
+            def __init__(self, codec):
+                super().__init__()
+                self.codec = codec
+
+            def forward(self, x):
+                return (self.codec.encoder(x),)
+
+        return Encoder(tr.EncodecModel(tr.EncodecConfig())), (torch.randn(1, 1, 24000),), ["input_values"]
+    return None
 
 
 def export(name: str, out: Path) -> None:
