@@ -66,7 +66,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_rnn", alter_layout_rnn, 2),
     ("alter_layout_int8", alter_layout_int8, 2),      # int8 products on the CPU's dot-product unit
     ("alter_layout_ops", alter_layout_ops, 2),        # each op's own alter_layout rule
-    ("share_equal_params", _any_target(share_equal_params), 1),   # ... packed once per reader
+    ("share_equal_params", _any_target(share_equal_params), 1),   # equal copies passes derived per node
     ("eliminate_dead_code", _any_target(eliminate_dead_code), 0),
     ("unique_names", _any_target(unique_names), 0),   # values derived twice from a shared one
 ]

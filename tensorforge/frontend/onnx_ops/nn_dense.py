@@ -3,9 +3,10 @@
     Gemm: Y = alpha * A' @ B' + beta * C      (A' = A.T with transA, B' = B.T with transB)
 
 becomes `dense(A, W)` when A is not transposed and B is either transposed (W = B) or a constant
-(W = B.T, transposed here once per constant, however many nodes read it); otherwise `matmul(A, B, transpose_a, transpose_b)`.  A 2-D
-MatMul with a constant right operand becomes `dense` the same way, so that the dense schedules
-apply to fully connected layers exported as MatMul.
+(W = B.T, transposed here once per constant however many nodes read it); otherwise
+`matmul(A, B, transpose_a, transpose_b)`.  A 2-D MatMul with a constant right operand becomes
+`dense` the same way, so that the dense schedules apply to fully connected layers exported as
+MatMul.
 """
 from __future__ import annotations
 
