@@ -36,7 +36,8 @@ from .target import Target
 
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
             threads: int | None = None, precision: str = "fp32",
-            batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
+            batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets=None,
+            pad_values: dict | None = None):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
 
@@ -46,6 +47,14 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     `batch_buckets`: the batch sizes a model with a symbolic batch compiles; another
     batch size runs as chunks of these where the model keeps batch rows apart (batch 7 as
     4 + 2 + 1; see batch_buckets.py).  () or None compiles every batch size as it comes.
+
+    `sequence_buckets`: lengths, or {symbol: lengths}, a symbolic dimension other than the batch
+    is padded to: a call whose length is not one runs at the next one up, its inputs padded at
+    the end (with 0, or `pad_values[input name]`: the attention mask's 0 marks padding) and its
+    outputs cut back, so that a new length compiles nothing once its bucket exists.  The first
+    padded call also runs the exact length and compares; where padding changes the outputs (a
+    model that pools over the length, or attends to every position with no mask) it is turned
+    off with a warning (see sequence_buckets.py).
 
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
@@ -62,7 +71,11 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         options = {"target": target, "opt_level": opt_level, "records": records, "threads": threads,
                    "precision": precision}
         staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
-        return staged(graph, options, batch_buckets=batch_buckets)
+        return staged(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
+                      pad_values=pad_values)
+    if sequence_buckets or pad_values:
+        raise ValueError("sequence_buckets pads a symbolic dimension, and this graph has none (every shape is "
+                         "static); from_onnx(path) without shapes keeps the model's symbols")
     if not isinstance(graph, Graph):
         raise TypeError(f"compile expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")

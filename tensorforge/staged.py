@@ -28,6 +28,7 @@ from .errors import InputError
 from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
 from .frontend.onnx_program import OnnxProgram
+from .sequence_buckets import SequencePadding
 
 
 class _Specializations:
@@ -71,8 +72,12 @@ class StagedModel:
     are NumPy arrays (lists of arrays for sequence inputs, None for an absent optional)."""
 
     def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64,
-                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = None,
+                 pad_values: dict | None = None):
         self.program = program
+        self._padding = SequencePadding.make(
+            program.name, [(s.name, s.dims) for s in program.inputs if s.kind == "tensor"],
+            sequence_buckets, pad_values, buckets.leading_symbol(program))
         self._compiled = _Specializations(program.name, options, max_specializations)
         self._signatures: dict[tuple, list] = {}
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
@@ -83,6 +88,8 @@ class StagedModel:
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
         self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}
+        if self._padding is not None:
+            self.info["sequence_buckets"] = self._padding.describe()
 
     @property
     def input_names(self) -> list[str]:
@@ -117,6 +124,9 @@ class StagedModel:
     # -- running -------------------------------------------------------------------------------
     def _call(self, named: dict) -> list:
         env = self.program.bind_inputs(named)
+        return padded_call(self._padding, env, self._run_env, self.info)
+
+    def _run_env(self, env: dict) -> list:
         rows = np.shape(env[self._batch_input])[0] if self._batch_input is not None else None
         return self._execute(self.program, ChainMap(env), rows if rows and rows not in self.batch_buckets else None)
 
@@ -268,6 +278,27 @@ class StagedModel:
                 env.maps[0][name] = np.asarray(value) if isinstance(value, np.generic) else value
 
 
+def padded_call(padding: SequencePadding | None, inputs: dict, run, info: dict) -> list:
+    """`run(inputs)`, at the call's sequence bucket when `padding` pads it (the first such call
+    also runs the exact length, to check that padding leaves the outputs as they are)."""
+    found = padding.bucket_for(inputs) if padding is not None else None
+    if found is None:
+        return run(inputs)
+    assert padding is not None
+    n, size = found
+    try:
+        padded = run(padding.padded(inputs, n, size))
+    except ValueError:             # a padded length the model refuses (a Dim's maximum): run as it is
+        return run(inputs)
+    if padding.status == "verified":
+        outs = padding.cut(padded, n, size)
+    else:
+        outs = run(inputs)
+        padding.judge(outs, padded, n, size)
+    info["sequence_buckets"] = padding.describe()
+    return outs
+
+
 def _lookup(program: OnnxProgram, env, name: str):
     if name in program.initializers:
         return program.initializers[name]
@@ -307,10 +338,17 @@ class ShapeSpecializedModel:
     StagedModel (batch_buckets.py)."""
 
     def __init__(self, program: Any, options: dict, max_specializations: int = 64,
-                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = None,
+                 pad_values: dict | None = None):
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)
         self.info = self._compiled.info
+        dims = [(name, tuple(d if isinstance(d, int) else str(d) for d in shape)) for name, shape, _ in program.specs]
+        leading = {d[0] for _, d in dims if d and isinstance(d[0], str)}
+        self._padding = SequencePadding.make(program.name, dims, sequence_buckets, pad_values,
+                                             next(iter(leading)) if len(leading) == 1 else None)
+        if self._padding is not None:
+            self.info["sequence_buckets"] = self._padding.describe()
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
         leading = {str(dims[0]): k for k, (_, dims, _) in enumerate(program.specs)
                    if dims and not isinstance(dims[0], int)}
@@ -332,6 +370,13 @@ class ShapeSpecializedModel:
             raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
                             f"got {len(arrays)}")
         arrays = tuple(a.detach().numpy() if hasattr(a, "detach") else a for a in arrays)
+        if self._padding is None:
+            return self._run_arrays(arrays)
+        named = padded_call(self._padding, dict(zip(names, map(np.asarray, arrays))),
+                            lambda d: self._run_arrays(tuple(d[n] for n in names)), self.info)
+        return named
+
+    def _run_arrays(self, arrays: tuple) -> list:
         key = tuple(np.shape(a) for a in arrays)
         model = self._compiled.get(key)
         if model is None:

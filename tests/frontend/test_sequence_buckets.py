@@ -1,0 +1,136 @@
+"""Sequence buckets (tensorforge/sequence_buckets.py): a model with a symbolic length, compiled
+with `sequence_buckets`, runs a length that is not a bucket padded to the next bucket and
+compiles nothing once that bucket exists, where padding leaves the outputs as they are (an
+attention mask marks the padding); a model whose outputs read the padding (a mean over the
+length, attention with no mask) is found out on its first padded call and compiled per length.
+Every result is compared with the ONNX reference evaluator."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import tensorforge
+from tensorforge.frontend import from_onnx
+from tensorforge.sequence_buckets import checked_sequence_buckets
+
+OPTS = {"target": "c -O1"}
+WIDTH = 8
+
+
+def attention(masked: bool = True, pooled: bool = False):
+    """One self-attention layer over x[batch, seq, 8]; with `masked`, keys whose mask is 0 get
+    -1e9 added to their scores, as BERT's exports do; with `pooled`, the output is its mean over
+    the sequence."""
+    r = np.random.default_rng(0)
+    inits = {n: (r.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for n in ("wq", "wk", "wv")}
+    inits.update(one=np.array(1.0, np.float32), big=np.array(-1e9, np.float32), axis1=np.array([1], np.int64))
+    nodes = [helper.make_node("MatMul", ["x", w], [w[1]]) for w in ("wq", "wk", "wv")]
+    nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+              helper.make_node("MatMul", ["q", "kt"], ["scores"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", WIDTH])]
+    if masked:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"]))
+        nodes += [helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+                  helper.make_node("Sub", ["one", "maskf"], ["off"]),
+                  helper.make_node("Mul", ["off", "big"], ["bias2"]),
+                  helper.make_node("Unsqueeze", ["bias2", "axis1"], ["bias"]),
+                  helper.make_node("Add", ["scores", "bias"], ["masked"])]
+    nodes += [helper.make_node("Softmax", ["masked" if masked else "scores"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["ctx"]),
+              helper.make_node("Add", ["ctx", "x"], ["y" if not pooled else "h"])]
+    out_dims: list = ["batch", "seq", WIDTH]
+    if pooled:
+        nodes.append(helper.make_node("ReduceMean", ["h", "axis1"], ["y"], keepdims=0))
+        out_dims = ["batch", WIDTH]
+    graph = helper.make_graph(nodes, "attention", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                                                                          out_dims)],
+                              initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return model
+
+
+def _feeds(seq: int, masked: bool = True, batch: int = 2) -> dict:
+    r = np.random.default_rng(seq)
+    feeds = {"x": r.standard_normal((batch, seq, WIDTH)).astype(np.float32)}
+    if masked:
+        feeds["mask"] = np.ones((batch, seq), np.int64)
+        feeds["mask"][0, seq // 2:] = 0           # the first sentence is padded by its user already
+    return feeds
+
+
+def _check(model, onnx_model, seq: int, masked: bool = True) -> None:
+    feeds = _feeds(seq, masked)
+    want = ReferenceEvaluator(onnx_model).run(None, feeds)[0]
+    got = model.run(**feeds)[0]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_lengths_that_are_not_buckets_compile_nothing_once_their_bucket_exists():
+    onnx_model = attention()
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets=(8, 16), **OPTS)
+    compiled = []
+    for seq in (5, 7, 3, 8, 11, 16, 13, 20):
+        before = model.info["specializations"]
+        _check(model, onnx_model, seq)
+        compiled.append(model.info["specializations"] - before)
+    # 5: padded to 8 and, the first time, also run at 5 to check (two); 7 and 3 run at 8 (none);
+    # 8 is a bucket; 11 compiles 16, which 16 and 13 reuse; 20 is above the largest bucket
+    assert compiled == [2, 0, 0, 0, 1, 0, 0, 1]
+    info = model.info["sequence_buckets"]
+    assert info["symbol"] == "seq" and info["status"] == "verified"
+    assert info["runs_as"] == {5: 8, 7: 8, 3: 8, 11: 16, 13: 16}
+
+
+def test_a_model_whose_outputs_read_the_padding_is_compiled_per_length():
+    for onnx_model, masked in ((attention(pooled=True), True), (attention(masked=False), False)):
+        model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={"seq": (8,)}, **OPTS)
+        with pytest.warns(RuntimeWarning, match="padding 'seq' to a sequence bucket changes its outputs"):
+            _check(model, onnx_model, 5, masked)
+        before = model.info["specializations"]
+        _check(model, onnx_model, 6, masked)           # no more padding: its own specialization
+        assert model.info["specializations"] == before + 1
+        info = model.info["sequence_buckets"]
+        assert info["status"] == "refused" and "output 0 differs" in info["reason"], info
+
+
+def test_pad_values_fill_the_padding():
+    """A model that masks with mask == 1 as padding: padding with 0 would attend to the padded
+    keys, so the check refuses it; pad_values={"mask": 1} is right."""
+    onnx_model = attention()
+    inverted = onnx_model.graph
+    for node in inverted.node:                       # scores + (mask) * -1e9: 1 marks padding
+        if node.op_type == "Sub":
+            node.CopyFrom(helper.make_node("Identity", ["maskf"], ["off"]))
+    r = np.random.default_rng(3)
+    feeds = {"x": r.standard_normal((2, 5, WIDTH)).astype(np.float32), "mask": np.zeros((2, 5), np.int64)}
+    want = ReferenceEvaluator(onnx_model).run(None, feeds)[0]
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets=(8,), pad_values={"mask": 1}, **OPTS)
+    np.testing.assert_allclose(model.run(**feeds)[0], want, rtol=1e-4, atol=1e-5)
+    assert model.info["sequence_buckets"]["status"] == "verified"
+    wrong = tensorforge.compile(from_onnx(onnx_model), sequence_buckets=(8,), **OPTS)
+    with pytest.warns(RuntimeWarning, match="changes its outputs"):
+        np.testing.assert_allclose(wrong.run(**feeds)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_options_say_what_is_wrong():
+    program = from_onnx(attention())
+    with pytest.raises(ValueError, match="'length', which is not a symbolic dimension"):
+        tensorforge.compile(program, sequence_buckets={"length": (8,)}, **OPTS)
+    with pytest.raises(ValueError, match="positive integers"):
+        tensorforge.compile(program, sequence_buckets=(8, 0), **OPTS)
+    with pytest.raises(ValueError, match="pad_values names \\['y'\\]"):
+        tensorforge.compile(program, sequence_buckets=(8,), pad_values={"y": 0}, **OPTS)
+    with pytest.raises(ValueError, match="pad_values needs sequence_buckets"):
+        tensorforge.compile(program, pad_values={"mask": 0}, **OPTS)
+    static = from_onnx(attention(), shapes={"x": (1, 4, WIDTH), "mask": (1, 4)})
+    with pytest.raises(ValueError, match="this graph has none"):
+        tensorforge.compile(static, sequence_buckets=(8,), **OPTS)
+
+
+def test_the_symbol_is_found_when_there_is_one_besides_the_batch():
+    assert checked_sequence_buckets((16, 8, 8), ["batch", "seq"], "batch") == ("seq", (8, 16))
+    assert checked_sequence_buckets((), ["batch", "seq"], "batch") is None
+    with pytest.raises(ValueError, match="say which symbolic dimension"):
+        checked_sequence_buckets((8,), ["batch", "seq", "past"], "batch")
