@@ -343,7 +343,10 @@ class ShapeSpecializedModel:
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)
         self.info = self._compiled.info
-        dims = [(name, tuple(d if isinstance(d, int) else str(d) for d in shape)) for name, shape, _ in program.specs]
+        # symbols by the names of the user's torch.export.Dims where known ("seq", not "s27")
+        names = getattr(program, "dim_names", {})
+        dims = [(name, tuple(d if isinstance(d, int) else names.get(str(d), str(d)) for d in shape))
+                for name, shape, _ in program.specs]
         leading = {d[0] for _, d in dims if d and isinstance(d[0], str)}
         self._padding = SequencePadding.make(program.name, dims, sequence_buckets, pad_values,
                                              next(iter(leading)) if len(leading) == 1 else None)

