@@ -9,8 +9,10 @@ low-level path for one schedule (`lower`, `build`) is in build_module.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -23,12 +25,13 @@ from .frontend.torch import TorchProgram
 from .graph.fuse import fuse
 from .graph.ir import Graph
 from .graph.passes.lower_precision import lower_precision_units
+from .graph.passes.share_equal_params import SharedParams
 from .graph.pipeline import optimize
 from .graph.plan_memory import plan_memory
 from .lowering import CachedText, cache_path, lower_group_cached, text_path
 from .ops import registry
 from .runtime.executor import ModelSpec
-from .runtime.memory import HOST
+from .runtime.memory import HOST, aligned
 from .runtime.module import get_num_threads
 from .staged import ShapeSpecializedModel, StagedModel
 from .target import Target
@@ -107,11 +110,20 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views,
                       output_views)
     params = {v.name: a for v, a in graph.params.items()}
+    pool = SHARED_PARAMS.get()
+    if pool is not None and backend.memory is HOST:       # equal weights of earlier specializations
+        params = pool.intern({k: aligned(a) for k, a in params.items()})
+        graph = dataclasses.replace(graph, params={v: params[v.name] for v in graph.params})
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
             "precision": precision, "precision_units": precision_units, "placed": placed,
             "placement": [(label, tgt.kind if k in placed else host.kind) for k, label in enumerate(kernels.labels)]}
     return backend.make_model(spec, module, params, info)
+
+
+# a pool of parameter arrays shared by the models compiled while it is set (the specializations
+# of one staged model: _Specializations.compile sets it)
+SHARED_PARAMS: ContextVar[SharedParams | None] = ContextVar("tensorforge_shared_params", default=None)
 
 
 def _check_options(opt_level, threads) -> None:

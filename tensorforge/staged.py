@@ -15,6 +15,7 @@ specializations for 4, 2 and 1, so a new batch size compiles nothing once its bu
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections import ChainMap, OrderedDict
@@ -28,6 +29,7 @@ from .errors import InputError
 from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
 from .frontend.onnx_program import OnnxProgram
+from .graph.passes.share_equal_params import SharedParams
 from .sequence_buckets import SequencePadding
 
 
@@ -41,6 +43,7 @@ class _Specializations:
         self.name, self.options, self.limit = name, dict(options), limit
         self.entries: OrderedDict = OrderedDict()
         self.info: dict[str, Any] = {"specializations": 0, "compile_seconds": 0.0, "evicted": 0}
+        self.params = SharedParams()
 
     def get(self, key) -> Any:
         value = self.entries.get(key)
@@ -56,9 +59,14 @@ class _Specializations:
 
     def compile(self, graph):
         """`graph` compiled with the model's options, counted."""
+        from .driver import SHARED_PARAMS
         from .driver import compile as compile_graph
         began = time.perf_counter()
-        model = compile_graph(graph, **self.options)
+        token = SHARED_PARAMS.set(self.params)      # equal weights held once across specializations
+        try:
+            model = compile_graph(graph, **self.options)
+        finally:
+            SHARED_PARAMS.reset(token)
         self.info["compile_seconds"] += time.perf_counter() - began
         self.info["specializations"] += 1
         if self.info["specializations"] == 2 * self.limit:
@@ -167,6 +175,8 @@ class StagedModel:
         if segment is None:
             return None
         model = self._compiled.compile(segment.graph) if segment.graph is not None else None
+        # the converted graph (its own copies of derived weights) is not needed to run the model
+        segment = dataclasses.replace(segment, graph=None)
         sig = (segment.inputs, segment.bound)
         if sig not in signatures:
             signatures.append(sig)

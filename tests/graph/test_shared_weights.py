@@ -99,3 +99,32 @@ def test_a_weight_reused_by_layers_is_held_once(spelling):
     xv = np.random.default_rng(3).standard_normal((16, 128)).astype(np.float32)
     np.testing.assert_allclose(model(xv)[0], run_reference(graph, xv)[0], rtol=1e-4, atol=1e-5)
 
+
+
+def test_the_specializations_of_a_staged_model_hold_its_derived_weights_once():
+    """A MatMul with a symbolic row count compiled at three row counts that pack the weight
+    alike (a few rows pack it in wider panels): each specialization derives the transposed,
+    packed weight again, and all three hold one array of it (before, each held its own, and its
+    converted graph another)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tensorforge.frontend import from_onnx
+    from tensorforge.graph.passes.share_equal_params import MIN_BYTES
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((256, 256)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "m",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["rows", 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["rows", 256])],
+        initializer=[numpy_helper.from_array(w, "w")])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = tensorforge.compile(from_onnx(onnx_model), batch_buckets=(), target="c -O1")
+    for rows in (17, 40, 64):
+        x = rng.standard_normal((rows, 256)).astype(np.float32)
+        np.testing.assert_allclose(model(x)[0], np.maximum(x @ w, 0), rtol=1e-4, atol=1e-4)
+    entries = list(model._compiled.entries.values())
+    assert len(entries) == 3
+    held = [{id(a) for a in m.executor.params.values() if a.nbytes >= MIN_BYTES} for _, m in entries]
+    assert held[0] and held[0] == held[1] == held[2]
+    assert all(segment.graph is None for segment, _ in entries)

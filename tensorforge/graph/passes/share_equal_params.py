@@ -19,6 +19,8 @@ The graph computes the same values.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ..ir import Graph, Value
@@ -62,3 +64,33 @@ def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
         return True
     return bool(np.array_equal(np.ascontiguousarray(a).reshape(-1).view(np.uint8),
                                np.ascontiguousarray(b).reshape(-1).view(np.uint8)))
+
+
+class SharedParams:
+    """One array for equal parameters across compiled models: the specializations of a staged
+    model each derive their packed weights again (a transpose for `dense`, a blocked layout),
+    with the same bytes.  `intern(params)` returns `params` with each array of MIN_BYTES or more
+    replaced by an equal one an earlier model holds.  The pool keeps weak references, so a
+    model dropped from a cache of specializations frees the arrays no other model holds."""
+
+    def __init__(self):
+        self._arrays: dict[tuple, list] = {}
+
+    def intern(self, params: dict) -> dict:
+        out = {}
+        for name, array in params.items():
+            if array.nbytes >= MIN_BYTES:
+                array = self._one(array)
+            out[name] = array
+        return out
+
+    def _one(self, array: np.ndarray) -> np.ndarray:
+        refs = self._arrays.setdefault(_fingerprint(array), [])
+        for ref in list(refs):
+            held = ref()
+            if held is None:
+                refs.remove(ref)
+            elif _same_bytes(held, array):
+                return held
+        refs.append(weakref.ref(array))
+        return array
