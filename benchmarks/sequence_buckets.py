@@ -19,8 +19,9 @@ Each model starts with an empty kernel cache (a temporary TENSORFORGE_CACHE_DIR)
 pass over the lengths shows what compiling costs a service: its total seconds and the number of
 specializations compiled.  Then, with everything compiled, each distinct length is timed
 (medians of `--repeat`, interleaved), and the table gives the bucketed model's latency against
-its own exact specialization and against ONNX Runtime, with the machine's FMA peak.  Every
-output is compared with ONNX Runtime's.
+its own exact specialization and against ONNX Runtime, with the machine's FMA peak ("runs at":
+the bucket, or the length itself once it earned its own specialization).  Every output is
+compared with ONNX Runtime's.
 """
 from __future__ import annotations
 
@@ -160,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                     t[label].append(median_seconds(lambda m=model, f=feeds: m.run(**f), args.repeat))
                 t["ort"].append(median_seconds(lambda f=feeds: sess.run(None, f), args.repeat))
             ms = {k: float(np.median(v)) * 1e3 for k, v in t.items()}
-            runs_at = next((b for b in buckets if b >= n), n)
+            # the bucket it ran at, or n itself: a bucket, or a length that earned its own
+            # specialization during the timing (rent or buy, tensorforge/sequence_buckets.py)
+            runs_at = models["buckets"].info["sequence_buckets"]["runs_as"].get(n, n)
             flops = _encoder_flops(module, n)
             share = flops / (ms["exact"] * 1e-3) / 1e9 / peak.gflops[args.threads] * 100
             print(f"{n:6d} {runs_at:7d} {ms['buckets']:10.3f} {ms['exact']:9.3f} {ms['ort']:8.3f} "

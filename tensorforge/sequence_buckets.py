@@ -17,6 +17,13 @@ the exact length and compares: equal outputs (`CHECK_RTOL`, `CHECK_ATOL` relativ
 magnitude) let every later call pad; a difference, or an output axis that did not grow by the
 padding, turns padding off for the model with one warning, and every length compiles its own
 specialization as before.  `model.info["sequence_buckets"]` says which (and why).
+
+Padding costs time: a length of 66 padded to 96 computes 96 positions.  A length that keeps
+coming earns its own specialization once padding has cost it what a compile costs: each padded
+call adds the share of its time spent on padding (its time x (1 - n / bucket)), and when that
+sum reaches the model's mean compile time the length compiles as it is and runs so from then
+on (the rent-or-buy rule: never more than twice the better of the two choices made in
+hindsight).  At most a quarter of `max_specializations` lengths get one.
 """
 from __future__ import annotations
 
@@ -76,6 +83,9 @@ class SequencePadding:
     out_axes: tuple[tuple[int, ...], ...] | None = None
     runs_as: dict[int, int] = field(default_factory=dict)
     padded_calls: int = 0
+    own_limit: int = 16                  # lengths that may earn their own specialization
+    own: set = field(default_factory=set)                   # the lengths that did
+    wasted: dict[int, float] = field(default_factory=dict)  # per length: seconds spent on padding
 
     @classmethod
     def make(cls, name: str, inputs: Iterable[tuple[str, Sequence | None]], buckets: Any,
@@ -117,7 +127,7 @@ class SequencePadding:
                 break
         else:
             return None
-        if n == 0 or n in self.buckets or n > self.buckets[-1]:
+        if n == 0 or n in self.buckets or n > self.buckets[-1] or n in self.own:
             return None
         return n, next(b for b in self.buckets if b > n)
 
@@ -147,6 +157,14 @@ class SequencePadding:
             got.append(out)
         return got
 
+    def paid(self, n: int, size: int, seconds: float, compile_seconds: float) -> None:
+        """Count a padded call of `seconds`; the length runs as it is from its next call once
+        padding has cost it `compile_seconds` (the module docstring's rent-or-buy rule)."""
+        self.wasted[n] = self.wasted.get(n, 0.0) + seconds * (1.0 - n / size)
+        if self.wasted[n] >= compile_seconds and len(self.own) < self.own_limit:
+            self.own.add(n)
+            self.runs_as[n] = n
+
     def judge(self, exact: Sequence, padded: Sequence, n: int, size: int) -> bool:
         """Compare the first padded call with the exact length; True when padding is sound."""
         why, axes = _compare(exact, padded, size - n)
@@ -163,7 +181,7 @@ class SequencePadding:
 
     def describe(self) -> dict:
         return {"symbol": self.symbol, "buckets": self.buckets, "status": self.status, "reason": self.reason,
-                "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as)}
+                "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as), "own": sorted(self.own)}
 
 
 def _compare(exact: Sequence, padded: Sequence, grown: int) -> tuple[str | None, tuple]:

@@ -97,6 +97,7 @@ class StagedModel:
         self.info.update(staged=program.reason, target=options.get("target", "c"))
         self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}
         if self._padding is not None:
+            self._padding.own_limit = max_specializations // 4
             self.info["sequence_buckets"] = self._padding.describe()
 
     @property
@@ -291,17 +292,22 @@ class StagedModel:
 def padded_call(padding: SequencePadding | None, inputs: dict, run, info: dict) -> list:
     """`run(inputs)`, at the call's sequence bucket when `padding` pads it (the first such call
     also runs the exact length, to check that padding leaves the outputs as they are)."""
-    found = padding.bucket_for(inputs) if padding is not None else None
+    if padding is None:
+        return run(inputs)
+    info["sequence_buckets"] = padding.describe()
+    found = padding.bucket_for(inputs)
     if found is None:
         return run(inputs)
-    assert padding is not None
     n, size = found
+    began = time.perf_counter()
     try:
         padded = run(padding.padded(inputs, n, size))
     except ValueError:             # a padded length the model refuses (a Dim's maximum): run as it is
         return run(inputs)
     if padding.status == "verified":
         outs = padding.cut(padded, n, size)
+        compiles = max(1, info.get("specializations", 0))
+        padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
     else:
         outs = run(inputs)
         padding.judge(outs, padded, n, size)
@@ -361,6 +367,7 @@ class ShapeSpecializedModel:
         self._padding = SequencePadding.make(program.name, dims, sequence_buckets, pad_values,
                                              next(iter(leading)) if len(leading) == 1 else None)
         if self._padding is not None:
+            self._padding.own_limit = max_specializations // 4
             self.info["sequence_buckets"] = self._padding.describe()
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
         leading = {str(dims[0]): k for k, (_, dims, _) in enumerate(program.specs)

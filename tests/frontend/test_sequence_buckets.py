@@ -166,3 +166,23 @@ def test_a_torch_program_pads_the_dim_the_user_named():
     info = model.info["sequence_buckets"]
     assert info["symbol"] == "seq" and info["status"] == "verified" and info["runs_as"] == {5: 8, 7: 8}
     assert model.info["specializations"] == 3        # 8, 5 (the check) and 11
+
+
+def test_a_length_that_keeps_coming_earns_its_own_specialization():
+    """Padding costs a length (its calls' time x (1 - n / bucket)); once that reaches the mean
+    compile time, the length compiles as it is and runs so from then on."""
+    onnx_model = attention()
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets=(16,), **OPTS)
+    _check(model, onnx_model, 5)                    # verifies padding: compiles 16 and 5
+    padding = model._padding
+    padding.paid(12, 16, seconds=0.5, compile_seconds=1.0)       # 0.125 s wasted: not yet
+    assert padding.bucket_for(_feeds(12)) == (12, 16)
+    padding.paid(12, 16, seconds=4.0, compile_seconds=1.0)       # 1.125 s: 12 runs as it is
+    assert padding.bucket_for(_feeds(12)) is None
+    before = model.info["specializations"]
+    _check(model, onnx_model, 12)
+    assert model.info["specializations"] == before + 1
+    assert model.info["sequence_buckets"]["own"] == [12] and model.info["sequence_buckets"]["runs_as"][12] == 12
+    padding.own_limit = 1                                        # the limit holds
+    padding.paid(9, 16, seconds=100.0, compile_seconds=1.0)
+    assert padding.bucket_for(_feeds(9)) == (9, 16)
