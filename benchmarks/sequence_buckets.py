@@ -2,6 +2,7 @@
 
     python benchmarks/sequence_buckets.py [--model minilm|bert] [--calls 40] [--lengths 4:128]
                                           [--buckets 16,32,48,64,96,128] [--threads 1] [--repeat 10]
+    python benchmarks/sequence_buckets.py --model gpt2 [--prompt 8] [--tokens 40] [--buckets ...]
 
 The model is exported with `torch.onnx.export` with its batch and sequence dimensions symbolic
 (`input_ids`, `attention_mask`, `token_type_ids` of shape [batch, seq]): all-MiniLM-L6-v2 from
@@ -14,6 +15,12 @@ times with lengths drawn uniformly from `--lengths` (seeded), once by each of:
   runs padded to the next one (the attention mask's 0 marks the padding), so only the buckets
   compile (and, on the first padded call, the exact length the padding is checked against);
 - ONNX Runtime on the same file.
+
+`--model gpt2` is a decoder as a simple generation loop runs it: a GPT-2 of 4 layers of width
+256 (no key/value cache, input_ids [batch, seq]) generates `--tokens` tokens greedily after a
+prompt of `--prompt`, each step running the whole prefix, so each step is a new length.  The
+three generate the same tokens (checked); the table gives each one's seconds for the first
+generation (compiles included) and for a second one (compiled).
 
 Each model starts with an empty kernel cache (a temporary TENSORFORGE_CACHE_DIR), so the first
 pass over the lengths shows what compiling costs a service: its total seconds and the number of
@@ -30,6 +37,7 @@ import os
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -99,9 +107,91 @@ def first_pass(model, lengths: list[int], vocab: int, want: dict) -> tuple[float
     return time.perf_counter() - began, worst
 
 
+def build_gpt2():
+    """(a GPT-2 decoder module: input_ids -> logits, its vocabulary size)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=4, n_embd=256, n_head=4, vocab_size=2000, n_positions=256,
+                        attn_implementation="eager")
+    lm = GPT2LMHeadModel(config).eval()
+
+    class Decoder(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, use_cache=False).logits
+
+    return Decoder(lm).eval(), config.vocab_size
+
+
+def generate(run, prompt: np.ndarray, tokens: int) -> tuple[list[int], float]:
+    """Greedy generation: `tokens` steps, each running the whole prefix; (tokens, seconds)."""
+    ids, began = prompt, time.perf_counter()
+    for _ in range(tokens):
+        logits = run(ids)
+        ids = np.concatenate([ids, np.argmax(logits[:, -1], axis=-1)[:, None].astype(np.int64)], axis=1)
+    return ids[0, prompt.shape[1]:].tolist(), time.perf_counter() - began
+
+
+def main_generation(args, buckets: tuple) -> int:
+    import _peak
+    import onnxruntime as ort
+    import torch
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    from tensorforge.runtime.module import set_num_threads
+    set_num_threads(args.threads)
+    print(_peak.measure([args.threads]).describe(), flush=True)
+    module, vocab = build_gpt2()
+    prompt = np.random.default_rng(0).integers(1, vocab, size=(1, args.prompt)).astype(np.int64)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "decoder.onnx"
+        # the dynamo exporter (the TorchScript one has no aten::diff, which transformers' masks use)
+        dims = {"input_ids": {0: torch.export.Dim("batch", max=64), 1: torch.export.Dim("seq", min=2, max=255)}}
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, (torch.from_numpy(prompt),), str(path), input_names=["input_ids"],
+                              output_names=["logits"], dynamic_shapes=dims, opset_version=18, dynamo=True,
+                              verbose=False)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        print(f"GPT-2 4x256 (no cache), prompt {args.prompt}, {args.tokens} tokens, buckets "
+              f"{','.join(map(str, buckets))}, {args.threads} thread(s)")
+        runs = {"ONNX Runtime": lambda ids: sess.run(None, {"input_ids": ids})[0]}
+        calibration = _calibration()
+        models = {}
+        for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
+            fresh = Path(tmp) / label.replace(" ", "_")
+            os.environ["TENSORFORGE_CACHE_DIR"] = str(fresh)
+            if calibration is not None:
+                (fresh / calibration[0]).parent.mkdir(parents=True, exist_ok=True)
+                (fresh / calibration[0]).write_bytes(calibration[1])
+            model = models[label] = tensorforge.compile(from_onnx(str(path)), **options)
+            runs[label] = lambda ids, m=model: m.run(input_ids=ids)[0]
+        want, _ = generate(runs["ONNX Runtime"], prompt, args.tokens)
+        print(f"{'':14s} {'first s':>8s} {'compiled':>8s} {'again s':>8s} {'tokens/s':>8s} {'same tokens':>11s}")
+        for label, run in runs.items():
+            got, first = generate(run, prompt, args.tokens)
+            compiled = models[label].info["specializations"] if label in models else 0
+            _, again = generate(run, prompt, args.tokens)
+            print(f"{label:14s} {first:8.2f} {compiled:8d} {again:8.3f} {args.tokens / again:8.1f} "
+                  f"{'yes' if got == want else 'NO':>11s}", flush=True)
+        if "sequence_buckets" in models["buckets"].info:
+            info = models["buckets"].info["sequence_buckets"]
+            print(f"padding: {info['status']} {info['reason']}".rstrip())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=("minilm", "bert"), default="minilm")
+    ap.add_argument("--model", choices=("minilm", "bert", "gpt2"), default="minilm")
+    ap.add_argument("--prompt", type=int, default=8, help="gpt2: prompt tokens")
+    ap.add_argument("--tokens", type=int, default=40, help="gpt2: tokens to generate")
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--lengths", default="4:128", help="LO:HI, the range lengths are drawn from")
     ap.add_argument("--buckets", default="16,32,48,64,96,128")
@@ -110,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     lo, hi = (int(v) for v in args.lengths.split(":"))
     buckets = tuple(int(b) for b in args.buckets.split(","))
+    if args.model == "gpt2":
+        return main_generation(args, buckets)
 
     import _peak
     import onnxruntime as ort
