@@ -186,3 +186,22 @@ def test_a_length_that_keeps_coming_earns_its_own_specialization():
     padding.own_limit = 1                                        # the limit holds
     padding.paid(9, 16, seconds=100.0, compile_seconds=1.0)
     assert padding.bucket_for(_feeds(9)) == (9, 16)
+
+
+def test_a_cache_that_grows_in_the_middle_is_refused():
+    """A decoder step with a key/value cache: present = Concat(past, new) along the length.
+    Padding the past length puts the padding in the middle of present, which cutting its end
+    cannot undo; the check finds it."""
+    nodes = [helper.make_node("Concat", ["past", "x"], ["present"], axis=1)]
+    graph = helper.make_graph(nodes, "step",
+                              [helper.make_tensor_value_info("past", TensorProto.FLOAT, ["batch", "past", WIDTH]),
+                               helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, WIDTH])],
+                              [helper.make_tensor_value_info("present", TensorProto.FLOAT, ["batch", "total", WIDTH])])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={"past": (8,)}, **OPTS)
+    r = np.random.default_rng(0)
+    past, x = r.standard_normal((1, 5, WIDTH)).astype(np.float32), r.standard_normal((1, 1, WIDTH)).astype(np.float32)
+    with pytest.warns(RuntimeWarning, match="output 0 differs from the exact length's"):
+        got = model(past, x)[0]
+    np.testing.assert_array_equal(got, np.concatenate([past, x], axis=1))
+    assert model.info["sequence_buckets"]["status"] == "refused"
