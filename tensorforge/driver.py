@@ -122,8 +122,18 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
 
 
 # a pool of parameter arrays shared by the models compiled while it is set (the specializations
-# of one staged model: _Specializations.compile sets it)
+# of one staged model, the variants of one torch.compile graph): see sharing_params
 SHARED_PARAMS: ContextVar[SharedParams | None] = ContextVar("tensorforge_shared_params", default=None)
+
+
+@contextmanager
+def sharing_params(pool: SharedParams):
+    """Models compiled inside hold a parameter equal to one in `pool` as that one array."""
+    token = SHARED_PARAMS.set(pool)
+    try:
+        yield pool
+    finally:
+        SHARED_PARAMS.reset(token)
 
 
 def _check_options(opt_level, threads) -> None:

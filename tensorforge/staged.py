@@ -59,14 +59,11 @@ class _Specializations:
 
     def compile(self, graph):
         """`graph` compiled with the model's options, counted."""
-        from .driver import SHARED_PARAMS
         from .driver import compile as compile_graph
+        from .driver import sharing_params
         began = time.perf_counter()
-        token = SHARED_PARAMS.set(self.params)      # equal weights held once across specializations
-        try:
+        with sharing_params(self.params):          # equal weights held once across specializations
             model = compile_graph(graph, **self.options)
-        finally:
-            SHARED_PARAMS.reset(token)
         self.info["compile_seconds"] += time.perf_counter() - began
         self.info["specializations"] += 1
         if self.info["specializations"] == 2 * self.limit:
@@ -392,9 +389,8 @@ class ShapeSpecializedModel:
         arrays = tuple(a.detach().numpy() if hasattr(a, "detach") else a for a in arrays)
         if self._padding is None:
             return self._run_arrays(arrays)
-        named = padded_call(self._padding, dict(zip(names, map(np.asarray, arrays))),
-                            lambda d: self._run_arrays(tuple(d[n] for n in names)), self.info)
-        return named
+        return padded_call(self._padding, dict(zip(names, map(np.asarray, arrays))),
+                           lambda d: self._run_arrays(tuple(d[n] for n in names)), self.info)
 
     def _run_arrays(self, arrays: tuple) -> list:
         key = tuple(np.shape(a) for a in arrays)

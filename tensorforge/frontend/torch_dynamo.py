@@ -56,11 +56,16 @@ import numpy as np
 
 from .. import batch_buckets as buckets
 from ..driver import compile as compile_graph
+from ..driver import sharing_params
 from ..errors import UserError, one_line
 from ..graph.ir import GraphError
+from ..graph.passes.share_equal_params import SharedParams
 from .torch import import_torch, to_numpy
 
 BACKEND_NAME = "tensorforge"
+# the weights the compiled variants derive alike (a transposed, packed weight), one array for all
+# the graphs dynamo hands over: a module's first graph and the shape-generic one that follows it
+_SHARED = SharedParams()
 
 
 def register() -> None:
@@ -106,6 +111,7 @@ class CompiledGraph:
             raise NotImplementedError(f"the graph takes inputs that are not tensors or sizes "
                                       f"({', '.join(sorted(set(bad)))})")
         self._variants: OrderedDict = OrderedDict()
+        self._params = _SHARED
         concrete = [_hint(x) for x in example_inputs]
         # the weights' positions follow from the graph (its placeholders' sources, which dynamo
         # drops after the compile), not the call: a variant's key is the shapes of the other
@@ -173,7 +179,8 @@ class CompiledGraph:
     def _compile(self, key: tuple, args) -> "_Variant":
         """A new variant for `args`, kept under `key` (the least recently used dropped beyond
         MAX_VARIANTS)."""
-        variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads)
+        variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads,
+                                                 self._params)
         if len(self._variants) > self.MAX_VARIANTS:
             self._variants.popitem(last=False)
         return variant
@@ -308,13 +315,15 @@ class _Variant:
     (so batch norms fold into convolutions and weights are laid out once), and each call checks
     that they are still the tensors it baked, at the versions it baked."""
 
-    def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None):
+    def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None,
+                 params: SharedParams):
         torch = import_torch()
         from torch.utils._pytree import TreeSpec
 
         graph, self.out_spec = traced_graph(gm, inputs, weights)
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-        self.model = compile_graph(graph, target=target, threads=threads)
+        with sharing_params(params):       # the weights the variants derive alike, held once
+            self.model = compile_graph(graph, target=target, threads=threads)
         # weights dynamo passes as arguments are checked by identity and version; weights the
         # graph holds as attributes (dynamo's install_free_tensors) by version
         self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes]

@@ -103,10 +103,10 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch, buckets, want):
     built = []
     original = torch_dynamo._Variant.__init__
 
-    def counting(self, gm, inputs, weights, target, threads):
+    def counting(self, gm, inputs, weights, target, threads, params):
         built.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor) and x.ndim == 2
                            and not isinstance(x, nn.Parameter)))
-        original(self, gm, inputs, weights, target, threads)
+        original(self, gm, inputs, weights, target, threads, params)
 
     monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
     module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
@@ -344,3 +344,27 @@ def test_buffer_updated_in_place_runs_in_eager_pytorch():
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert len(ours) == 1 and "in place" in ours[0]
     assert module.calls.item() == 3.0
+
+
+def test_the_variants_of_a_graph_hold_the_weights_they_derive_alike_once(monkeypatch):
+    """Three batch sizes compile three variants; each derives the layers' transposed, packed
+    weights again, and all three hold one array of each."""
+    from tensorforge.graph.passes.share_equal_params import MIN_BYTES
+    built = []
+    original = torch_dynamo._Variant.__init__
+
+    def keeping(self, *args):
+        original(self, *args)
+        built.append(self)
+
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__", keeping)
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 64)).eval()
+    fast = torch.compile(module, backend="tensorforge")
+    with torch.no_grad():
+        for batch in (16, 32, 64):
+            x = torch.randn(batch, 256)
+            np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), rtol=1e-4, atol=1e-5)
+    assert len(built) == 3
+    held = [{id(a) for a in v.model.executor.params.values() if a.nbytes >= MIN_BYTES} for v in built]
+    assert held[0] and held[0] == held[1] == held[2]
