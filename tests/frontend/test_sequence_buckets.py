@@ -4,6 +4,8 @@ compiles nothing once that bucket exists, where padding leaves the outputs as th
 attention mask marks the padding); a model whose outputs read the padding (a mean over the
 length, attention with no mask) is found out on its first padded call and compiled per length.
 Every result is compared with the ONNX reference evaluator."""
+import warnings
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -205,3 +207,33 @@ def test_a_cache_that_grows_in_the_middle_is_refused():
         got = model(past, x)[0]
     np.testing.assert_array_equal(got, np.concatenate([past, x], axis=1))
     assert model.info["sequence_buckets"]["status"] == "refused"
+
+
+@pytest.mark.parametrize("direction, verified", [("forward", True), ("bidirectional", False)])
+def test_an_lstm_over_time_pads_forward_only(direction, verified):
+    """An ONNX LSTM over x[seq, batch, 8]: a forward LSTM's outputs at the first n steps do not
+    read the steps after them, so padding is verified; a bidirectional one reads them backwards
+    from the end, and the check refuses it."""
+    dirs, hidden = (1 if direction == "forward" else 2), 6
+    r = np.random.default_rng(1)
+    inits = {"w": r.standard_normal((dirs, 4 * hidden, WIDTH)).astype(np.float32) * 0.3,
+             "r": r.standard_normal((dirs, 4 * hidden, hidden)).astype(np.float32) * 0.3,
+             "b": r.standard_normal((dirs, 8 * hidden)).astype(np.float32) * 0.1}
+    node = helper.make_node("LSTM", ["x", "w", "r", "b"], ["y"], hidden_size=hidden, direction=direction)
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                              ["seq", 1, WIDTH])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["seq", dirs, 1, hidden])],
+                              initializer=[numpy_helper.from_array(a, n) for n, a in inits.items()])
+    onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={"seq": (8, 16)}, **OPTS)
+    reference = ReferenceEvaluator(onnx_model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for seq in (5, 7, 12):
+            x = r.standard_normal((seq, 1, WIDTH)).astype(np.float32)
+            np.testing.assert_allclose(model(x)[0], reference.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
+    info = model.info["sequence_buckets"]
+    assert info["status"] == ("verified" if verified else "refused"), info
+    assert bool(caught) != verified
+    if verified:
+        assert info["runs_as"] == {5: 8, 7: 8, 12: 16}
