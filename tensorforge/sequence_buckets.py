@@ -122,7 +122,7 @@ class SequencePadding:
             return None
         for name, axes in self.axes.items():
             a = arrays.get(name)
-            if isinstance(a, np.ndarray) and a.ndim > max(axes):
+            if _is_tensor(a) and a.ndim > max(axes):
                 n = a.shape[axes[0]]
                 break
         else:
@@ -132,15 +132,22 @@ class SequencePadding:
         return n, next(b for b in self.buckets if b > n)
 
     def padded(self, arrays: Mapping[str, Any], n: int, size: int) -> dict:
-        """The call's inputs with every axis of the symbol padded from `n` to `size`."""
+        """The call's inputs (NumPy arrays or torch tensors) with every axis of the symbol
+        padded from `n` to `size`."""
         out = dict(arrays)
         for name, axes in self.axes.items():
             a = out.get(name)
-            if not isinstance(a, np.ndarray):
-                continue
-            widths = [(0, size - n if k in axes else 0) for k in range(a.ndim)]
-            fill = np.asarray(self.pad_values.get(name, 0)).astype(a.dtype)
-            out[name] = np.pad(a, widths, constant_values=fill)
+            if isinstance(a, np.ndarray):
+                widths = [(0, size - n if k in axes else 0) for k in range(a.ndim)]
+                fill = np.asarray(self.pad_values.get(name, 0)).astype(a.dtype)
+                out[name] = np.pad(a, widths, constant_values=fill)
+            elif _is_tensor(a):                  # a torch tensor (torch.compile's graphs): with torch
+                import torch
+                for k in axes:
+                    extra = list(a.shape)
+                    extra[k] = size - n
+                    a = torch.cat([a, a.new_full(extra, self.pad_values.get(name, 0))], dim=k)
+                out[name] = a
         return out
 
     def cut(self, outs: Sequence, n: int, size: int) -> list:
@@ -153,7 +160,8 @@ class SequencePadding:
             if axes:
                 index = tuple(slice(0, out.shape[k] - (size - n)) if k in axes else slice(None)
                               for k in range(out.ndim))
-                out = np.ascontiguousarray(out[index])
+                out = out[index]
+                out = out.contiguous() if hasattr(out, "contiguous") else np.ascontiguousarray(out)
             got.append(out)
         return got
 
@@ -184,11 +192,17 @@ class SequencePadding:
                 "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as), "own": sorted(self.own)}
 
 
+def _is_tensor(a: Any) -> bool:
+    """A NumPy array or a torch tensor."""
+    return isinstance(a, np.ndarray) or (type(a).__module__.startswith("torch") and hasattr(a, "shape"))
+
+
 def _compare(exact: Sequence, padded: Sequence, grown: int) -> tuple[str | None, tuple]:
     """(None, each output's grown axes) when the padded outputs, cut, equal the exact ones;
     else (what differs, ())."""
     axes_all = []
     for k, (e, p) in enumerate(zip(exact, padded)):
+        e, p = (x.detach().cpu().numpy() if _is_tensor(x) and not isinstance(x, np.ndarray) else x for x in (e, p))
         if not isinstance(e, np.ndarray) or not isinstance(p, np.ndarray):
             return f"output {k} is not a tensor", ()
         if e.ndim != p.ndim or e.dtype != p.dtype:

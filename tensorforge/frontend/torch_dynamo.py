@@ -22,7 +22,10 @@ under `torch.inference_mode` keep no version, so their graph runs in eager PyTor
 makes a graph shape-generic (after a second input shape, or with dynamic=True), the graph is
 traced and compiled once per concrete shape; a symbolic batch whose size is not a batch bucket
 runs as chunks on the buckets' variants where the graph keeps batch rows apart (batch_buckets.py;
-`options={"batch_buckets": ()}` compiles every batch size instead).  A graph with unsupported ops or non-tensor values
+`options={"batch_buckets": ()}` compiles every batch size instead), and with
+`options={"sequence_buckets": (16, 32, ...)}` a symbolic length other than the batch runs padded
+to the next of those lengths (sequence_buckets.py: checked once against the exact length; the
+graph's symbol is dynamo's, so there must be one besides the batch).  A graph with unsupported ops or non-tensor values
 falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
 with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
 LSTM compiles (frontend/torch_ops/rnn.py).
@@ -48,6 +51,7 @@ benchmarks/results/torch_compile.txt has the figures.
 from __future__ import annotations
 
 import operator
+import time
 import warnings
 from collections import OrderedDict
 from typing import Any, Callable
@@ -60,6 +64,7 @@ from ..driver import sharing_params
 from ..errors import UserError, one_line
 from ..graph.ir import GraphError
 from ..graph.passes.share_equal_params import SharedParams
+from ..sequence_buckets import SequencePadding
 from .torch import import_torch, to_numpy
 
 BACKEND_NAME = "tensorforge"
@@ -78,8 +83,8 @@ def register() -> None:
 
 def tensorforge_backend(gm: Any, example_inputs: list, options: dict | None = None) -> Callable:
     """The dynamo backend: a compiled callable for `gm`, or `gm.forward` with a warning.
-    `options` (torch.compile's options=) may name the tensorforge "target", "threads" and
-    "batch_buckets"."""
+    `options` (torch.compile's options=) may name the tensorforge "target", "threads",
+    "batch_buckets" and "sequence_buckets"."""
     try:
         return CompiledGraph(gm, list(example_inputs), dict(options or {}))
     except (NotImplementedError, UserError, GraphError) as err:
@@ -112,6 +117,7 @@ class CompiledGraph:
                                       f"({', '.join(sorted(set(bad)))})")
         self._variants: OrderedDict = OrderedDict()
         self._params = _SHARED
+        self.info: dict = {"specializations": 0, "compile_seconds": 0.0}
         concrete = [_hint(x) for x in example_inputs]
         # the weights' positions follow from the graph (its placeholders' sources, which dynamo
         # drops after the compile), not the call: a variant's key is the shapes of the other
@@ -128,6 +134,9 @@ class CompiledGraph:
         self._buckets = buckets.checked_buckets(options.get("batch_buckets", buckets.DEFAULT_BATCH_BUCKETS))
         self._batch, self._cut, self._sized = _batch_positions(gm, self._varying) if self._buckets else (None, (), ())
         self._splits: dict[tuple, buckets.BatchSplit | str] = {}
+        # a symbolic length run at sequence buckets (options={"sequence_buckets": lengths})
+        self._padding, self._seq_sizes = _sequence_padding(gm, self._varying, options) if self._generic \
+            else (None, ())
         # the example's variants are compiled now, so that a graph that cannot compile runs in
         # eager PyTorch from the start: the whole example, or the buckets it splits into
         split = self._split(concrete) if self._batch is not None else None
@@ -153,6 +162,35 @@ class CompiledGraph:
         return self._last.model
 
     def __call__(self, *args: Any) -> Any:
+        if self._padding is not None:
+            return self._padded(args)
+        return self._run(args)
+
+    def _padded(self, args: tuple) -> Any:
+        """The call at its sequence bucket (sequence_buckets.py): the tensors' axes of the symbol
+        padded, the sizes that are the symbol set to the bucket, the outputs' grown axes cut."""
+        from torch.utils._pytree import tree_flatten, tree_unflatten
+
+        from ..staged import padded_call
+        padding = self._padding
+        assert padding is not None
+        spec: list = []
+
+        def run_tree(named: dict) -> list:
+            call = list(args)
+            for key, a in named.items():
+                call[int(key)] = a
+            length = next(named[key].shape[axes[0]] for key, axes in padding.axes.items())
+            for k in self._seq_sizes:
+                call[k] = length
+            leaves, tree = tree_flatten(self._run(tuple(call)))
+            spec[:] = [tree]
+            return leaves
+
+        leaves = padded_call(padding, {key: args[int(key)] for key in padding.axes}, run_tree, self.info)
+        return tree_unflatten(leaves, spec[0])
+
+    def _run(self, args: tuple) -> Any:
         last = self._last
         if (last.accepts(args) if self._generic else not last.stale(args)):
             return last(args)
@@ -179,8 +217,11 @@ class CompiledGraph:
     def _compile(self, key: tuple, args) -> "_Variant":
         """A new variant for `args`, kept under `key` (the least recently used dropped beyond
         MAX_VARIANTS)."""
+        began = time.perf_counter()
         variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads,
                                                  self._params)
+        self.info["specializations"] += 1
+        self.info["compile_seconds"] += time.perf_counter() - began
         if len(self._variants) > self.MAX_VARIANTS:
             self._variants.popitem(last=False)
         return variant
@@ -271,6 +312,30 @@ def _batch_positions(gm: Any, varying: list[int]) -> tuple:
     batch = leads[first]
     return (first, tuple(k for k, s in leads.items() if s == batch),
             tuple(k for k, v in values.items() if symbol(v) == batch))
+
+
+def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
+    """(SequencePadding for `options["sequence_buckets"]` over the tensor inputs' symbolic
+    axes, the positions of the size inputs that are that symbol), or (None, ())."""
+    import torch
+    if not options.get("sequence_buckets"):
+        return None, ()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    values = {k: placeholders[k].meta.get("example_value") for k in varying if k < len(placeholders)}
+
+    def dim(d: Any) -> Any:
+        if isinstance(d, torch.SymInt):
+            expr = d.node.expr
+            return int(expr) if getattr(expr, "is_number", False) else str(expr)
+        return int(d)
+
+    inputs = [(str(k), tuple(dim(d) for d in v.shape)) for k, v in values.items() if isinstance(v, torch.Tensor)]
+    leads = [dims[0] for _, dims in inputs if dims and isinstance(dims[0], str)]
+    padding = SequencePadding.make(gm.__class__.__name__, inputs, options["sequence_buckets"], None,
+                                   leads[0] if leads else None)
+    if padding is None:
+        return None, ()
+    return padding, tuple(k for k, v in values.items() if isinstance(v, torch.SymInt) and dim(v) == padding.symbol)
 
 
 def _hint(x: Any) -> Any:

@@ -368,3 +368,35 @@ def test_the_variants_of_a_graph_hold_the_weights_they_derive_alike_once(monkeyp
     assert len(built) == 3
     held = [{id(a) for a in v.model.executor.params.values() if a.nbytes >= MIN_BYTES} for v in built]
     assert held[0] and held[0] == held[1] == held[2]
+
+
+def test_sequence_buckets_pad_a_symbolic_length(monkeypatch):
+    """options={"sequence_buckets": ...} with a shape-generic graph: lengths that are not buckets
+    run padded to the next one (the first one also exactly, to check), so 5, 7, 12, 3 compile
+    the buckets 8 and 16 and the check's 5, and every result matches eager."""
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.query = nn.Linear(8, 8)
+
+        def forward(self, x, mask):
+            scores = self.query(x) @ x.transpose(1, 2) + (1.0 - mask[:, None, :].float()) * -1e9
+            return scores.softmax(-1) @ x
+
+    built = []
+    original = torch_dynamo._Variant.__init__
+
+    def counting(self, gm, inputs, *rest):
+        built.append(tuple(x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
+        original(self, gm, inputs, *rest)
+
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    torch.manual_seed(0)
+    module = Attention().eval()
+    fast = torch.compile(module, backend="tensorforge", dynamic=True, options={"sequence_buckets": (8, 16)})
+    with torch.no_grad():
+        for n in (5, 7, 12, 3, 16):
+            x, mask = torch.randn(2, n, 8), torch.ones(2, n, dtype=torch.int64)
+            mask[0, n // 2:] = 0
+            np.testing.assert_allclose(fast(x, mask).numpy(), module(x, mask).numpy(), rtol=1e-4, atol=1e-5)
+    assert sorted(built) == [(5,), (8,), (16,)]
