@@ -23,7 +23,8 @@ coming earns its own specialization once padding has cost it what a compile cost
 call adds the share of its time spent on padding (its time x (1 - n / bucket)), and when that
 sum reaches the model's mean compile time the length compiles as it is and runs so from then
 on (the rent-or-buy rule: never more than twice the better of the two choices made in
-hindsight).  At most a quarter of `max_specializations` lengths get one.
+hindsight).  At most a quarter of the specializations a model keeps (`max_specializations`
+of StagedModel, 64) go to such lengths.
 """
 from __future__ import annotations
 
