@@ -166,11 +166,7 @@ def main_generation(args, buckets: tuple) -> int:
         calibration = _calibration()
         models = {}
         for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
-            fresh = Path(tmp) / label.replace(" ", "_")
-            os.environ["TENSORFORGE_CACHE_DIR"] = str(fresh)
-            if calibration is not None:
-                (fresh / calibration[0]).parent.mkdir(parents=True, exist_ok=True)
-                (fresh / calibration[0]).write_bytes(calibration[1])
+            _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
             model = models[label] = tensorforge.compile(from_onnx(str(path)), **options)
             runs[label] = lambda ids, m=model: m.run(input_ids=ids)[0]
         want, _ = generate(runs["ONNX Runtime"], prompt, args.tokens)
@@ -229,11 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         models = {}
         calibration = _calibration()
         for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
-            fresh = Path(tmp) / label.replace(" ", "_")
-            os.environ["TENSORFORGE_CACHE_DIR"] = str(fresh)
-            if calibration is not None:        # the GEMM calibration carries over; the kernels do not
-                (fresh / calibration[0]).parent.mkdir(parents=True, exist_ok=True)
-                (fresh / calibration[0]).write_bytes(calibration[1])
+            _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
             model = tensorforge.compile(from_onnx(str(path)), **options)
             seconds, worst = first_pass(model, lengths, vocab, want)
             models[label] = model
@@ -273,6 +265,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"one pass over the {args.calls} calls, compiled: buckets {total['buckets']:.1f} ms, exact "
           f"{total['exact']:.1f} ms, ONNX Runtime {total['ort']:.1f} ms")
     return 0
+
+
+def _fresh_cache(folder: Path, calibration: tuple[Path, bytes] | None) -> None:
+    """An empty kernel cache in `folder` for the models compiled next, with the GEMM
+    calibration carried over (the kernels are not)."""
+    os.environ["TENSORFORGE_CACHE_DIR"] = str(folder)
+    if calibration is not None:
+        (folder / calibration[0]).parent.mkdir(parents=True, exist_ok=True)
+        (folder / calibration[0]).write_bytes(calibration[1])
 
 
 def _calibration() -> tuple[Path, bytes] | None:

@@ -28,9 +28,10 @@ of StagedModel, 64) go to such lengths.
 """
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -90,8 +91,10 @@ class SequencePadding:
 
     @classmethod
     def make(cls, name: str, inputs: Iterable[tuple[str, Sequence | None]], buckets: Any,
-             pad_values: Mapping[str, Any] | None, batch: str | None) -> "SequencePadding | None":
-        """From the inputs' (name, dims) with symbols as strings; None when `buckets` is off."""
+             pad_values: Mapping[str, Any] | None, batch: str | None, keep: int) -> "SequencePadding | None":
+        """From the inputs' (name, dims) with symbols as strings; None when `buckets` is off.
+        `keep`: how many specializations the model keeps (a quarter may go to lengths that earn
+        their own)."""
         inputs = list(inputs)
         symbols: list[str] = []
         for _, dims in inputs:
@@ -114,7 +117,7 @@ class SequencePadding:
         for n, v in values.items():
             if not np.isscalar(v):
                 raise ValueError(f"pad_values[{n!r}] must be a scalar, got {type(v).__name__}")
-        return cls(name, symbol, lengths, axes, values)
+        return cls(name, symbol, lengths, axes, values, own_limit=keep // 4)
 
     # -- per call --------------------------------------------------------------------------------
     def bucket_for(self, arrays: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -191,6 +194,33 @@ class SequencePadding:
     def describe(self) -> dict:
         return {"symbol": self.symbol, "buckets": self.buckets, "status": self.status, "reason": self.reason,
                 "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as), "own": sorted(self.own)}
+
+
+def run_padded(padding: SequencePadding | None, inputs: dict, run: Callable[[dict], list], info: dict) -> list:
+    """`run(inputs)` -> outputs, at the call's sequence bucket when `padding` pads it (the first
+    such call also runs the exact length, to check that padding leaves the outputs as they are);
+    `info` (the model's) holds its compile counts and gets `padding.describe()`."""
+    if padding is None:
+        return run(inputs)
+    info["sequence_buckets"] = padding.describe()
+    found = padding.bucket_for(inputs)
+    if found is None:
+        return run(inputs)
+    n, size = found
+    began = time.perf_counter()
+    try:
+        padded = run(padding.padded(inputs, n, size))
+    except ValueError:             # a padded length the model refuses (a Dim's maximum): run as it is
+        return run(inputs)
+    if padding.status == "verified":
+        outs = padding.cut(padded, n, size)
+        compiles = max(1, info.get("specializations", 0))
+        padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
+    else:
+        outs = run(inputs)
+        padding.judge(outs, padded, n, size)
+    info["sequence_buckets"] = padding.describe()
+    return outs
 
 
 def _is_tensor(a: Any) -> bool:

@@ -30,7 +30,7 @@ from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
 from .frontend.onnx_program import OnnxProgram
 from .graph.passes.share_equal_params import SharedParams
-from .sequence_buckets import SequencePadding
+from .sequence_buckets import SequencePadding, run_padded
 
 
 class _Specializations:
@@ -82,7 +82,7 @@ class StagedModel:
         self.program = program
         self._padding = SequencePadding.make(
             program.name, [(s.name, s.dims) for s in program.inputs if s.kind == "tensor"],
-            sequence_buckets, pad_values, buckets.leading_symbol(program))
+            sequence_buckets, pad_values, buckets.leading_symbol(program), max_specializations)
         self._compiled = _Specializations(program.name, options, max_specializations)
         self._signatures: dict[tuple, list] = {}
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
@@ -94,7 +94,6 @@ class StagedModel:
         self.info.update(staged=program.reason, target=options.get("target", "c"))
         self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}
         if self._padding is not None:
-            self._padding.own_limit = max_specializations // 4
             self.info["sequence_buckets"] = self._padding.describe()
 
     @property
@@ -130,7 +129,7 @@ class StagedModel:
     # -- running -------------------------------------------------------------------------------
     def _call(self, named: dict) -> list:
         env = self.program.bind_inputs(named)
-        return padded_call(self._padding, env, self._run_env, self.info)
+        return run_padded(self._padding, env, self._run_env, self.info)
 
     def _run_env(self, env: dict) -> list:
         rows = np.shape(env[self._batch_input])[0] if self._batch_input is not None else None
@@ -286,32 +285,6 @@ class StagedModel:
                 env.maps[0][name] = np.asarray(value) if isinstance(value, np.generic) else value
 
 
-def padded_call(padding: SequencePadding | None, inputs: dict, run, info: dict) -> list:
-    """`run(inputs)`, at the call's sequence bucket when `padding` pads it (the first such call
-    also runs the exact length, to check that padding leaves the outputs as they are)."""
-    if padding is None:
-        return run(inputs)
-    info["sequence_buckets"] = padding.describe()
-    found = padding.bucket_for(inputs)
-    if found is None:
-        return run(inputs)
-    n, size = found
-    began = time.perf_counter()
-    try:
-        padded = run(padding.padded(inputs, n, size))
-    except ValueError:             # a padded length the model refuses (a Dim's maximum): run as it is
-        return run(inputs)
-    if padding.status == "verified":
-        outs = padding.cut(padded, n, size)
-        compiles = max(1, info.get("specializations", 0))
-        padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
-    else:
-        outs = run(inputs)
-        padding.judge(outs, padded, n, size)
-    info["sequence_buckets"] = padding.describe()
-    return outs
-
-
 def _lookup(program: OnnxProgram, env, name: str):
     if name in program.initializers:
         return program.initializers[name]
@@ -362,9 +335,8 @@ class ShapeSpecializedModel:
                 for name, shape, _ in program.specs]
         leading = {d[0] for _, d in dims if d and isinstance(d[0], str)}
         self._padding = SequencePadding.make(program.name, dims, sequence_buckets, pad_values,
-                                             next(iter(leading)) if len(leading) == 1 else None)
+                                             next(iter(leading)) if len(leading) == 1 else None, max_specializations)
         if self._padding is not None:
-            self._padding.own_limit = max_specializations // 4
             self.info["sequence_buckets"] = self._padding.describe()
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
         leading = {str(dims[0]): k for k, (_, dims, _) in enumerate(program.specs)
@@ -389,7 +361,7 @@ class ShapeSpecializedModel:
         arrays = tuple(a.detach().numpy() if hasattr(a, "detach") else a for a in arrays)
         if self._padding is None:
             return self._run_arrays(arrays)
-        return padded_call(self._padding, dict(zip(names, map(np.asarray, arrays))),
+        return run_padded(self._padding, dict(zip(names, map(np.asarray, arrays))),
                            lambda d: self._run_arrays(tuple(d[n] for n in names)), self.info)
 
     def _run_arrays(self, arrays: tuple) -> list:

@@ -64,7 +64,7 @@ from ..driver import sharing_params
 from ..errors import UserError, one_line
 from ..graph.ir import GraphError
 from ..graph.passes.share_equal_params import SharedParams
-from ..sequence_buckets import SequencePadding
+from ..sequence_buckets import SequencePadding, run_padded
 from .torch import import_torch, to_numpy
 
 BACKEND_NAME = "tensorforge"
@@ -171,7 +171,6 @@ class CompiledGraph:
         padded, the sizes that are the symbol set to the bucket, the outputs' grown axes cut."""
         from torch.utils._pytree import tree_flatten, tree_unflatten
 
-        from ..staged import padded_call
         padding = self._padding
         assert padding is not None
         spec: list = []
@@ -187,7 +186,7 @@ class CompiledGraph:
             spec[:] = [tree]
             return leaves
 
-        leaves = padded_call(padding, {key: args[int(key)] for key in padding.axes}, run_tree, self.info)
+        leaves = run_padded(padding, {key: args[int(key)] for key in padding.axes}, run_tree, self.info)
         return tree_unflatten(leaves, spec[0])
 
     def _run(self, args: tuple) -> Any:
@@ -299,8 +298,7 @@ def _batch_positions(gm: Any, varying: list[int]) -> tuple:
     symbol, every size input that is that symbol), from the placeholders' example values (the
     example inputs themselves have concrete sizes); (None, (), ()) when no input has one."""
     import torch
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    values = {k: placeholders[k].meta.get("example_value") for k in varying if k < len(placeholders)}
+    values = _example_values(gm, varying)
 
     def symbol(x: Any) -> str | None:
         return str(x.node.expr) if isinstance(x, torch.SymInt) else None
@@ -314,14 +312,19 @@ def _batch_positions(gm: Any, varying: list[int]) -> tuple:
             tuple(k for k, v in values.items() if symbol(v) == batch))
 
 
+def _example_values(gm: Any, positions: list[int]) -> dict:
+    """{input position: the example value (with symbolic sizes) of its placeholder}."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return {k: placeholders[k].meta.get("example_value") for k in positions if k < len(placeholders)}
+
+
 def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
     """(SequencePadding for `options["sequence_buckets"]` over the tensor inputs' symbolic
     axes, the positions of the size inputs that are that symbol), or (None, ())."""
     import torch
     if not options.get("sequence_buckets"):
         return None, ()
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    values = {k: placeholders[k].meta.get("example_value") for k in varying if k < len(placeholders)}
+    values = _example_values(gm, varying)
 
     def dim(d: Any) -> Any:
         if isinstance(d, torch.SymInt):
@@ -332,7 +335,7 @@ def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
     inputs = [(str(k), tuple(dim(d) for d in v.shape)) for k, v in values.items() if isinstance(v, torch.Tensor)]
     leads = [dims[0] for _, dims in inputs if dims and isinstance(dims[0], str)]
     padding = SequencePadding.make(gm.__class__.__name__, inputs, options["sequence_buckets"], None,
-                                   leads[0] if leads else None)
+                                   leads[0] if leads else None, CompiledGraph.MAX_VARIANTS)
     if padding is None:
         return None, ()
     return padding, tuple(k for k, v in values.items() if isinstance(v, torch.SymInt) and dim(v) == padding.symbol)
