@@ -3,20 +3,30 @@
 A model whose inputs have a symbolic length (tokens, time steps) compiles one specialization
 per length it is called with: a second or so for a small transformer, for every new sentence
 length.  `compile(..., sequence_buckets=(32, 64, 128, 256))` runs a length that is not a bucket
-at the next bucket up instead: every input axis of that length is padded at its end (with 0, or
+at the next bucket up instead: every input axis of that length is padded (with 0, or
 `pad_values[input name]`), the padded call runs on the bucket's specialization, and every
 output axis that grew with the padding is cut back.  A length above the largest bucket, or one
 that is a bucket, runs as it is.
 
-That gives the right answer only for a model whose outputs at the first n positions do not read
-the positions after them: a transformer whose attention-mask input marks the padding (mask 0:
-the padded keys get no weight), a causal decoder, an RNN over time, per-position layers.  It is
-wrong for a model that pools over the length or attends to every position with no mask.  The
-compiler cannot see which from the graph (a mask is data), so the first padded call also runs
-the exact length and compares: equal outputs (`CHECK_RTOL`, `CHECK_ATOL` relative to the largest
-magnitude) let every later call pad; a difference, or an output axis that did not grow by the
-padding, turns padding off for the model with one warning, and every length compiles its own
-specialization as before.  `model.info["sequence_buckets"]` says which (and why).
+Padding goes at the end of the axes, or at their start.  The end is right for a model whose
+outputs at the first n positions do not read the positions after them: a transformer whose
+attention-mask input marks the padding (mask 0: the padded keys get no weight), a causal
+decoder, a forward RNN over time, per-position layers.  The start is right for a decoder step
+that carries a key/value cache: its past length is padded at the front, where the attention
+mask's 0 hides it, and the cache it returns (the past with the new keys appended) keeps the
+padding at its front, where it is cut.  Other symbols that grow with the padded one are named
+with it, and padded by as much: `sequence_buckets={("past", "total"): (64, 128, ...)}` pads the
+past and the attention mask over past + new tokens alike (a dimension written as an expression
+of the symbol, "past + 1", grows with it by itself).
+
+Neither side is right for a model that pools over the length or attends to every position with
+no mask.  The compiler cannot see which from the graph (a mask is data), so the first padded
+call also runs the exact length and compares: padded at the end, and where that differs, at the
+start.  Equal outputs (`CHECK_RTOL`, `CHECK_ATOL` relative to the largest magnitude) let every
+later call pad on the side that matched; a difference on both sides, or an output axis that did
+not grow by the padding, turns padding off for the model with one warning, and every length
+compiles its own specialization as before.  `model.info["sequence_buckets"]` says which (and
+why).
 
 Padding costs time: a length of 66 padded to 96 computes 96 positions.  A length that keeps
 coming earns its own specialization once padding has cost it what a compile costs: each padded
@@ -28,6 +38,7 @@ of StagedModel, 64) go to such lengths.
 """
 from __future__ import annotations
 
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -37,31 +48,41 @@ import numpy as np
 
 CHECK_RTOL = 1e-3
 CHECK_ATOL = 1e-4          # times max(1, the largest magnitude of the exact output)
+SIDES = ("end", "start")   # where padding goes, in the order the first padded call tries them
 
 
-def checked_sequence_buckets(buckets: Any, symbols: Sequence[str], batch: str | None) -> tuple[str, tuple] | None:
-    """(symbol, sorted buckets) from `compile`'s `sequence_buckets`: {symbol: lengths}, or just
-    the lengths when the inputs have one symbol besides the leading batch; None when off."""
+def checked_sequence_buckets(buckets: Any, symbols: Sequence[str], batch: str | None
+                             ) -> tuple[tuple[str, ...], tuple] | None:
+    """(the symbols padded, the first of them the one whose length picks the bucket; the sorted
+    buckets) from `compile`'s `sequence_buckets`: {symbol or (symbol, linked symbols...): lengths},
+    or just the lengths when the inputs have one symbol besides the leading batch; None when off."""
     if buckets is None or (not isinstance(buckets, Mapping) and len(buckets) == 0):
         return None
     if isinstance(buckets, Mapping):
         if len(buckets) != 1:
-            raise ValueError(f"sequence_buckets pads one symbolic dimension; got {len(buckets)}: {sorted(buckets)}")
-        ((symbol, lengths),) = buckets.items()
-        if symbol not in symbols:
-            raise ValueError(f"sequence_buckets names {symbol!r}, which is not a symbolic dimension of the "
-                             f"model's inputs ({', '.join(map(repr, symbols)) or 'it has none'})")
+            raise ValueError(f"sequence_buckets pads one symbolic dimension (with the symbols that grow with it, "
+                             f"as {{('past', 'total'): lengths}}); got {len(buckets)} entries: "
+                             f"{sorted(map(str, buckets))}")
+        ((key, lengths),) = buckets.items()
+        names = (key,) if isinstance(key, str) else tuple(key) if isinstance(key, (tuple, list)) else None
+        if not names or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise ValueError(f"sequence_buckets keys a symbol, or a tuple of distinct symbols, got {key!r}")
+        unknown = [n for n in names if n not in symbols]
+        if unknown:
+            raise ValueError(f"sequence_buckets names {', '.join(map(repr, unknown))}, which "
+                             f"{'is' if len(unknown) == 1 else 'are'} not a symbolic dimension of the model's "
+                             f"inputs ({', '.join(map(repr, symbols)) or 'it has none'})")
     else:
         lengths = buckets
         candidates = [s for s in symbols if s != batch]
         if len(candidates) != 1:
             raise ValueError("sequence_buckets: say which symbolic dimension to pad, as {symbol: lengths}; the "
                              f"model's inputs have {', '.join(map(repr, symbols)) or 'none'}")
-        symbol = candidates[0]
+        names = (candidates[0],)
     out = sorted({_positive(b) for b in lengths})
     if not out:
-        raise ValueError(f"sequence_buckets for {symbol!r} holds no length")
-    return symbol, tuple(out)
+        raise ValueError(f"sequence_buckets for {names[0]!r} holds no length")
+    return names, tuple(out)
 
 
 def _positive(b: Any) -> int:
@@ -70,17 +91,29 @@ def _positive(b: Any) -> int:
     return int(b)
 
 
+def _symbols_of(dim: Any) -> set[str]:
+    """The symbols a dimension names: itself, or the names in an expression ("past + 1")."""
+    if not isinstance(dim, str):
+        return set()
+    return {dim} | set(re.findall(r"[A-Za-z_][A-Za-z0-9_.]*", dim))
+
+
 @dataclass
 class SequencePadding:
-    """How a model pads one symbolic length: `axes` are each input's axes of that length,
-    `pad_values` what fills them; `status` is "unchecked" until the first padded call compares
-    with the exact length, then "verified" or "refused" (`reason` says why)."""
+    """How a model pads one symbolic length: `axes` are each input's axes of that length (or of
+    the symbols linked to it, padded by as much), `length_axes` the axes that give the call's
+    length, `pad_values` what fills them; `status` is "unchecked" until the first padded call
+    compares with the exact length, then "verified" (padding on `side`) or "refused" (`reason`
+    says why)."""
     name: str
     symbol: str
     buckets: tuple[int, ...]
     axes: dict[str, tuple[int, ...]]
     pad_values: dict[str, Any] = field(default_factory=dict)
+    linked: tuple[str, ...] = ()
+    length_axes: dict[str, int] = field(default_factory=dict)
     status: str = "unchecked"
+    side: str = "end"
     reason: str = ""
     out_axes: tuple[tuple[int, ...], ...] | None = None
     runs_as: dict[int, int] = field(default_factory=dict)
@@ -101,14 +134,21 @@ class SequencePadding:
             for d in dims or ():
                 if isinstance(d, str) and d not in symbols:
                     symbols.append(d)
-        chosen = checked_sequence_buckets(buckets, symbols, batch)
+        names = {s for _, dims in inputs for d in dims or () for s in _symbols_of(d)}
+        chosen = checked_sequence_buckets(buckets, symbols + sorted(names - set(symbols)), batch)
         if chosen is None:
             if pad_values:
                 raise ValueError("pad_values needs sequence_buckets")
             return None
-        symbol, lengths = chosen
-        axes = {n: tuple(k for k, d in enumerate(dims or ()) if d == symbol) for n, dims in inputs}
+        padded, lengths = chosen
+        symbol = padded[0]
+        axes = {n: tuple(k for k, d in enumerate(dims or ()) if _symbols_of(d) & set(padded)) for n, dims in inputs}
         axes = {n: a for n, a in axes.items() if a}
+        length_axes = {n: next(k for k, d in enumerate(dims or ()) if d == symbol) for n, dims in inputs
+                       if symbol in (dims or ())}
+        if not length_axes:
+            raise ValueError(f"sequence_buckets: no input has an axis that is {symbol!r} itself, to tell the "
+                             "call's length; name that symbol first")
         values = dict(pad_values or {})
         unknown = sorted(set(values) - set(axes))
         if unknown:
@@ -117,17 +157,18 @@ class SequencePadding:
         for n, v in values.items():
             if not np.isscalar(v):
                 raise ValueError(f"pad_values[{n!r}] must be a scalar, got {type(v).__name__}")
-        return cls(name, symbol, lengths, axes, values, own_limit=keep // 4)
+        return cls(name, symbol, lengths, axes, values, linked=padded[1:], length_axes=length_axes,
+                   own_limit=keep // 4)
 
     # -- per call --------------------------------------------------------------------------------
     def bucket_for(self, arrays: Mapping[str, Any]) -> tuple[int, int] | None:
         """(the call's length, the bucket it runs at) when the call pads, else None."""
         if self.status == "refused":
             return None
-        for name, axes in self.axes.items():
+        for name, axis in self.length_axes.items():
             a = arrays.get(name)
-            if _is_tensor(a) and a.ndim > max(axes):
-                n = a.shape[axes[0]]
+            if _is_tensor(a) and a.ndim > axis:
+                n = a.shape[axis]
                 break
         else:
             return None
@@ -135,22 +176,24 @@ class SequencePadding:
             return None
         return n, next(b for b in self.buckets if b > n)
 
-    def padded(self, arrays: Mapping[str, Any], n: int, size: int) -> dict:
-        """The call's inputs (NumPy arrays or torch tensors) with every axis of the symbol
-        padded from `n` to `size`."""
+    def padded(self, arrays: Mapping[str, Any], n: int, size: int, side: str | None = None) -> dict:
+        """The call's inputs (NumPy arrays or torch tensors) with every axis of the symbol (and
+        of the symbols linked to it) grown by `size - n`, at the end or at the start (`side`,
+        the verified one by default)."""
+        side = side or self.side
+        grow = size - n
         out = dict(arrays)
         for name, axes in self.axes.items():
             a = out.get(name)
             if isinstance(a, np.ndarray):
-                widths = [(0, size - n if k in axes else 0) for k in range(a.ndim)]
-                fill = np.asarray(self.pad_values.get(name, 0)).astype(a.dtype)
-                out[name] = np.pad(a, widths, constant_values=fill)
+                out[name] = _pad_array(a, axes, grow, side, self.pad_values.get(name, 0))
             elif _is_tensor(a):                  # a torch tensor (torch.compile's graphs): with torch
                 import torch
                 for k in axes:
                     extra = list(a.shape)
-                    extra[k] = size - n
-                    a = torch.cat([a, a.new_full(extra, self.pad_values.get(name, 0))], dim=k)
+                    extra[k] = grow
+                    fill = a.new_full(extra, self.pad_values.get(name, 0))
+                    a = torch.cat([a, fill] if side == "end" else [fill, a], dim=k)
                 out[name] = a
         return out
 
@@ -159,12 +202,12 @@ class SequencePadding:
         assert self.out_axes is not None
         self.padded_calls += 1
         self.runs_as[n] = size
+        grow = size - n
         got = []
         for out, axes in zip(outs, self.out_axes):
             if axes:
-                index = tuple(slice(0, out.shape[k] - (size - n)) if k in axes else slice(None)
-                              for k in range(out.ndim))
-                out = out[index]
+                keep = slice(0, -grow) if self.side == "end" else slice(grow, None)
+                out = out[tuple(keep if k in axes else slice(None) for k in range(out.ndim))]
                 out = out.contiguous() if hasattr(out, "contiguous") else np.ascontiguousarray(out)
             got.append(out)
         return got
@@ -177,29 +220,39 @@ class SequencePadding:
             self.own.add(n)
             self.runs_as[n] = n
 
-    def judge(self, exact: Sequence, padded: Sequence, n: int, size: int) -> bool:
-        """Compare the first padded call with the exact length; True when padding is sound."""
-        why, axes = _compare(exact, padded, size - n)
+    def judge(self, exact: Sequence, padded: Sequence, n: int, size: int, side: str = "end") -> str | None:
+        """Compare a padded call (padded on `side`) with the exact length: None when padding
+        there is sound, and it is from then on; else what differs."""
+        why, axes = _compare(exact, padded, size - n, side)
         if why is None:
-            self.status, self.out_axes = "verified", axes
+            self.status, self.side, self.out_axes = "verified", side, axes
             self.cut(padded, n, size)        # counts the call
-            return True
+        return why
+
+    def refuse(self, n: int, size: int, why: Mapping[str, str]) -> None:
+        """Padding off for the model, with one warning saying what differed on each side."""
         self.status = "refused"
-        self.reason = f"at {self.symbol} = {n} padded to {size}, {why}"
+        sides = "; ".join(f"at the {side}, {text}" for side, text in why.items())
+        self.reason = f"at {self.symbol} = {n} padded to {size}: {sides}"
+        hint = ""
+        if any("failed" in text for text in why.values()) and not self.linked:
+            hint = (" (if another input's length grows with it, as an attention mask over past and new tokens, "
+                    f"name both: sequence_buckets={{({self.symbol!r}, 'total'): ...}})")
         warnings.warn(f"model {self.name}: padding {self.symbol!r} to a sequence bucket changes its outputs "
-                      f"({self.reason}); every {self.symbol} compiles its own specialization",
+                      f"({self.reason}){hint}; every {self.symbol} compiles its own specialization",
                       RuntimeWarning, stacklevel=4)
-        return False
 
     def describe(self) -> dict:
-        return {"symbol": self.symbol, "buckets": self.buckets, "status": self.status, "reason": self.reason,
+        return {"symbol": self.symbol, "linked": self.linked, "buckets": self.buckets, "status": self.status,
+                "side": self.side if self.status == "verified" else None, "reason": self.reason,
                 "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as), "own": sorted(self.own)}
 
 
 def run_padded(padding: SequencePadding | None, inputs: dict, run: Callable[[dict], list], info: dict) -> list:
     """`run(inputs)` -> outputs, at the call's sequence bucket when `padding` pads it (the first
-    such call also runs the exact length, to check that padding leaves the outputs as they are);
-    `info` (the model's) holds its compile counts and gets `padding.describe()`."""
+    such call also runs the exact length, to check that padding leaves the outputs as they are,
+    at the end of the axes or else at their start); `info` (the model's) holds its compile counts
+    and gets `padding.describe()`."""
     if padding is None:
         return run(inputs)
     info["sequence_buckets"] = padding.describe()
@@ -208,19 +261,48 @@ def run_padded(padding: SequencePadding | None, inputs: dict, run: Callable[[dic
         return run(inputs)
     n, size = found
     began = time.perf_counter()
-    try:
-        padded = run(padding.padded(inputs, n, size))
-    except ValueError:             # a padded length the model refuses (a Dim's maximum): run as it is
-        return run(inputs)
     if padding.status == "verified":
+        try:
+            padded = run(padding.padded(inputs, n, size))
+        except ValueError:         # a padded length the model refuses (a Dim's maximum): run as it is
+            return run(inputs)
         outs = padding.cut(padded, n, size)
         compiles = max(1, info.get("specializations", 0))
         padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
+        info["sequence_buckets"] = padding.describe()
+        return outs
+    exact = run(dict(inputs))      # (a run may drop the inputs it has used from its dict)
+    why: dict[str, str] = {}
+    for side in SIDES:
+        try:
+            padded = run(padding.padded(inputs, n, size, side))
+        except Exception as e:     # noqa: BLE001  (a padded shape the graph cannot take: not this side)
+            why[side] = f"the padded call failed: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+            continue
+        differs = padding.judge(exact, padded, n, size, side)
+        if differs is None:
+            break
+        why[side] = differs
     else:
-        outs = run(inputs)
-        padding.judge(outs, padded, n, size)
+        padding.refuse(n, size, why)
     info["sequence_buckets"] = padding.describe()
-    return outs
+    return exact
+
+
+def _pad_array(a: np.ndarray, axes: Sequence[int], grow: int, side: str, fill: Any) -> np.ndarray:
+    """`a` with each of `axes` grown by `grow` at its end or start, the new places `fill`
+    (np.pad's result, at a tenth of its cost on a step's small arrays)."""
+    shape = list(a.shape)
+    for k in axes:
+        shape[k] += grow
+    out = np.empty(shape, a.dtype)
+    old = tuple((slice(grow, None) if side == "start" else slice(0, a.shape[k])) if k in axes else slice(None)
+                for k in range(a.ndim))
+    out[old] = a
+    for k in axes:
+        new = slice(0, grow) if side == "start" else slice(a.shape[k], None)
+        out[tuple(new if j == k else slice(None) for j in range(a.ndim))] = fill
+    return out
 
 
 def _is_tensor(a: Any) -> bool:
@@ -228,9 +310,9 @@ def _is_tensor(a: Any) -> bool:
     return isinstance(a, np.ndarray) or (type(a).__module__.startswith("torch") and hasattr(a, "shape"))
 
 
-def _compare(exact: Sequence, padded: Sequence, grown: int) -> tuple[str | None, tuple]:
-    """(None, each output's grown axes) when the padded outputs, cut, equal the exact ones;
-    else (what differs, ())."""
+def _compare(exact: Sequence, padded: Sequence, grown: int, side: str = "end") -> tuple[str | None, tuple]:
+    """(None, each output's grown axes) when the padded outputs, cut on `side`, equal the exact
+    ones; else (what differs, ())."""
     axes_all = []
     for k, (e, p) in enumerate(zip(exact, padded)):
         e, p = (x.detach().cpu().numpy() if _is_tensor(x) and not isinstance(x, np.ndarray) else x for x in (e, p))
@@ -241,7 +323,8 @@ def _compare(exact: Sequence, padded: Sequence, grown: int) -> tuple[str | None,
         axes = tuple(a for a in range(e.ndim) if e.shape[a] != p.shape[a])
         if any(p.shape[a] - e.shape[a] != grown for a in axes):
             return f"output {k} has shape {p.shape} padded and {e.shape} exact, not {grown} longer", ()
-        index = tuple(slice(0, e.shape[a]) for a in range(e.ndim))
+        index = tuple(slice(p.shape[a] - e.shape[a], None) if side == "start" else slice(0, e.shape[a])
+                      for a in range(e.ndim))
         cut = p[index]
         if e.dtype.kind in "fc":
             scale = max(1.0, float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)))

@@ -179,9 +179,10 @@ class CompiledGraph:
             call = list(args)
             for key, a in named.items():
                 call[int(key)] = a
-            length = next(named[key].shape[axes[0]] for key, axes in padding.axes.items())
-            for k in self._seq_sizes:
-                call[k] = length
+            grow = next(named[key].shape[axis] - args[int(key)].shape[axis]
+                        for key, axis in padding.length_axes.items() if key in named)
+            for k in self._seq_sizes:            # the sizes that are the symbol or linked to it
+                call[k] = args[k] + grow
             leaves, tree = tree_flatten(self._run(tuple(call)))
             spec[:] = [tree]
             return leaves
@@ -338,7 +339,8 @@ def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
                                    leads[0] if leads else None, CompiledGraph.MAX_VARIANTS)
     if padding is None:
         return None, ()
-    return padding, tuple(k for k, v in values.items() if isinstance(v, torch.SymInt) and dim(v) == padding.symbol)
+    padded = {padding.symbol, *padding.linked}
+    return padding, tuple(k for k, v in values.items() if isinstance(v, torch.SymInt) and dim(v) in padded)
 
 
 def _hint(x: Any) -> Any:

@@ -8,12 +8,14 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import tensorforge
 from tensorforge.frontend import from_onnx
-from tensorforge.sequence_buckets import checked_sequence_buckets
+from tensorforge.sequence_buckets import _pad_array, checked_sequence_buckets
 
 OPTS = {"target": "c -O1"}
 WIDTH = 8
@@ -132,10 +134,16 @@ def test_bad_options_say_what_is_wrong():
 
 
 def test_the_symbol_is_found_when_there_is_one_besides_the_batch():
-    assert checked_sequence_buckets((16, 8, 8), ["batch", "seq"], "batch") == ("seq", (8, 16))
+    assert checked_sequence_buckets((16, 8, 8), ["batch", "seq"], "batch") == (("seq",), (8, 16))
+    assert checked_sequence_buckets({("past", "total"): (8,)}, ["batch", "past", "total"], "batch") == \
+        (("past", "total"), (8,))
     assert checked_sequence_buckets((), ["batch", "seq"], "batch") is None
     with pytest.raises(ValueError, match="say which symbolic dimension"):
         checked_sequence_buckets((8,), ["batch", "seq", "past"], "batch")
+    with pytest.raises(ValueError, match="names 'totl', which is not a symbolic dimension"):
+        checked_sequence_buckets({("past", "totl"): (8,)}, ["batch", "past", "total"], "batch")
+    with pytest.raises(ValueError, match="tuple of distinct symbols"):
+        checked_sequence_buckets({("past", "past"): (8,)}, ["batch", "past"], "batch")
 
 
 def test_a_torch_program_pads_the_dim_the_user_named():
@@ -190,10 +198,11 @@ def test_a_length_that_keeps_coming_earns_its_own_specialization():
     assert padding.bucket_for(_feeds(9)) == (9, 16)
 
 
-def test_a_cache_that_grows_in_the_middle_is_refused():
+def test_a_cache_that_grows_at_its_end_is_padded_at_its_start():
     """A decoder step with a key/value cache: present = Concat(past, new) along the length.
-    Padding the past length puts the padding in the middle of present, which cutting its end
-    cannot undo; the check finds it."""
+    Padding the past length at its end puts the padding in the middle of present, which no cut
+    undoes; padded at its start, present keeps it at its front, where it is cut: the check
+    finds the side that is right."""
     nodes = [helper.make_node("Concat", ["past", "x"], ["present"], axis=1)]
     graph = helper.make_graph(nodes, "step",
                               [helper.make_tensor_value_info("past", TensorProto.FLOAT, ["batch", "past", WIDTH]),
@@ -202,10 +211,95 @@ def test_a_cache_that_grows_in_the_middle_is_refused():
     onnx_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={"past": (8,)}, **OPTS)
     r = np.random.default_rng(0)
-    past, x = r.standard_normal((1, 5, WIDTH)).astype(np.float32), r.standard_normal((1, 1, WIDTH)).astype(np.float32)
-    with pytest.warns(RuntimeWarning, match="output 0 differs from the exact length's"):
-        got = model(past, x)[0]
-    np.testing.assert_array_equal(got, np.concatenate([past, x], axis=1))
+    for n in (5, 6):
+        past, x = r.standard_normal((1, n, WIDTH)).astype(np.float32), r.standard_normal((1, 1, WIDTH)).astype(np.float32)
+        np.testing.assert_array_equal(model(past, x)[0], np.concatenate([past, x], axis=1))
+    info = model.info["sequence_buckets"]
+    assert info["status"] == "verified" and info["side"] == "start" and info["runs_as"] == {5: 8, 6: 8}
+
+
+def cached_attention(mask_dim: str):
+    """One decoder step with a key/value cache, as generation exports run it: x[batch, seq, 8]
+    the new tokens, past_k and past_v [batch, past, 8] the cache, mask[batch, mask_dim] over the
+    past and new tokens (0: no weight); outputs y and the cache with the new keys appended."""
+    r = np.random.default_rng(2)
+    inits = {n: (r.standard_normal((WIDTH, WIDTH)) / np.sqrt(WIDTH)).astype(np.float32) for n in ("wq", "wk", "wv")}
+    inits.update(one=np.array(1.0, np.float32), big=np.array(-1e9, np.float32), axis1=np.array([1], np.int64))
+    nodes = [helper.make_node("MatMul", ["x", w], [w[1]]) for w in ("wq", "wk", "wv")]
+    nodes += [helper.make_node("Concat", ["past_k", "k"], ["present_k"], axis=1),
+              helper.make_node("Concat", ["past_v", "v"], ["present_v"], axis=1),
+              helper.make_node("Transpose", ["present_k"], ["kt"], perm=[0, 2, 1]),
+              helper.make_node("MatMul", ["q", "kt"], ["scores"]),
+              helper.make_node("Cast", ["mask"], ["maskf"], to=TensorProto.FLOAT),
+              helper.make_node("Sub", ["one", "maskf"], ["off"]),
+              helper.make_node("Mul", ["off", "big"], ["bias2"]),
+              helper.make_node("Unsqueeze", ["bias2", "axis1"], ["bias"]),
+              helper.make_node("Add", ["scores", "bias"], ["masked"]),
+              helper.make_node("Softmax", ["masked"], ["p"], axis=-1),
+              helper.make_node("MatMul", ["p", "present_v"], ["ctx"]),
+              helper.make_node("Add", ["ctx", "x"], ["y"])]
+    value = lambda name, dims: helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)  # noqa: E731
+    graph = helper.make_graph(
+        nodes, "cached_attention",
+        [value("x", ["batch", "seq", WIDTH]), value("past_k", ["batch", "past", WIDTH]),
+         value("past_v", ["batch", "past", WIDTH]),
+         helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", mask_dim])],
+        [value("y", ["batch", "seq", WIDTH]), value("present_k", ["batch", "total", WIDTH]),
+         value("present_v", ["batch", "total", WIDTH])],
+        initializer=[numpy_helper.from_array(np.asarray(a), n) for n, a in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("mask_dim, key", [("total", ("past", "total")), ("past + seq", "past")])
+def test_a_generation_loop_with_a_key_value_cache_compiles_per_bucket(mask_dim, key):
+    """A decoder with a key/value cache, stepped as generation runs it: a prompt of 3 tokens,
+    then one token per step, the cache it returns passed back.  Each step's past length is new;
+    with buckets, the past is padded at its start (the mask's 0 hides it) together with the mask
+    over past and new tokens, named with it or written as an expression of it, and only the
+    buckets compile.  Every step matches the ONNX reference evaluator."""
+    onnx_model = cached_attention(mask_dim)
+    reference = ReferenceEvaluator(onnx_model)
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={key: (8, 16)}, **OPTS)
+    r = np.random.default_rng(3)
+    past_k = past_v = np.zeros((2, 0, WIDTH), np.float32)
+    compiled = {}
+    for step in range(14):
+        x = r.standard_normal((2, 3 if step == 0 else 1, WIDTH)).astype(np.float32)
+        mask = np.ones((2, past_k.shape[1] + x.shape[1]), np.int64)
+        mask[1, :2] = 0                                  # the second prompt was padded by its user
+        feeds = {"x": x, "past_k": past_k, "past_v": past_v, "mask": mask}
+        want = reference.run(None, feeds)
+        before = model.info["specializations"]
+        got = model.run(**feeds)
+        compiled[past_k.shape[1]] = model.info["specializations"] - before
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        past_k, past_v = got[1], got[2]
+    info = model.info["sequence_buckets"]
+    assert info["status"] == "verified" and info["side"] == "start", info
+    assert info["runs_as"] == {n: 8 for n in range(3, 8)} | {n: 16 for n in range(9, 16)}
+    # the prompt (past 0) compiles; past 3 compiles its bucket 8 and itself (the check); past 8
+    # runs on the bucket 8; past 9 compiles 16; nothing else
+    assert {n: c for n, c in compiled.items() if c} == {0: 1, 3: 2, 9: 1}, compiled
+
+
+def test_a_length_that_grows_with_the_padded_one_unnamed_is_refused_with_a_hint():
+    """The cache's mask over past and new tokens has a symbol of its own: padding the past
+    alone gives the graph shapes it cannot take; padding is refused and the warning says to
+    name the mask's symbol with the past's."""
+    onnx_model = cached_attention("total")
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets={"past": (8,)}, **OPTS)
+    r = np.random.default_rng(4)
+    feeds = {"x": r.standard_normal((1, 1, WIDTH)).astype(np.float32),
+             "past_k": r.standard_normal((1, 5, WIDTH)).astype(np.float32),
+             "past_v": r.standard_normal((1, 5, WIDTH)).astype(np.float32), "mask": np.ones((1, 6), np.int64)}
+    with pytest.warns(RuntimeWarning, match=r"padded call failed.*name both: sequence_buckets=\{\('past', 'total'\)"):
+        got = model.run(**feeds)
+    for g, w in zip(got, ReferenceEvaluator(onnx_model).run(None, feeds)):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
     assert model.info["sequence_buckets"]["status"] == "refused"
 
 
@@ -237,3 +331,14 @@ def test_an_lstm_over_time_pads_forward_only(direction, verified):
     assert bool(caught) != verified
     if verified:
         assert info["runs_as"] == {5: 8, 7: 8, 12: 16}
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(0, 4), min_size=1, max_size=4), data=st.data(),
+       grow=st.integers(1, 3), side=st.sampled_from(["end", "start"]))
+def test_padding_an_array_is_np_pad(shape, data, grow, side):
+    """The padding of inputs equals np.pad with a constant, on either side, over any axes."""
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True))
+    a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    widths = [((0, grow) if side == "end" else (grow, 0)) if k in axes else (0, 0) for k in range(len(shape))]
+    np.testing.assert_array_equal(_pad_array(a, axes, grow, side, -1.0), np.pad(a, widths, constant_values=-1.0))
