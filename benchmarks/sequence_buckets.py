@@ -3,6 +3,7 @@
     python benchmarks/sequence_buckets.py [--model minilm|bert] [--calls 40] [--lengths 4:128]
                                           [--buckets 16,32,48,64,96,128] [--threads 1] [--repeat 10]
     python benchmarks/sequence_buckets.py --model gpt2 [--prompt 8] [--tokens 40] [--buckets ...]
+    python benchmarks/sequence_buckets.py --model gpt2-kv [--prompt 8] [--tokens 40] [--buckets ...]
 
 The model is exported with `torch.onnx.export` with its batch and sequence dimensions symbolic
 (`input_ids`, `attention_mask`, `token_type_ids` of shape [batch, seq]): all-MiniLM-L6-v2 from
@@ -21,6 +22,15 @@ times with lengths drawn uniformly from `--lengths` (seeded), once by each of:
 prompt of `--prompt`, each step running the whole prefix, so each step is a new length.  The
 three generate the same tokens (checked); the table gives each one's seconds for the first
 generation (compiles included) and for a second one (compiled).
+
+`--model gpt2-kv` is the same decoder as generation runs it with a key/value cache: one step
+takes the new tokens, an attention mask over past and new tokens, their positions and each
+layer's cached keys and values ([batch, heads, past, 64], the symbol "past"; the mask's is
+"total"), and returns the logits and the cache with the new keys appended, which the next step
+passes back (exported with the TorchScript exporter).  The prompt runs with an empty cache, then
+one token per step: each step's past length is new.  Buckets pad the past at its start
+(`sequence_buckets={("past", "total"): BUCKETS}`; the mask's 0 hides the padding), so the loop
+compiles once per bucket; "compiled" is the median of `--repeat` generations once compiled.
 
 Each model starts with an empty kernel cache (a temporary TENSORFORGE_CACHE_DIR), so the first
 pass over the lengths shows what compiling costs a service: its total seconds and the number of
@@ -183,9 +193,115 @@ def main_generation(args, buckets: tuple) -> int:
     return 0
 
 
+def build_gpt2_cached(layers: int = 4, heads: int = 4, width: int = 256):
+    """(a GPT-2 decoder step with a key/value cache: (input_ids, attention_mask, position_ids,
+    past keys and values...) -> (logits, present keys and values...), its configuration)."""
+    import torch
+    from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=layers, n_embd=width, n_head=heads, vocab_size=2000, n_positions=1024,
+                        attn_implementation="eager", bos_token_id=0, eos_token_id=0)
+    lm = GPT2LMHeadModel(config).eval()
+
+    class Step(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids, attention_mask, position_ids, *past):
+            cache = DynamicCache(config=config)
+            for i in range(layers):
+                cache.update(past[2 * i], past[2 * i + 1], i)
+            out = self.m(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                         past_key_values=cache, use_cache=True)
+            present = [t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)]
+            return (out.logits, *present)
+
+    return Step(lm).eval(), config
+
+
+def generate_cached(run, prompt: np.ndarray, tokens: int, cache_names: list[str], heads: int,
+                    head_dim: int) -> tuple[list[int], float]:
+    """Greedy generation with a key/value cache: the prompt on an empty cache, then one token
+    per step, each step's cache passed back; (tokens, seconds)."""
+    ids, out = prompt, []
+    cache = [np.zeros((1, heads, 0, head_dim), np.float32)] * len(cache_names)
+    began = time.perf_counter()
+    for _ in range(tokens):
+        past = cache[0].shape[2]
+        feeds = {"input_ids": ids, "attention_mask": np.ones((1, past + ids.shape[1]), np.int64),
+                 "position_ids": np.arange(past, past + ids.shape[1], dtype=np.int64)[None],
+                 **dict(zip(cache_names, cache))}
+        logits, *cache = run(feeds)
+        out.append(int(np.argmax(logits[0, -1])))
+        ids = np.array([[out[-1]]], np.int64)
+    return out, time.perf_counter() - began
+
+
+def main_cached_generation(args, buckets: tuple) -> int:
+    import _peak
+    import onnxruntime as ort
+    import torch
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    from tensorforge.runtime.module import set_num_threads
+    set_num_threads(args.threads)
+    print(_peak.measure([args.threads]).describe(), flush=True)
+    step, config = build_gpt2_cached()
+    heads, head_dim = config.n_head, config.n_embd // config.n_head
+    cache_names = [f"past.{i}.{kv}" for i in range(config.n_layer) for kv in ("key", "value")]
+    names = ["input_ids", "attention_mask", "position_ids", *cache_names]
+    outputs = ["logits"] + [f"present.{i}.{kv}" for i in range(config.n_layer) for kv in ("key", "value")]
+    prompt = np.random.default_rng(0).integers(1, config.vocab_size, size=(1, args.prompt)).astype(np.int64)
+    example = (torch.from_numpy(prompt), torch.ones(1, args.prompt + 3, dtype=torch.int64),
+               torch.arange(3, 3 + args.prompt)[None], *(torch.zeros(1, heads, 3, head_dim) for _ in cache_names))
+    dims = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "total"},
+            "position_ids": {0: "batch", 1: "seq"}, **{n: {0: "batch", 2: "past"} for n in cache_names}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "decoder_step.onnx"
+        with torch.inference_mode(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(step, example, str(path), input_names=names, output_names=outputs,
+                              dynamic_axes=dims, opset_version=18, dynamo=False)
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads, opts.inter_op_num_threads = args.threads, 1
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        print(f"GPT-2 {config.n_layer}x{config.n_embd} with a key/value cache, prompt {args.prompt}, {args.tokens} "
+              f"tokens, buckets of the past length {','.join(map(str, buckets))}, {args.threads} thread(s)")
+        runs = {"ONNX Runtime": lambda feeds: sess.run(None, feeds)}
+        calibration = _calibration()
+        models = {}
+        for label, options in (("per length", {}),
+                               ("buckets", {"sequence_buckets": {("past", "total"): buckets}})):
+            _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
+            model = models[label] = tensorforge.compile(from_onnx(str(path)), **options)
+            runs[label] = lambda feeds, m=model: m.run(**feeds)
+        want, _ = generate_cached(runs["ONNX Runtime"], prompt, args.tokens, cache_names, heads, head_dim)
+        firsts, same = {}, {}
+        for label, run in runs.items():
+            got, firsts[label] = generate_cached(run, prompt, args.tokens, cache_names, heads, head_dim)
+            same[label] = got == want
+        again: dict[str, list] = {label: [] for label in runs}
+        for _ in range(args.repeat):                 # interleaved generations, the median of each
+            for label, run in runs.items():
+                got, seconds = generate_cached(run, prompt, args.tokens, cache_names, heads, head_dim)
+                again[label].append(seconds)
+                same[label] &= got == want
+        print(f"{'':14s} {'first s':>8s} {'compiled':>8s} {'again s':>8s} {'tokens/s':>8s} {'same tokens':>11s}")
+        for label in runs:
+            seconds = float(np.median(again[label]))
+            compiled = models[label].info["specializations"] if label in models else 0
+            print(f"{label:14s} {firsts[label]:8.2f} {compiled:8d} {seconds:8.3f} {args.tokens / seconds:8.1f} "
+                  f"{'yes' if same[label] else 'NO':>11s}", flush=True)
+        info = models["buckets"].info["sequence_buckets"]
+        print(f"padding: {info['status']} (at the {info['side']}) {info['reason']}".rstrip())
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", choices=("minilm", "bert", "gpt2"), default="minilm")
+    ap.add_argument("--model", choices=("minilm", "bert", "gpt2", "gpt2-kv"), default="minilm")
     ap.add_argument("--prompt", type=int, default=8, help="gpt2: prompt tokens")
     ap.add_argument("--tokens", type=int, default=40, help="gpt2: tokens to generate")
     ap.add_argument("--calls", type=int, default=40)
@@ -198,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     buckets = tuple(int(b) for b in args.buckets.split(","))
     if args.model == "gpt2":
         return main_generation(args, buckets)
+    if args.model == "gpt2-kv":
+        return main_cached_generation(args, buckets)
 
     import _peak
     import onnxruntime as ort

@@ -52,12 +52,14 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     4 + 2 + 1; see batch_buckets.py).  () or None compiles every batch size as it comes.
 
     `sequence_buckets`: lengths, or {symbol: lengths}, a symbolic dimension other than the batch
-    is padded to: a call whose length is not one runs at the next one up, its inputs padded at
-    the end (with 0, or `pad_values[input name]`: the attention mask's 0 marks padding) and its
-    outputs cut back, so that a new length compiles nothing once its bucket exists.  The first
-    padded call also runs the exact length and compares; where padding changes the outputs (a
-    model that pools over the length, or attends to every position with no mask) it is turned
-    off with a warning (see sequence_buckets.py).
+    is padded to: a call whose length is not one runs at the next one up, its inputs padded
+    (with 0, or `pad_values[input name]`: the attention mask's 0 marks padding) and its outputs
+    cut back, so that a new length compiles nothing once its bucket exists.  The first padded
+    call also runs the exact length and compares, padded at the end of the axes and, where that
+    differs, at their start (a decoder's key/value cache); where both change the outputs (a
+    model that pools over the length, or attends to every position with no mask) padding is
+    turned off with a warning (see sequence_buckets.py).  {(symbol, linked, ...): lengths} pads
+    the linked symbols by as much (a cache's past length with the mask over past and new tokens).
 
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);

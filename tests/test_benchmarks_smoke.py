@@ -320,3 +320,19 @@ def test_sequence_buckets_benchmark_runs(tmp_path):
     assert len(passes) == 2 and all("max|diff| from ONNX Runtime" in line for line in passes)
     assert all(float(line.rsplit(" ", 1)[1]) < 1e-4 for line in passes), passes
     assert "geometric mean over the lengths" in out
+
+
+def test_cached_generation_benchmark_runs(tmp_path):
+    """benchmarks/sequence_buckets.py --model gpt2-kv: generation with a key/value cache gives
+    ONNX Runtime's tokens on every path, and the bucketed model pads the past at its start."""
+    pytest.importorskip("torch", reason="the decoder is exported by torch.onnx.export")
+    pytest.importorskip("transformers", reason="the decoder is a transformers GPT2LMHeadModel")
+    pytest.importorskip("onnxruntime", reason="the benchmark compares with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "sequence_buckets.py"), "--model", "gpt2-kv", "--prompt", "3",
+                           "--tokens", "6", "--buckets", "4,8", "--repeat", "1"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "padding: verified (at the start)" in out, out
+    rows = [line.split() for line in out.splitlines() if line.startswith(("ONNX Runtime", "per length", "buckets "))]
+    assert len(rows) == 3 and all(row[-1] == "yes" for row in rows), out

@@ -11,6 +11,12 @@ fast as a model compiled for it from then on.  Two policies keep the compiles fe
   back, for a model whose first n positions do not read the ones after them (an attention mask
   marks the padding).  The first padded call also runs the exact length and compares, so a
   model for which padding is wrong is found out and compiled per length, with a warning.
+  Where padding at the end is wrong, the check tries the start: a decoder step with a
+  key/value cache takes its padding there (the mask's 0 hides it, and it is cut from the
+  front of the cache the step returns).  Name the mask's symbol with the past's, as in
+  `sequence_buckets={("past", "total"): range(16, 1025, 16)}`, and a generation loop
+  compiles once per bucket, not once per token (`benchmarks/sequence_buckets.py --model
+  gpt2-kv`).
 
 This lesson builds one self-attention layer with `onnx.helper`, calls it with several batch
 sizes and lengths, reads `model.info` to see what ran where, and checks every result against
