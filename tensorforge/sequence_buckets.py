@@ -28,6 +28,17 @@ not grow by the padding, turns padding off for the model with one warning, and e
 compiles its own specialization as before.  `model.info["sequence_buckets"]` says which (and
 why).
 
+With no `sequence_buckets` given ("auto", compile's default), a model watches its calls: once
+a symbol other than the batch has taken `AUTO_AFTER` (8) values, its lengths run at
+`AUTO_BUCKETS` (16, 32, 48, 64, 96, 128, 192, ...), with the symbols that kept a fixed distance
+from it in the recent calls linked (a mask over past and new tokens beside a cache's past), and
+a line on stderr says so.  Being the model's own choice, padding is compared with the exact
+length on the first `AUTO_CHECKS` (3) padded calls, not one, before it is trusted, and a
+refusal is a line on stderr, not a warning.  A service that meets a handful of lengths never
+pads; a generation loop, whose every step is a new length, stops compiling per token, and no
+longer cycles through the `max_specializations` a model keeps.  `sequence_buckets=None` turns
+buckets off.
+
 Padding costs time: a length of 66 padded to 96 computes 96 positions.  A length that keeps
 coming earns its own specialization once padding has cost it what a compile costs: each padded
 call adds the share of its time spent on padding (its time x (1 - n / bucket)), and when that
@@ -39,6 +50,7 @@ of StagedModel, 64) go to such lengths.
 from __future__ import annotations
 
 import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -49,6 +61,12 @@ import numpy as np
 CHECK_RTOL = 1e-3
 CHECK_ATOL = 1e-4          # times max(1, the largest magnitude of the exact output)
 SIDES = ("end", "start")   # where padding goes, in the order the first padded call tries them
+# sequence_buckets="auto" (compile's default): once a symbol other than the batch has taken
+# AUTO_AFTER values, its lengths run at these buckets (each at most 1.5x the one below from 32
+# on), trusted after AUTO_CHECKS padded calls compared with their exact lengths
+AUTO_AFTER = 8
+AUTO_BUCKETS = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
+AUTO_CHECKS = 3
 
 
 def checked_sequence_buckets(buckets: Any, symbols: Sequence[str], batch: str | None
@@ -114,6 +132,10 @@ class SequencePadding:
     length_axes: dict[str, int] = field(default_factory=dict)
     status: str = "unchecked"
     side: str = "end"
+    checks: int = 1                      # padded calls compared with the exact length
+    checked: int = 0
+    auto: bool = False                   # chosen by the model (sequence_buckets="auto")
+    watched: dict = field(default_factory=dict)  # auto, before a symbol is chosen: what the calls had
     reason: str = ""
     out_axes: tuple[tuple[int, ...], ...] | None = None
     runs_as: dict[int, int] = field(default_factory=dict)
@@ -127,43 +149,100 @@ class SequencePadding:
              pad_values: Mapping[str, Any] | None, batch: str | None, keep: int) -> "SequencePadding | None":
         """From the inputs' (name, dims) with symbols as strings; None when `buckets` is off.
         `keep`: how many specializations the model keeps (a quarter may go to lengths that earn
-        their own)."""
-        inputs = list(inputs)
+        their own).  `buckets="auto"` watches the calls and chooses a symbol later (`observe`)."""
+        inputs = [(n, tuple(dims or ())) for n, dims in inputs]
         symbols: list[str] = []
         for _, dims in inputs:
-            for d in dims or ():
+            for d in dims:
                 if isinstance(d, str) and d not in symbols:
                     symbols.append(d)
-        names = {s for _, dims in inputs for d in dims or () for s in _symbols_of(d)}
+        if isinstance(buckets, str):
+            if buckets != "auto":
+                raise ValueError(f"sequence_buckets is lengths, {{symbol: lengths}}, 'auto' or None; got {buckets!r}")
+            candidates = [d for d in symbols if d != batch and _symbols_of(d) == {d}]
+            if not candidates:
+                return None
+            padding = cls(name, "", AUTO_BUCKETS, {}, status="watching", checks=AUTO_CHECKS, auto=True,
+                          own_limit=keep // 4)
+            padding.watched = {"inputs": inputs, "candidates": candidates, "pad_values": dict(pad_values or {}),
+                               "calls": []}
+            padding._check_pad_values(dict(pad_values or {}), {n for n, dims in inputs if set(dims) & set(candidates)})
+            return padding
+        names = {s for _, dims in inputs for d in dims for s in _symbols_of(d)}
         chosen = checked_sequence_buckets(buckets, symbols + sorted(names - set(symbols)), batch)
         if chosen is None:
             if pad_values:
                 raise ValueError("pad_values needs sequence_buckets")
             return None
         padded, lengths = chosen
-        symbol = padded[0]
-        axes = {n: tuple(k for k, d in enumerate(dims or ()) if _symbols_of(d) & set(padded)) for n, dims in inputs}
-        axes = {n: a for n, a in axes.items() if a}
-        length_axes = {n: next(k for k, d in enumerate(dims or ()) if d == symbol) for n, dims in inputs
-                       if symbol in (dims or ())}
-        if not length_axes:
+        padding = cls(name, padded[0], lengths, {}, own_limit=keep // 4)
+        padding._configure(inputs, padded, dict(pad_values or {}))
+        return padding
+
+    def _configure(self, inputs: list, padded: tuple[str, ...], values: dict) -> None:
+        """Pad the symbols `padded` (the first picks the bucket) of `inputs` ((name, dims))."""
+        symbol = self.symbol = padded[0]
+        self.linked = padded[1:]
+        axes = {n: tuple(k for k, d in enumerate(dims) if _symbols_of(d) & set(padded)) for n, dims in inputs}
+        self.axes = {n: a for n, a in axes.items() if a}
+        self.length_axes = {n: dims.index(symbol) for n, dims in inputs if symbol in dims}
+        if not self.length_axes:
             raise ValueError(f"sequence_buckets: no input has an axis that is {symbol!r} itself, to tell the "
                              "call's length; name that symbol first")
-        values = dict(pad_values or {})
-        unknown = sorted(set(values) - set(axes))
+        self._check_pad_values(values, set(self.axes))
+        self.pad_values = {n: v for n, v in values.items() if n in self.axes}
+
+    def _check_pad_values(self, values: dict, padded_inputs: set) -> None:
+        unknown = sorted(set(values) - padded_inputs)
         if unknown:
-            raise ValueError(f"pad_values names {unknown}, which have no {symbol!r} axis; the inputs that are "
-                             f"padded are {sorted(axes)}")
+            what = f"no {self.symbol!r} axis" if self.symbol else "no symbolic length"
+            raise ValueError(f"pad_values names {unknown}, which have {what}; the inputs that can be padded are "
+                             f"{sorted(padded_inputs)}")
         for n, v in values.items():
             if not np.isscalar(v):
                 raise ValueError(f"pad_values[{n!r}] must be a scalar, got {type(v).__name__}")
-        return cls(name, symbol, lengths, axes, values, linked=padded[1:], length_axes=length_axes,
-                   own_limit=keep // 4)
+
+    def observe(self, arrays: Mapping[str, Any]) -> None:
+        """Auto, watching: note the call's symbol values; once a symbol has taken `AUTO_AFTER`
+        values, pad it from the next call on, with the symbols that kept a fixed distance from
+        it linked (the mask over past and new tokens, beside the cache's past)."""
+        watched = self.watched
+        values: dict[str, int] = {}
+        for name, dims in watched["inputs"]:
+            a = arrays.get(name)
+            if _is_tensor(a) and a.ndim == len(dims):
+                for k, d in enumerate(dims):
+                    if d in watched["candidates"]:
+                        values.setdefault(d, int(a.shape[k]))
+        calls = watched["calls"]
+        if not values or (calls and calls[-1] == values):
+            return
+        calls.append(values)
+        del calls[:-4 * AUTO_AFTER]
+        for symbol in watched["candidates"]:
+            seen = {c[symbol] for c in calls if symbol in c}
+            if len(seen) < AUTO_AFTER:
+                continue
+            recent = calls[-(AUTO_AFTER // 2):]     # (a prompt before the steps has its own distance)
+            linked = tuple(t for t in watched["candidates"] if t != symbol and all(t in c for c in recent)
+                           and len({c[t] - c.get(symbol, 0) for c in recent}) == 1
+                           and len({c[t] for c in recent}) > 1)
+            self._configure(watched["inputs"], (symbol, *linked), watched["pad_values"])
+            self.status, self.watched = "unchecked", {}
+            with_ = f" (with {', '.join(map(repr, linked))})" if linked else ""
+            print(f"tensorforge: model {self.name} has met {len(seen)} values of {symbol!r}; from now on a value "
+                  f"that is not a bucket runs padded{with_} to the next of {', '.join(map(str, self.buckets[:6]))}, "
+                  f"... where that leaves the outputs as they are (checked on {self.checks} calls; "
+                  "compile(..., sequence_buckets=None) turns this off)", file=sys.stderr)
+            return
 
     # -- per call --------------------------------------------------------------------------------
     def bucket_for(self, arrays: Mapping[str, Any]) -> tuple[int, int] | None:
         """(the call's length, the bucket it runs at) when the call pads, else None."""
         if self.status == "refused":
+            return None
+        if self.status == "watching":
+            self.observe(arrays)
             return None
         for name, axis in self.length_axes.items():
             a = arrays.get(name)
@@ -226,6 +305,7 @@ class SequencePadding:
         why, axes = _compare(exact, padded, size - n, side)
         if why is None:
             self.status, self.side, self.out_axes = "verified", side, axes
+            self.checked += 1
             self.cut(padded, n, size)        # counts the call
         return why
 
@@ -238,12 +318,16 @@ class SequencePadding:
         if any("failed" in text for text in why.values()) and not self.linked:
             hint = (" (if another input's length grows with it, as an attention mask over past and new tokens, "
                     f"name both: sequence_buckets={{({self.symbol!r}, 'total'): ...}})")
-        warnings.warn(f"model {self.name}: padding {self.symbol!r} to a sequence bucket changes its outputs "
-                      f"({self.reason}){hint}; every {self.symbol} compiles its own specialization",
-                      RuntimeWarning, stacklevel=4)
+        text = (f"model {self.name}: padding {self.symbol!r} to a sequence bucket changes its outputs "
+                f"({self.reason}){hint}; every {self.symbol} compiles its own specialization")
+        if self.auto:                        # the model's own choice: a note, not a warning
+            print(f"tensorforge: {text}", file=sys.stderr)
+        else:
+            warnings.warn(text, RuntimeWarning, stacklevel=4)
 
     def describe(self) -> dict:
         return {"symbol": self.symbol, "linked": self.linked, "buckets": self.buckets, "status": self.status,
+                "auto": self.auto, "checked": self.checked,
                 "side": self.side if self.status == "verified" else None, "reason": self.reason,
                 "padded_calls": self.padded_calls, "runs_as": dict(self.runs_as), "own": sorted(self.own)}
 
@@ -260,20 +344,21 @@ def run_padded(padding: SequencePadding | None, inputs: dict, run: Callable[[dic
     if found is None:
         return run(inputs)
     n, size = found
-    began = time.perf_counter()
-    if padding.status == "verified":
+    began, compiled_before = time.perf_counter(), max(1, info.get("specializations", 0))
+    if padding.status == "verified" and padding.checked >= padding.checks:
         try:
             padded = run(padding.padded(inputs, n, size))
         except ValueError:         # a padded length the model refuses (a Dim's maximum): run as it is
             return run(inputs)
         outs = padding.cut(padded, n, size)
         compiles = max(1, info.get("specializations", 0))
-        padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
+        if compiles == compiled_before:  # (a call that compiled its bucket says nothing of padding's cost)
+            padding.paid(n, size, time.perf_counter() - began, info.get("compile_seconds", 0.0) / compiles)
         info["sequence_buckets"] = padding.describe()
         return outs
     exact = run(dict(inputs))      # (a run may drop the inputs it has used from its dict)
     why: dict[str, str] = {}
-    for side in SIDES:
+    for side in (padding.side,) if padding.status == "verified" else SIDES:
         try:
             padded = run(padding.padded(inputs, n, size, side))
         except Exception as e:     # noqa: BLE001  (a padded shape the graph cannot take: not this side)

@@ -77,7 +77,7 @@ class StagedModel:
     are NumPy arrays (lists of arrays for sequence inputs, None for an absent optional)."""
 
     def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64,
-                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = None,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = "auto",
                  pad_values: dict | None = None):
         self.program = program
         self._padding = SequencePadding.make(
@@ -324,7 +324,7 @@ class ShapeSpecializedModel:
     StagedModel (batch_buckets.py)."""
 
     def __init__(self, program: Any, options: dict, max_specializations: int = 64,
-                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = None,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = "auto",
                  pad_values: dict | None = None):
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)

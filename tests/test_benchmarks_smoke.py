@@ -315,9 +315,9 @@ def test_sequence_buckets_benchmark_runs(tmp_path):
                           capture_output=True, text=True, timeout=600, env=_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "fp32 FMA peak" in out and "padding: verified" in out, out
+    assert "fp32 FMA peak" in out and "padding, buckets: verified" in out, out
     passes = [line for line in out.splitlines() if line.startswith("first pass")]
-    assert len(passes) == 2 and all("max|diff| from ONNX Runtime" in line for line in passes)
+    assert len(passes) == 3 and all("max|diff| from ONNX Runtime" in line for line in passes)
     assert all(float(line.rsplit(" ", 1)[1]) < 1e-4 for line in passes), passes
     assert "geometric mean over the lengths" in out
 
@@ -333,6 +333,7 @@ def test_cached_generation_benchmark_runs(tmp_path):
                           capture_output=True, text=True, timeout=600, env=_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
-    assert "padding: verified (at the start)" in out, out
-    rows = [line.split() for line in out.splitlines() if line.startswith(("ONNX Runtime", "per length", "buckets "))]
-    assert len(rows) == 3 and all(row[-1] == "yes" for row in rows), out
+    assert "padding, buckets: verified (at the start)" in out, out
+    rows = [line.split() for line in out.splitlines()
+            if line.startswith(("ONNX Runtime", "per length", "buckets ", "default "))]
+    assert len(rows) == 4 and all(row[-1] == "yes" for row in rows), out

@@ -16,7 +16,8 @@ fast as a model compiled for it from then on.  Two policies keep the compiles fe
   front of the cache the step returns).  Name the mask's symbol with the past's, as in
   `sequence_buckets={("past", "total"): range(16, 1025, 16)}`, and a generation loop
   compiles once per bucket, not once per token (`benchmarks/sequence_buckets.py --model
-  gpt2-kv`).
+  gpt2-kv`).  With no `sequence_buckets=` a model starts buckets of its own once a length has
+  taken 8 values (`sequence_buckets=None` turns that off).
 
 This lesson builds one self-attention layer with `onnx.helper`, calls it with several batch
 sizes and lengths, reads `model.info` to see what ran where, and checks every result against

@@ -25,7 +25,9 @@ runs as chunks on the buckets' variants where the graph keeps batch rows apart (
 `options={"batch_buckets": ()}` compiles every batch size instead), and with
 `options={"sequence_buckets": (16, 32, ...)}` a symbolic length other than the batch runs padded
 to the next of those lengths (sequence_buckets.py: checked once against the exact length; the
-graph's symbol is dynamo's, so there must be one besides the batch).  A graph with unsupported ops or non-tensor values
+graph's symbol is dynamo's, so there must be one besides the batch).  By default ("auto") a
+symbol other than the batch that has taken 8 values starts buckets of its own, as `compile`'s
+do; `options={"sequence_buckets": None}` turns them off.  A graph with unsupported ops or non-tensor values
 falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
 with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
 LSTM compiles (frontend/torch_ops/rnn.py).
@@ -179,15 +181,18 @@ class CompiledGraph:
             call = list(args)
             for key, a in named.items():
                 call[int(key)] = a
-            grow = next(named[key].shape[axis] - args[int(key)].shape[axis]
-                        for key, axis in padding.length_axes.items() if key in named)
-            for k in self._seq_sizes:            # the sizes that are the symbol or linked to it
-                call[k] = args[k] + grow
+            grow = next((named[key].shape[axis] - args[int(key)].shape[axis]
+                         for key, axis in padding.length_axes.items() if key in named), 0)
+            padded = {padding.symbol, *padding.linked}
+            for k, d in self._seq_sizes:         # the sizes that are the symbol or linked to it
+                if d in padded:
+                    call[k] = args[k] + grow
             leaves, tree = tree_flatten(self._run(tuple(call)))
             spec[:] = [tree]
             return leaves
 
-        leaves = run_padded(padding, {key: args[int(key)] for key in padding.axes}, run_tree, self.info)
+        tensors = {str(k): a for k, a in enumerate(args) if hasattr(a, "shape")}
+        leaves = run_padded(padding, tensors, run_tree, self.info)
         return tree_unflatten(leaves, spec[0])
 
     def _run(self, args: tuple) -> Any:
@@ -323,7 +328,7 @@ def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
     """(SequencePadding for `options["sequence_buckets"]` over the tensor inputs' symbolic
     axes, the positions of the size inputs that are that symbol), or (None, ())."""
     import torch
-    if not options.get("sequence_buckets"):
+    if not options.get("sequence_buckets", "auto"):
         return None, ()
     values = _example_values(gm, varying)
 
@@ -335,12 +340,13 @@ def _sequence_padding(gm: Any, varying: list[int], options: dict) -> tuple:
 
     inputs = [(str(k), tuple(dim(d) for d in v.shape)) for k, v in values.items() if isinstance(v, torch.Tensor)]
     leads = [dims[0] for _, dims in inputs if dims and isinstance(dims[0], str)]
-    padding = SequencePadding.make(gm.__class__.__name__, inputs, options["sequence_buckets"], None,
+    padding = SequencePadding.make(gm.__class__.__name__, inputs, options.get("sequence_buckets", "auto"), None,
                                    leads[0] if leads else None, CompiledGraph.MAX_VARIANTS)
     if padding is None:
         return None, ()
-    padded = {padding.symbol, *padding.linked}
-    return padding, tuple(k for k, v in values.items() if isinstance(v, torch.SymInt) and dim(v) in padded)
+    # ((position, symbol) of each size input: those of the symbols padded follow the padding;
+    # with "auto" the symbol is chosen later)
+    return padding, tuple((k, dim(v)) for k, v in values.items() if isinstance(v, torch.SymInt))
 
 
 def _hint(x: Any) -> Any:

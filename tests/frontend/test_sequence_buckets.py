@@ -127,7 +127,9 @@ def test_bad_options_say_what_is_wrong():
     with pytest.raises(ValueError, match="pad_values names \\['y'\\]"):
         tensorforge.compile(program, sequence_buckets=(8,), pad_values={"y": 0}, **OPTS)
     with pytest.raises(ValueError, match="pad_values needs sequence_buckets"):
-        tensorforge.compile(program, pad_values={"mask": 0}, **OPTS)
+        tensorforge.compile(program, sequence_buckets=None, pad_values={"mask": 0}, **OPTS)
+    with pytest.raises(ValueError, match="'auto' or None; got 'sometimes'"):
+        tensorforge.compile(program, sequence_buckets="sometimes", **OPTS)
     static = from_onnx(attention(), shapes={"x": (1, 4, WIDTH), "mask": (1, 4)})
     with pytest.raises(ValueError, match="this graph has none"):
         tensorforge.compile(static, sequence_buckets=(8,), **OPTS)
@@ -342,3 +344,68 @@ def test_padding_an_array_is_np_pad(shape, data, grow, side):
     a = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
     widths = [((0, grow) if side == "end" else (grow, 0)) if k in axes else (0, 0) for k in range(len(shape))]
     np.testing.assert_array_equal(_pad_array(a, axes, grow, side, -1.0), np.pad(a, widths, constant_values=-1.0))
+
+
+def _generate(model, onnx_model, steps: int, seed: int = 3) -> dict:
+    """`steps` decoder steps of cached_attention (a prompt of 3 tokens, then one token each),
+    every output checked against the ONNX reference evaluator; {past length: specializations
+    its step compiled}."""
+    reference = ReferenceEvaluator(onnx_model)
+    r = np.random.default_rng(seed)
+    past_k = past_v = np.zeros((1, 0, WIDTH), np.float32)
+    compiled = {}
+    for step in range(steps):
+        x = r.standard_normal((1, 3 if step == 0 else 1, WIDTH)).astype(np.float32)
+        feeds = {"x": x, "past_k": past_k, "past_v": past_v,
+                 "mask": np.ones((1, past_k.shape[1] + x.shape[1]), np.int64)}
+        before = model.info["specializations"]
+        got = model.run(**feeds)
+        compiled[past_k.shape[1]] = model.info["specializations"] - before
+        for g, w in zip(got, reference.run(None, feeds)):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+        past_k, past_v = got[1], got[2]
+    return compiled
+
+
+def test_by_default_a_length_that_keeps_changing_gets_buckets_of_its_own(capfd):
+    """compile's default, sequence_buckets="auto": a generation loop over a key/value cache
+    compiles per length for its first 8 past lengths, then pads them to AUTO_BUCKETS (16, 32,
+    48, ...), with the mask's symbol, which kept a fixed distance from the past's, linked;
+    padding is compared with the exact length on 3 calls before it is trusted.  40 steps
+    compile 16 specializations instead of 40, each matching the ONNX reference."""
+    onnx_model = cached_attention("total")
+    model = tensorforge.compile(from_onnx(onnx_model), **OPTS)
+    compiled = _generate(model, onnx_model, 40)
+    info = model.info["sequence_buckets"]
+    assert info["auto"] and info["symbol"] == "past" and info["linked"] == ("total",), info
+    assert info["status"] == "verified" and info["side"] == "start" and info["checked"] == 3, info
+    assert "has met 8 values of 'past'" in capfd.readouterr().err
+    # past 0, 3..9: 8 lengths compiled as they came; then 10, 11, 12 each compile itself (the
+    # check) and 10 its bucket 16; 13..15 run at 16, 16 is a bucket; 17 compiles 32, 33 compiles 48
+    assert {n for n, c in compiled.items() if c} == {0, *range(3, 13), 17, 33}, compiled
+    assert info["runs_as"][13] == 16 and info["runs_as"][40] == 48
+
+
+def test_automatic_buckets_that_change_the_outputs_stop_quietly(capfd):
+    """A model that averages over the length: the automatic buckets find on their first padded
+    call that padding changes its outputs, say so in one line (no warning: the user asked for
+    nothing) and compile per length as before."""
+    onnx_model = attention(masked=False, pooled=True)
+    model = tensorforge.compile(from_onnx(onnx_model), **OPTS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seq in range(2, 14):
+            _check(model, onnx_model, seq, masked=False)
+    info = model.info["sequence_buckets"]
+    assert info["auto"] and info["status"] == "refused" and "differs" in info["reason"], info
+    assert "padding 'seq' to a sequence bucket changes its outputs" in capfd.readouterr().err
+    assert model.info["specializations"] == 12 + 1       # every length, and the one bucket tried
+
+
+def test_sequence_buckets_none_compiles_every_length():
+    onnx_model = attention()
+    model = tensorforge.compile(from_onnx(onnx_model), sequence_buckets=None, **OPTS)
+    for seq in range(2, 12):
+        _check(model, onnx_model, seq)
+    assert "sequence_buckets" not in model.info and model.info["specializations"] == 10

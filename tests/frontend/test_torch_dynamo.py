@@ -400,3 +400,33 @@ def test_sequence_buckets_pad_a_symbolic_length(monkeypatch):
             mask[0, n // 2:] = 0
             np.testing.assert_allclose(fast(x, mask).numpy(), module(x, mask).numpy(), rtol=1e-4, atol=1e-5)
     assert sorted(built) == [(5,), (8,), (16,)]
+
+
+def test_by_default_a_length_that_keeps_changing_gets_buckets(monkeypatch):
+    """With no options, a shape-generic graph whose length has taken 8 values pads the next
+    ones to the automatic buckets (16, 32, ...) once 3 padded calls matched their exact
+    lengths: the generic graph's first 8 lengths compile as they come, the next 3 compile
+    themselves and the bucket 16, and the last, 14 and 15, compile nothing; every result
+    matches eager."""
+    class Attention(nn.Module):
+        def forward(self, x, mask):
+            scores = x @ x.transpose(1, 2) + (1.0 - mask[:, None, :].float()) * -1e9
+            return scores.softmax(-1) @ x
+
+    built = []
+    original = torch_dynamo._Variant.__init__
+
+    def counting(self, gm, inputs, *rest):
+        built.append(next(x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
+        original(self, gm, inputs, *rest)
+
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    module = Attention().eval()
+    fast = torch.compile(module, backend="tensorforge", dynamic=True)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for n in range(2, 16):
+            x, mask = torch.randn(2, n, 8), torch.ones(2, n, dtype=torch.int64)
+            mask[1, n // 2:] = 0
+            np.testing.assert_allclose(fast(x, mask).numpy(), module(x, mask).numpy(), rtol=1e-4, atol=1e-5)
+    assert sorted(built) == [*range(2, 14), 16], built       # (dynamo's first graph, for 2, is static)
