@@ -151,13 +151,21 @@ def _odd_rational(name: str, p: tuple, q: tuple, one_from: float) -> str:
         f"static inline float {name}(float x) {{",
         "  float a = fabsf(x);",
         f"  float c = a < {one_from}f ? a : {one_from}f;",
-        "  float t = c * c;",
-        *_horner("p", p),
-        *_horner("q", q),
-        "  float r = c * p / q;",
+        *odd_rational_body(p, q),
         f"  r = a < {one_from}f ? (r < 1.0f ? r : 1.0f) : (a == a ? 1.0f : a);",
         "  return copysignf(r, x);",
         "}"])
+
+
+def odd_rational_body(p: tuple, q: tuple, ctype: str = "float") -> list[str]:
+    """The rational's steps from the clamped magnitude `c` to `r` = c * P(c^2) / Q(c^2): C lines
+    for float, or for a GCC vector of floats (c_vector.py's 16-lane form)."""
+    return [f"  {ctype} t = c * c;", *_horner("p", p, "t", ctype), *_horner("q", q, "t", ctype),
+            f"  {ctype} r = c * p / q;"]
+
+
+# (P, Q, the magnitude from which the value is 1) of the inline odd rationals, by math function
+ODD_RATIONALS = {"tanh": (TANH_P, TANH_Q, TANH_ONE_FROM), "erf": (ERF_P, ERF_Q, ERF_ONE_FROM)}
 
 
 def exp_reduction(ctype: str = "float") -> list[str]:

@@ -251,6 +251,8 @@ class VectorExtensions:
             x = self.vvalue(e.args[0])
             exp = self._vexp16()
             return f"{exp}({x})" if e.op == "exp" else f"(1.0f / (1.0f + {exp}(-({x}))))"
+        if e.op in ("tanh", "erf") and arg_elem == "float32" and lanes == 16:
+            return f"{self._vodd16(e.op)}({self.vvalue(e.args[0])})"
         AT = self.vec_type(arg_elem, lanes)
         lane_args = [f"x{k}[l]" for k in range(len(e.args))]
         if dt.is_float(arg_elem):
@@ -280,6 +282,35 @@ class VectorExtensions:
             f"  {T} x = ({T})_mm512_max_ps(_mm512_set1_ps({EXP_MIN!r}f), c);",
             *exp_reduction(T),
             f"  return ({T})_mm512_scalef_ps((__m512)p, (__m512)n);",
+            "#else",
+            f"  {T} r;",
+            f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};",
+            "  return r;",
+            "#endif",
+            "}"]))
+
+    def _vodd16(self, op: str) -> str:
+        """Helper NAME(v): tanh or erf of 16 float32 lanes.  With AVX-512 the inline odd
+        rational's steps (codegen/c.py `odd_rational_body`) on a GCC vector, its clamp and bounds
+        each one vminps (`a < k ? a : k` is vminps(a, k): the second operand where the compare
+        is false, NaN included) and the sign copied back by masks: bit for bit the scalar
+        helper's values.  Without AVX-512 the scalar helper lane by lane."""
+        from .c import ODD_RATIONALS, erf_helper, odd_rational_body, tanh_helper
+        p, q, one = ODD_RATIONALS[op]
+        T = self.vec_type("float32", 16)
+        scalar = self.call_helper(f"{op}f", tanh_helper if op == "tanh" else erf_helper, ["v[l]"])[0]
+        return self._vhelper(f"{op}f_x16", "\n".join([
+            "#include <immintrin.h>",
+            f"static inline {T} NAME({T} v) {{",
+            "#if defined(__AVX512F__) && defined(__AVX512DQ__)",
+            "  __m512 sign = _mm512_set1_ps(-0.0f);",
+            "  __m512 a = _mm512_andnot_ps(sign, (__m512)v);",
+            f"  {T} c = ({T})_mm512_min_ps(a, _mm512_set1_ps({one!r}f));",
+            *odd_rational_body(p, q, T),
+            f"  __mmask16 inside = _mm512_cmp_ps_mask(a, _mm512_set1_ps({one!r}f), _CMP_LT_OQ);",
+            "  __m512 m = _mm512_mask_blend_ps(inside, _mm512_min_ps(_mm512_set1_ps(1.0f), a), "
+            "_mm512_min_ps((__m512)r, _mm512_set1_ps(1.0f)));",
+            f"  return ({T})_mm512_or_ps(m, _mm512_and_ps(sign, (__m512)v));",
             "#else",
             f"  {T} r;",
             f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};",

@@ -173,3 +173,28 @@ def test_float32_exp_on_512_bit_vectors_is_the_inline_exp_bit_for_bit():
     assert "tf_expf_x16" not in narrow.source
     for got, want in zip(wide(x), narrow(x)):
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("op", ["tanh", "erf"])
+def test_float32_tanh_and_erf_on_512_bit_vectors_are_the_inline_ones_bit_for_bit(op):
+    """On AVX-512 a vectorized loop's tanh and erf call a 16-lane helper whose clamps are one
+    vminps each; its values are the inline scalar rational's, bit for bit, that an AVX2 build
+    computes: around the magnitude where the value becomes 1, at subnormals, infinities, signed
+    zeros and NaNs (the payload and sign kept)."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    from tensorforge.target import Target
+    x = np.concatenate([np.linspace(-12, 12, 100000), [8.9999, 9.0, 9.5, 3.91, 3.92, 3.93, 1e-30, -1e-30, 1e-45],
+                        [np.inf, -np.inf, 0.0, -0.0, np.nan, -np.nan]]).astype("float32")
+    x = np.concatenate([x, np.zeros(-len(x) % 16 + 16, "float32")]).reshape(-1, 16)
+    x[-1, -1] = np.array([0xFFC01234], np.uint32).view(np.float32)[0]
+    b = GraphBuilder(op)
+    xv = b.input("x", x.shape, "float32")
+    graph = b.finish([b.add1(op, [xv])])
+    wide = tensorforge.compile(graph, target="c -mcpu=x86-64-v4")
+    assert f"tf_{op}f_x16(" in wide.source and "_mm512_min_ps" in wide.source
+    if Target.parse("c -mcpu=native").simd_lanes("float32") < 16:
+        pytest.skip("this machine has no AVX-512")
+    narrow = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    assert f"tf_{op}f_x16" not in narrow.source
+    np.testing.assert_array_equal(wide(x)[0].view(np.uint32), narrow(x)[0].view(np.uint32))

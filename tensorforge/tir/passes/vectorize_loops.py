@@ -33,8 +33,9 @@ ROUNDING = ("round", "floor", "ceil", "trunc")
 ROUNDING_BYTES = 64     # ... on one 512-bit register: GCC 12 narrows wider vectors (to 8 bits) lane by lane
 # float32 exp and sigmoid on one 512-bit register: the C printer gives them a vector helper that
 # scales by 2^n with one AVX-512 instruction (codegen/c_vector.py), 2.2x the speed of the inline
-# scalar exp under `omp simd`, bit for bit the same values
-VECTOR_MATH = ("exp", "sigmoid")
+# scalar exp under `omp simd`, bit for bit the same values; tanh and erf, whose inline rational
+# clamps and bounds become one vminps each there instead of a compare and a blend
+VECTOR_MATH = ("exp", "sigmoid", "tanh", "erf")
 VECTOR_MATH_LANES = 16
 
 
