@@ -274,20 +274,18 @@ class VectorExtensions:
         from .c import EXP_MAX, EXP_MIN, exp_helper, exp_reduction
         T = self.vec_type("float32", 16)
         scalar = self.call_helper("expf", exp_helper, ["v[l]"])[0]
-        return self._vhelper("expf_x16", "\n".join([
-            "#include <immintrin.h>",
-            f"static inline {T} NAME({T} v) {{",
-            "#if defined(__AVX512F__)",
+        return self._avx512_or_lanes("expf_x16", T, "defined(__AVX512F__)", [
             f"  __m512 c = _mm512_min_ps(_mm512_set1_ps({EXP_MAX!r}f), (__m512)v);",
             f"  {T} x = ({T})_mm512_max_ps(_mm512_set1_ps({EXP_MIN!r}f), c);",
             *exp_reduction(T),
-            f"  return ({T})_mm512_scalef_ps((__m512)p, (__m512)n);",
-            "#else",
-            f"  {T} r;",
-            f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};",
-            "  return r;",
-            "#endif",
-            "}"]))
+            f"  return ({T})_mm512_scalef_ps((__m512)p, (__m512)n);"], scalar)
+
+    def _avx512_or_lanes(self, key: str, T: str, feature: str, lines: list[str], scalar: str) -> str:
+        """Helper NAME(v) on 16 float32 lanes: `lines` where the `feature` condition holds,
+        else `scalar` (a call of the scalar helper on v[l]) lane by lane."""
+        return self._vhelper(key, "\n".join([
+            "#include <immintrin.h>", f"static inline {T} NAME({T} v) {{", f"#if {feature}", *lines, "#else",
+            f"  {T} r;", f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};", "  return r;", "#endif", "}"]))
 
     def _vodd16(self, op: str) -> str:
         """Helper NAME(v): tanh or erf of 16 float32 lanes.  With AVX-512 the inline odd
@@ -299,10 +297,7 @@ class VectorExtensions:
         p, q, one = ODD_RATIONALS[op]
         T = self.vec_type("float32", 16)
         scalar = self.call_helper(f"{op}f", tanh_helper if op == "tanh" else erf_helper, ["v[l]"])[0]
-        return self._vhelper(f"{op}f_x16", "\n".join([
-            "#include <immintrin.h>",
-            f"static inline {T} NAME({T} v) {{",
-            "#if defined(__AVX512F__) && defined(__AVX512DQ__)",
+        return self._avx512_or_lanes(f"{op}f_x16", T, "defined(__AVX512F__) && defined(__AVX512DQ__)", [
             "  __m512 sign = _mm512_set1_ps(-0.0f);",
             "  __m512 a = _mm512_andnot_ps(sign, (__m512)v);",
             f"  {T} c = ({T})_mm512_min_ps(a, _mm512_set1_ps({one!r}f));",
@@ -310,13 +305,7 @@ class VectorExtensions:
             f"  __mmask16 inside = _mm512_cmp_ps_mask(a, _mm512_set1_ps({one!r}f), _CMP_LT_OQ);",
             "  __m512 m = _mm512_mask_blend_ps(inside, _mm512_min_ps(_mm512_set1_ps(1.0f), a), "
             "_mm512_min_ps((__m512)r, _mm512_set1_ps(1.0f)));",
-            f"  return ({T})_mm512_or_ps(m, _mm512_and_ps(sign, (__m512)v));",
-            "#else",
-            f"  {T} r;",
-            f"  for (int l = 0; l < 16; ++l) r[l] = {scalar};",
-            "  return r;",
-            "#endif",
-            "}"]))
+            f"  return ({T})_mm512_or_ps(m, _mm512_and_ps(sign, (__m512)v));"], scalar)
 
     # Boolean vectors (masks) -------------------------------------------------------------------
     def vmask(self, e: E.Expr) -> tuple[str, int]:

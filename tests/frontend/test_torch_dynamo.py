@@ -370,6 +370,19 @@ def test_the_variants_of_a_graph_hold_the_weights_they_derive_alike_once(monkeyp
     assert held[0] and held[0] == held[1] == held[2]
 
 
+def _variants_built(monkeypatch, key) -> list:
+    """A list that gets `key(inputs)` of every variant the backend compiles from now on."""
+    built: list = []
+    original = torch_dynamo._Variant.__init__
+
+    def counting(self, gm, inputs, *rest):
+        built.append(key(inputs))
+        original(self, gm, inputs, *rest)
+
+    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    return built
+
+
 def test_sequence_buckets_pad_a_symbolic_length(monkeypatch):
     """options={"sequence_buckets": ...} with a shape-generic graph: lengths that are not buckets
     run padded to the next one (the first one also exactly, to check), so 5, 7, 12, 3 compile
@@ -383,14 +396,8 @@ def test_sequence_buckets_pad_a_symbolic_length(monkeypatch):
             scores = self.query(x) @ x.transpose(1, 2) + (1.0 - mask[:, None, :].float()) * -1e9
             return scores.softmax(-1) @ x
 
-    built = []
-    original = torch_dynamo._Variant.__init__
-
-    def counting(self, gm, inputs, *rest):
-        built.append(tuple(x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
-        original(self, gm, inputs, *rest)
-
-    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    built = _variants_built(monkeypatch, lambda inputs: tuple(
+        x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
     torch.manual_seed(0)
     module = Attention().eval()
     fast = torch.compile(module, backend="tensorforge", dynamic=True, options={"sequence_buckets": (8, 16)})
@@ -413,14 +420,8 @@ def test_by_default_a_length_that_keeps_changing_gets_buckets(monkeypatch):
             scores = x @ x.transpose(1, 2) + (1.0 - mask[:, None, :].float()) * -1e9
             return scores.softmax(-1) @ x
 
-    built = []
-    original = torch_dynamo._Variant.__init__
-
-    def counting(self, gm, inputs, *rest):
-        built.append(next(x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
-        original(self, gm, inputs, *rest)
-
-    monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
+    built = _variants_built(monkeypatch, lambda inputs: next(
+        x.shape[1] for x in inputs if isinstance(x, torch.Tensor) and x.dtype == torch.int64))
     module = Attention().eval()
     fast = torch.compile(module, backend="tensorforge", dynamic=True)
     torch.manual_seed(0)
