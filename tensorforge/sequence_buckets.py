@@ -161,6 +161,9 @@ class SequencePadding:
                 raise ValueError(f"sequence_buckets is lengths, {{symbol: lengths}}, 'auto' or None; got {buckets!r}")
             candidates = [d for d in symbols if d != batch and _symbols_of(d) == {d}]
             if not candidates:
+                if pad_values:
+                    raise ValueError(f"pad_values names {sorted(pad_values)}, but the model's inputs have no "
+                                     "symbolic length besides the batch to pad")
                 return None
             padding = cls(name, "", AUTO_BUCKETS, {}, status="watching", checks=AUTO_CHECKS, auto=True,
                           own_limit=keep // 4)

@@ -130,6 +130,11 @@ def test_bad_options_say_what_is_wrong():
         tensorforge.compile(program, sequence_buckets=None, pad_values={"mask": 0}, **OPTS)
     with pytest.raises(ValueError, match="'auto' or None; got 'sometimes'"):
         tensorforge.compile(program, sequence_buckets="sometimes", **OPTS)
+    batch_only = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4])]), opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ValueError, match="no symbolic length besides the batch"):
+        tensorforge.compile(from_onnx(batch_only), pad_values={"x": 0}, **OPTS)
     static = from_onnx(attention(), shapes={"x": (1, 4, WIDTH), "mask": (1, 4)})
     with pytest.raises(ValueError, match="this graph has none"):
         tensorforge.compile(static, sequence_buckets=(8,), **OPTS)
