@@ -230,7 +230,10 @@ class SequencePadding:
             linked = tuple(t for t in watched["candidates"] if t != symbol and all(t in c for c in recent)
                            and len({c[t] - c.get(symbol, 0) for c in recent}) == 1
                            and len({c[t] for c in recent}) > 1)
-            self._configure(watched["inputs"], (symbol, *linked), watched["pad_values"])
+            chosen = {symbol, *linked}            # (pad_values for inputs of other symbols stay unused)
+            values = {n: v for n, v in watched["pad_values"].items()
+                      if any(_symbols_of(d) & chosen for d in dict(watched["inputs"])[n])}
+            self._configure(watched["inputs"], (symbol, *linked), values)
             self.status, self.watched = "unchecked", {}
             with_ = f" (with {', '.join(map(repr, linked))})" if linked else ""
             print(f"tensorforge: model {self.name} has met {len(seen)} values of {symbol!r}; from now on a value "
