@@ -132,8 +132,7 @@ class SequencePadding:
     length_axes: dict[str, int] = field(default_factory=dict)
     status: str = "unchecked"
     side: str = "end"
-    checks: int = 1                      # padded calls compared with the exact length
-    checked: int = 0
+    checked: int = 0                     # padded calls compared with the exact length so far
     auto: bool = False                   # chosen by the model (sequence_buckets="auto")
     watched: dict = field(default_factory=dict)  # auto, before a symbol is chosen: what the calls had
     reason: str = ""
@@ -143,6 +142,11 @@ class SequencePadding:
     own_limit: int = 16                  # lengths that may earn their own specialization
     own: set = field(default_factory=set)                   # the lengths that did
     wasted: dict[int, float] = field(default_factory=dict)  # per length: seconds spent on padding
+
+    @property
+    def checks(self) -> int:
+        """Padded calls compared with the exact length before padding is trusted."""
+        return AUTO_CHECKS if self.auto else 1
 
     @classmethod
     def make(cls, name: str, inputs: Iterable[tuple[str, Sequence | None]], buckets: Any,
@@ -165,7 +169,7 @@ class SequencePadding:
                     raise ValueError(f"pad_values names {sorted(pad_values)}, but the model's inputs have no "
                                      "symbolic length besides the batch to pad")
                 return None
-            padding = cls(name, "", AUTO_BUCKETS, {}, status="watching", checks=AUTO_CHECKS, auto=True,
+            padding = cls(name, "", AUTO_BUCKETS, {}, status="watching", auto=True,
                           own_limit=keep // 4)
             padding.watched = {"inputs": inputs, "candidates": candidates, "pad_values": dict(pad_values or {}),
                                "calls": []}
@@ -193,7 +197,7 @@ class SequencePadding:
             raise ValueError(f"sequence_buckets: no input has an axis that is {symbol!r} itself, to tell the "
                              "call's length; name that symbol first")
         self._check_pad_values(values, set(self.axes))
-        self.pad_values = {n: v for n, v in values.items() if n in self.axes}
+        self.pad_values = values
 
     def _check_pad_values(self, values: dict, padded_inputs: set) -> None:
         unknown = sorted(set(values) - padded_inputs)

@@ -304,17 +304,23 @@ def test_op_sweep_runs_its_cases():
         assert {i.name for i in sess.get_inputs()} == set(feeds), name
 
 
+def _sequence_buckets_benchmark(tmp_path, *args: str) -> str:
+    """The output of benchmarks/sequence_buckets.py with `args` (skipped without torch, which
+    exports the model, transformers, which defines it, or ONNX Runtime, the peer)."""
+    pytest.importorskip("torch", reason="the model is exported by torch.onnx.export")
+    pytest.importorskip("transformers", reason="the model is a transformers model")
+    pytest.importorskip("onnxruntime", reason="the benchmark compares with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "sequence_buckets.py"), *args],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def test_sequence_buckets_benchmark_runs(tmp_path):
     """benchmarks/sequence_buckets.py on a small BERT: both passes compare with ONNX Runtime,
     the bucketed model verifies its padding, and the table has a row per length."""
-    pytest.importorskip("torch", reason="the encoder is exported by torch.onnx.export")
-    pytest.importorskip("transformers", reason="the encoder is a transformers BertModel")
-    pytest.importorskip("onnxruntime", reason="the benchmark compares with ONNX Runtime")
-    proc = subprocess.run([sys.executable, str(BENCH / "sequence_buckets.py"), "--model", "bert", "--calls", "3",
-                           "--lengths", "5:12", "--buckets", "8,16", "--repeat", "1"],
-                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    out = _sequence_buckets_benchmark(tmp_path, "--model", "bert", "--calls", "3", "--lengths", "5:12",
+                                      "--buckets", "8,16", "--repeat", "1")
     assert "fp32 FMA peak" in out and "padding, buckets: verified" in out, out
     passes = [line for line in out.splitlines() if line.startswith("first pass")]
     assert len(passes) == 3 and all("max|diff| from ONNX Runtime" in line for line in passes)
@@ -325,14 +331,8 @@ def test_sequence_buckets_benchmark_runs(tmp_path):
 def test_cached_generation_benchmark_runs(tmp_path):
     """benchmarks/sequence_buckets.py --model gpt2-kv: generation with a key/value cache gives
     ONNX Runtime's tokens on every path, and the bucketed model pads the past at its start."""
-    pytest.importorskip("torch", reason="the decoder is exported by torch.onnx.export")
-    pytest.importorskip("transformers", reason="the decoder is a transformers GPT2LMHeadModel")
-    pytest.importorskip("onnxruntime", reason="the benchmark compares with ONNX Runtime")
-    proc = subprocess.run([sys.executable, str(BENCH / "sequence_buckets.py"), "--model", "gpt2-kv", "--prompt", "3",
-                           "--tokens", "6", "--buckets", "4,8", "--repeat", "1"],
-                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
+    out = _sequence_buckets_benchmark(tmp_path, "--model", "gpt2-kv", "--prompt", "3", "--tokens", "6",
+                                      "--buckets", "4,8", "--repeat", "1")
     assert "padding, buckets: verified (at the start)" in out, out
     rows = [line.split() for line in out.splitlines()
             if line.startswith(("ONNX Runtime", "per length", "buckets ", "default "))]

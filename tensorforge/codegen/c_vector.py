@@ -293,10 +293,10 @@ class VectorExtensions:
         each one vminps (`a < k ? a : k` is vminps(a, k): the second operand where the compare
         is false, NaN included) and the sign copied back by masks: bit for bit the scalar
         helper's values.  Without AVX-512 the scalar helper lane by lane."""
-        from .c import ODD_RATIONALS, erf_helper, odd_rational_body, tanh_helper
+        from .c import ODD_RATIONALS, odd_rational_body
         p, q, one = ODD_RATIONALS[op]
         T = self.vec_type("float32", 16)
-        scalar = self.call_helper(f"{op}f", tanh_helper if op == "tanh" else erf_helper, ["v[l]"])[0]
+        scalar = self.math_call(op, ["v[l]"], "float32")       # the inline scalar helper's call
         return self._avx512_or_lanes(f"{op}f_x16", T, "defined(__AVX512F__) && defined(__AVX512DQ__)", [
             "  __m512 sign = _mm512_set1_ps(-0.0f);",
             "  __m512 a = _mm512_andnot_ps(sign, (__m512)v);",
