@@ -24,6 +24,7 @@ from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
 from .graph.fuse import fuse
 from .graph.ir import Graph
+from .graph.passes.alter_layout_winograd import choosing_tiles
 from .graph.passes.lower_precision import lower_precision_units
 from .graph.passes.share_equal_params import SharedParams
 from .graph.pipeline import optimize
@@ -70,7 +71,9 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     the model's info["precision_units"] says which units run the products.
 
     `records`: tuning records (a path or Record objects) to apply; only those measured with
-    `threads` threads apply (default: the thread count this process runs kernels with).
+    `threads` threads apply (default: the thread count this process runs kernels with).  They
+    also choose the form of each 3x3 stride-1 conv (direct or Winograd, and its tile) where
+    they time more than one (autotune/algorithms.py); info["algorithms"] lists those changed.
     """
     if isinstance(graph, (OnnxProgram, TorchProgram)):
         # not one static graph: compiled per specialization when called (stretch by stretch for
@@ -96,9 +99,11 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     # a device that takes only some kernels (backend.place) leaves the rest to its host target
     host = Target.parse(backend.host_target) if backend.host_target else tgt
     ensure_calibrated(host)
+    records, choice = _algorithm_choice(records, host, threads)
     with _timed(timings, "graph passes + fusion"):
         graph, precision_units = lower_precision_units(graph, host, precision)
-        graph = optimize(graph, host, opt_level)
+        with choosing_tiles(choice):
+            graph = optimize(graph, host, opt_level)
         # an output that is a reshape of a value the model computes is that value's buffer
         # under the output's shape: the producer writes it there, with no reshape in its kernel
         graph, output_views = split_output_views(graph) if backend.memory is HOST else (graph, {})
@@ -122,6 +127,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         graph = dataclasses.replace(graph, params={v: params[v.name] for v in graph.params})
     info = {"graph": graph, "groups": groups, "plan": plan, "timings": timings,
             "funcs": kernels.funcs, "target": tgt, "tuned_groups": len(configs), "threads": threads,
+            "algorithms": choice.changes if choice is not None else [],
             "precision": precision, "precision_units": precision_units, "placed": placed,
             "placement": [(label, tgt.kind if k in placed else host.kind) for k, label in enumerate(kernels.labels)]}
     return backend.make_model(spec, module, params, info)
@@ -154,6 +160,16 @@ def _timed(timings: dict, step: str):
     start = time.perf_counter()
     yield
     timings[step] = time.perf_counter() - start
+
+
+def _algorithm_choice(records, target, threads: int) -> tuple:
+    """(records as a list, the chooser of conv forms they time), or (None, None) without records."""
+    if records is None:
+        return None, None
+    from .autotune.algorithms import RecordChoice  # the tuner is optional at compile time
+    from .autotune.records import _records
+    records = list(_records(records))
+    return records, RecordChoice(records, target, threads)
 
 
 def _apply_records(groups, records, target, threads: int) -> dict:

@@ -237,27 +237,46 @@ def task_of_group(group, target) -> "Task | None":
         return None
 
 
-def extract_tasks(graph, target: Any = "c", opt_level: int = 3) -> list[Task]:
+def extract_tasks(graph, target: Any = "c", opt_level: int = 3, alternatives: bool = False) -> list[Task]:
     """The distinct tunable tasks of `graph` compiled for `target`, in order of first
     occurrence, each with `occurrences` = how many fused groups use it.  A group is tunable
-    when its master op's schedule template is registered as tunable and declares knobs."""
-    from ..graph.fuse import fuse
+    when its master op's schedule template is registered as tunable and declares knobs.
+
+    With `alternatives`, the kernels of the forms the graph could run its 3x3 stride-1 convs
+    as and does not by default (the direct conv, a Winograd conv of another tile size:
+    autotune/algorithms.py) follow the model's own, so that their records let compile choose."""
     from ..graph.ir import Graph
-    from ..graph.pipeline import optimize
+    from ..graph.passes.alter_layout_winograd import choosing_tiles
+    from ..ops.nn_conv_winograd import TILES
     from ..target import Target
+    from .algorithms import forced
 
     if not isinstance(graph, Graph):
         raise TypeError(f"extract_tasks expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
     tgt = Target.parse(target)
+    counts = _task_counts(graph, tgt, opt_level)
+    if alternatives and opt_level >= 3:
+        for tile in (0, *TILES):
+            with choosing_tiles(forced(tile)):
+                for task, n in _task_counts(graph, tgt, opt_level).items():
+                    counts.setdefault(task, n)
+    tasks = []
+    for task, n in counts.items():
+        if task.config_space.size > 1:
+            tasks.append(Task(task.template, task.inputs, task.attrs, task.target, task.op, n))
+    return tasks
+
+
+def _task_counts(graph, tgt, opt_level: int) -> dict:
+    """{task: fused groups using it} of `graph` optimized and fused for `tgt`."""
+    from ..graph.fuse import fuse
+    from ..graph.pipeline import optimize
+
     groups = fuse(optimize(graph, tgt, opt_level), enabled=opt_level >= 1)
     counts: dict[Task, int] = {}
     for g in groups:
         task = task_of_group(g, tgt)
         if task is not None:
             counts[task] = counts.get(task, 0) + 1
-    tasks = []
-    for task, n in counts.items():
-        if task.config_space.size > 1:
-            tasks.append(Task(task.template, task.inputs, task.attrs, task.target, task.op, n))
-    return tasks
+    return counts

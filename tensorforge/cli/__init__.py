@@ -126,6 +126,9 @@ def _add_tune(sub) -> None:
                         "inputs and weights are not hot in cache as in a loop of one kernel); those times "
                         "pick the config compile applies, so a tuned kernel is never slower there than its "
                         "default (default on; a few seconds to two minutes after the search)")
+    p.add_argument("--algorithms", action=argparse.BooleanOptionalAction, default=True,
+                   help="also tune the forms the model's 3x3 stride-1 convs could run as (direct, Winograd "
+                        "with 2x2 or 4x4 tiles), so that compile runs each as the fastest (default on)")
     p.add_argument("--plot", help="draw best-so-far curves per task into this image (needs matplotlib)")
     p.add_argument("--seed", type=int, default=0)
     options.add_target_option(p)

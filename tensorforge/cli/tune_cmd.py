@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from typing import Sequence
 
 from . import options
 from .common import format_time, load_graph, progress
@@ -24,7 +25,7 @@ def tune_model(opts: argparse.Namespace) -> int:
     if opts.plot:
         _check_plotting()
     graph = load_graph(opts.model, options.shapes(opts.shape))
-    tasks = extract_tasks(graph, target=opts.target)
+    tasks = extract_tasks(graph, target=opts.target, alternatives=opts.algorithms)
     if not tasks:
         progress(f"{opts.model} has no tunable kernels: nothing to tune")
         return 0
@@ -48,7 +49,9 @@ def tune_model(opts: argparse.Namespace) -> int:
         runner.close()
     if opts.confirm_model:
         _confirm_in_model(opts, graph)
-    print(format_tune_summary(tasks, opts.records, threads))
+    own = {t.key for t in extract_tasks(graph, target=opts.target)}
+    changes = _form_changes(graph, opts, threads) if len(own) < len(tasks) else []
+    print(format_tune_summary(tasks, opts.records, threads, own, changes))
     if opts.plot:
         _plot(opts, tasks)
     flag = f" --threads {opts.threads}" if opts.threads else ""
@@ -57,10 +60,28 @@ def tune_model(opts: argparse.Namespace) -> int:
     return 0
 
 
-def format_tune_summary(tasks, records: str, threads: int | None) -> str:
+def _form_changes(graph, opts: argparse.Namespace, threads: int | None) -> list:
+    """The convs the records make run as another form than the default's (FormChange each)."""
+    from ..autotune.algorithms import RecordChoice
+    from ..graph.passes.alter_layout_winograd import choosing_tiles
+    from ..graph.pipeline import optimize
+    from ..runtime.module import get_num_threads
+    from ..target import Target
+
+    target = Target.parse(opts.target)
+    choice = RecordChoice(opts.records, target, threads or get_num_threads())
+    with choosing_tiles(choice):
+        optimize(graph, target)
+    return choice.changes
+
+
+def format_tune_summary(tasks, records: str, threads: int | None, own: set | None = None,
+                        changes: Sequence = ()) -> str:
     """One line per task (default -> best time, speedup, configs measured) and the total over
     the model's kernels weighted by occurrences, from the records of `tasks` measured with
-    `threads` threads."""
+    `threads` threads.  Tasks whose key is not in `own` (all are, by default) are forms the
+    model's convs could run as: listed, not counted, except where a FormChange of `changes`
+    runs a conv as one (its time replaces the default form's best)."""
     from ..autotune.records import iter_records
     from ..autotune.report import format_speedup, speedup, summarize
 
@@ -70,7 +91,8 @@ def format_tune_summary(tasks, records: str, threads: int | None) -> str:
     lines, before, after, left_out = [], 0.0, 0.0, 0
     for task in tasks:
         s = summaries.get(task.key)
-        head = f"{task.name} x{task.occurrences}:"
+        mine = own is None or task.key in own
+        head = f"{task.name} x{task.occurrences}{'' if mine else ' (another form)'}:"
         if s is None or s.trials == 0:
             lines.append(f"{head} not measured")
             left_out += 1
@@ -84,11 +106,16 @@ def format_tune_summary(tasks, records: str, threads: int | None) -> str:
         shown_default = format_time(default) if math.isfinite(default) else "no correct run"
         lines.append(f"{head} default {shown_default} -> best {format_time(best)} "
                      f"({format_speedup(s.speedup)}; {counts})")
+        if not mine:
+            continue
         if math.isfinite(default):
             before += task.occurrences * default
             after += task.occurrences * best
         else:
             left_out += 1
+    for change in changes:           # one conv: the chosen form's best instead of the default form's
+        lines.append(f"a conv runs as {change.describe()}")
+        after += change.seconds[change.chosen] - change.seconds[change.default]
     total = f"tuned kernels, weighted by occurrences: {format_time(before)} -> {format_time(after)} per run"
     if after > 0:
         total += f" ({format_speedup(speedup(before, after))})"

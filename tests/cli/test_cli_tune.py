@@ -78,3 +78,31 @@ def test_warnings_are_one_line_without_source(tmp_path, capsys):
     for line in err.splitlines():
         assert line.startswith("tensorforge: warning: "), err
     assert "warnings.warn" not in err and ".py:" not in err
+
+
+def two_conv_model(path):
+    """A 3x3 conv on the NCHW input, then a 32 -> 32 channel 3x3 conv on blocked data: the second
+    can run as the direct conv or as Winograd with 2x2 or 4x4 tiles."""
+    rng = np.random.default_rng(0)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 10, 10])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 32, 10, 10])
+    w1 = helper.make_tensor("w1", TensorProto.FLOAT, [32, 16, 3, 3], rng.standard_normal(32 * 16 * 9) * 0.1)
+    w2 = helper.make_tensor("w2", TensorProto.FLOAT, [32, 32, 3, 3], rng.standard_normal(32 * 32 * 9) * 0.1)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["y"], pads=[1, 1, 1, 1])]
+    onnx.save(helper.make_model(helper.make_graph(nodes, "convs", [x], [y], [w1, w2]),
+                                opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_tune_measures_the_forms_a_conv_could_run_as(tmp_path, capsys):
+    two_conv_model(tmp_path / "m.onnx")
+    records = tmp_path / "t.jsonl"
+    argv = ["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "2", "--tuner", "random",
+            "--target", "c", "--threads", "1", "--confirm", "0", "--no-confirm-model", "--min-repeat-ms", "1"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    forms = [ln for ln in out.splitlines() if "(another form)" in ln]
+    assert len(forms) == 2 and any(ln.startswith("conv2d_nchwc") for ln in forms), out
+    assert "tuned kernels, weighted by occurrences" in out
+    assert cli.main(argv + ["--no-algorithms"]) == 0          # the model's own kernels only
+    assert "(another form)" not in capsys.readouterr().out

@@ -7,7 +7,7 @@ same, so the fused epilogue and the layout propagation around it do not change. 
 conv reads blocked data: a conv that reads NCHW data (the first conv after an op that needs
 NCHW, or a one-conv graph) gets an nchw_to_nchwc before it when its channels fill blocks.
 
-`winograd_tile` decides per layer.  The product stage does 4x (m = 4) or 2.25x (m = 2) fewer
+`winograd_tile` decides per layer, unless a tile chooser is set (`choosing_tiles`).  The product stage does 4x (m = 4) or 2.25x (m = 2) fewer
 multiply-adds than the direct conv, but reads a transformed weight 4x (m = 4) or 1.8x (m = 2)
 the size of the 3x3 one and pays for the input and output transforms.  On ResNet-18's layers
 m = 4 wins on maps of 8x8 and larger; on 7x7 maps, where 4x4 tiles waste a third of their
@@ -16,15 +16,26 @@ with few input channels keep the direct conv: their product is too short to hide
 transforms.  That floor is 16 channels with 32 vector registers (AVX-512, where it was
 measured) and 8 with 16 (AVX2, one 8-lane block): there 8 -> 32 channels on 56x56 took 0.21 ms
 direct and 0.18 ms as Winograd (ONNX Runtime 0.18), 8 -> 96 on 96x28 0.53 and 0.45 (0.42-0.45).
+
+The rule is one machine's: on a CPU with two FMA units per core the product is cheap beside the
+transformed weight's reads, and a 256-channel 14x14 layer took 1.33 ms with m = 4 and 1.16 ms
+with m = 2.  So the choice can come from tuning: while a chooser is set (`choosing_tiles`),
+each 3x3 stride-1 conv on blocked data offers it its candidate forms (the direct conv, and the
+Winograd conv of each tile size, as the op, input shapes and attributes of their kernels) with
+the rule's pick as the default, and runs as the form it returns.  `driver.compile` sets one
+from tuning records (autotune/algorithms.py); `tensorforge tune` forces each form in turn to
+find the kernels it can choose between.
 """
 from __future__ import annotations
 
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 import numpy as np
 
 from ...ops.nn_conv_nchwc import blocked_layout
-from ...ops.nn_conv_winograd import transform_weight
+from ...ops.nn_conv_winograd import TILES, transform_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
 from .alter_layout import block_for
@@ -32,6 +43,21 @@ from .alter_layout import block_for
 MIN_CHANNELS = 16
 # the input-channel floor with 16 vector registers (AVX2)
 MIN_CHANNELS_16_REGISTERS = 8
+
+# (candidates, default) -> tile size; candidates maps each tile size (0: the direct conv) to the
+# (op, [(shape, dtype) per input], attributes) of the kernel that form runs as
+TileChooser = Callable[[dict, int], int]
+TILE_CHOICE: ContextVar[TileChooser | None] = ContextVar("tensorforge_winograd_tile_choice", default=None)
+
+
+@contextmanager
+def choosing_tiles(chooser: TileChooser | None) -> Iterator[None]:
+    """Graphs optimized inside take each eligible conv's form from `chooser` (None: the rule)."""
+    token = TILE_CHOICE.set(chooser)
+    try:
+        yield
+    finally:
+        TILE_CHOICE.reset(token)
 
 
 def winograd_tile(c: int, k: int, oh: int, ow: int, min_channels: int = MIN_CHANNELS) -> int:
@@ -106,4 +132,20 @@ def _tile_for(n: Node, params: dict, min_channels: int) -> int:
     if w.ndim != 5 or tuple(w.shape[2:4]) != (3, 3) or w.dtype != np.float32:
         return 0
     y = n.outputs[0]
-    return winograd_tile(w.shape[1], w.shape[0] * w.shape[4], y.shape[2], y.shape[3], min_channels)
+    m = winograd_tile(w.shape[1], w.shape[0] * w.shape[4], y.shape[2], y.shape[3], min_channels)
+    chooser = TILE_CHOICE.get()
+    if chooser is None or layout == "NCHW":     # NCHW data: a Winograd form adds a layout change
+        return m
+    return chooser(_forms(n, w.shape, layout), m)
+
+
+def _forms(n: Node, w: tuple, layout: str) -> dict:
+    """{tile size (0: direct): (op, input specs, attributes)} of the kernels a conv can run as:
+    the attributes as `emit` writes them, the transformed weight as `transform_weight` shapes it."""
+    data = (n.inputs[0].shape, n.inputs[0].dtype)
+    forms = {0: (n.op, [data, (w, "float32")], dict(n.attrs))}
+    for m in TILES:
+        u = (m + 2, m + 2, w[0], w[1], w[4])
+        attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
+        forms[m] = ("conv2d_winograd_nchwc", [data, (u, "float32")], attrs)
+    return forms

@@ -1,0 +1,83 @@
+"""Algorithm choice from tuning records: the form each 3x3 stride-1 conv runs as.
+
+A 3x3 stride-1 conv on blocked data can run as the direct conv or as a Winograd conv with 2x2
+or 4x4 output tiles (graph/passes/alter_layout_winograd.py).  The pass's rule picks one by the
+layer's channels and map size; which is fastest also depends on the machine (one FMA unit or
+two, cache sizes).  Each form is a kernel with a task of its own, so tuning can measure all of
+them, and compile can run each conv as the form whose best record is fastest:
+
+  `tensorforge tune` (`extract_tasks(..., alternatives=True)`) tunes, beside the model's kernels,
+  those of the forms the rule did not pick (`forced`: every eligible conv as one form);
+  `driver.compile(records=...)` optimizes the graph with a `RecordChoice`, which replaces the
+  rule's pick when another form's best record is at least MARGIN faster.
+
+Only records of the search and its side-by-side confirmation compete (their times are taken
+the same way, a kernel alone); a confirmation in the model (stage "model") times only the
+form the model runs, so it cannot compare forms.  A form without a record, or a rule's pick
+without one, leaves the rule's pick.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from .records import Record, _records, best_configs
+from .task import Task
+
+# another form replaces the rule's pick only when its best record takes at most this share of
+# the pick's: two kernels tuned at different moments differ by a few per cent on a quiet machine
+MARGIN = 0.97
+
+
+def form_name(tile: int) -> str:
+    """How a form is named in messages."""
+    return "direct" if tile == 0 else f"Winograd F({tile}x{tile})"
+
+
+@dataclass(frozen=True)
+class FormChange:
+    """A conv that runs as another form than the rule's: the two tile sizes (0: direct), and
+    per form with records its best time (seconds per run) and task key."""
+
+    default: int
+    chosen: int
+    seconds: dict
+    keys: dict
+
+    def describe(self) -> str:
+        return (f"{form_name(self.chosen)} instead of {form_name(self.default)} "
+                f"({self.seconds[self.chosen] * 1e3:.3f} ms against {self.seconds[self.default] * 1e3:.3f} ms)")
+
+
+class RecordChoice:
+    """A tile chooser (`choosing_tiles`) that picks each conv's form by its best records at
+    `threads` threads; `changes` holds a FormChange for every conv that runs as another form
+    than the rule's."""
+
+    def __init__(self, records: str | Iterable[Record], target, threads: int | None):
+        kernel_alone = [r for r in _records(records) if r.stage != "model"]
+        self.costs = {key: r.cost for key, r in best_configs(kernel_alone, target=target, threads=threads).items()}
+        self.target = target
+        self.changes: list[FormChange] = []
+
+    def __call__(self, forms: dict, default: int) -> int:
+        timed, keys = {}, {}
+        for tile, (op, inputs, attrs) in forms.items():
+            try:
+                key = Task.for_op(op, inputs, attrs, self.target).key
+            except (ValueError, TypeError):
+                continue
+            if key in self.costs:
+                timed[tile], keys[tile] = self.costs[key], key
+        if default not in timed:
+            return default
+        best = min(timed, key=timed.__getitem__)
+        if best == default or timed[best] > MARGIN * timed[default]:
+            return default
+        self.changes.append(FormChange(default, best, timed, keys))
+        return best
+
+
+def forced(tile: int):
+    """A tile chooser that runs every eligible conv as the form `tile` (0: direct)."""
+    return lambda forms, default: tile if tile in forms else default
