@@ -47,7 +47,7 @@ def main() -> int:
     for name, seconds in plan:
         proto, _ = models.get(name)
         graph = from_onnx(proto)
-        tasks = extract_tasks(graph, target=opts.target)
+        tasks = extract_tasks(graph, target=opts.target, alternatives=True)   # as `tensorforge tune`
         path = os.path.join(opts.records, f"{name}.jsonl")
         print(f"== {name}: {len(tasks)} tasks, budget {seconds:.0f} s, records {path}", flush=True)
         t0 = time.perf_counter()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -102,7 +102,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     records, choice = _algorithm_choice(records, host, threads)
     with _timed(timings, "graph passes + fusion"):
         graph, precision_units = lower_precision_units(graph, host, precision)
-        with choosing_tiles(choice):
+        with choosing_tiles(choice) if choice is not None else nullcontext():
             graph = optimize(graph, host, opt_level)
         # an output that is a reshape of a value the model computes is that value's buffer
         # under the output's shape: the producer writes it there, with no reshape in its kernel

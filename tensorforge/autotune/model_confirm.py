@@ -56,18 +56,20 @@ def _candidates(task: Task, records: list[Record], top: int) -> list:
 
 
 def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int = 5, *,
-                     runs: int = 10, seed: int = 0,
+                     runs: int = 10, seed: int = 0, forms: bool = True,
                      log: Callable[[str], None] | None | bool = True) -> dict[Task, object]:
     """Time each tunable task's default and `top` best recorded configs inside the running model
     (module docstring) with the current thread count; append "model" records to `records`.
+    With `forms`, the kernels of the forms the model's 3x3 stride-1 convs could run as and do
+    not by default (autotune/algorithms.py) that have records are timed too, each in the model
+    with every such conv in that form, so that compile compares the forms by where they run.
     Returns {task: the config chosen (a ConfigEntity)} for the tasks it timed."""
-    from ..build_module import build
-    from ..driver import compile as compile_model
     from ..graph.ir import Graph
-    from ..ir.dtype import random_array
-    from ..lowering import lower_group
+    from ..graph.passes.alter_layout_winograd import choosing_tiles
+    from ..ops.nn_conv_winograd import TILES
     from ..runtime.module import get_num_threads
     from ..target import Target
+    from .algorithms import forced, form_name
 
     if not isinstance(graph, Graph):
         raise TypeError(f"confirm_in_model expects a tensorforge Graph, got {type(graph).__name__}")
@@ -75,6 +77,30 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     tgt = Target.parse(target)
     threads = get_num_threads()
     previous = [r for r in load_records(records) if r.task.target == str(tgt) and r.measured_with(threads)]
+    chosen: dict[Task, object] = {}
+    seen: set = set()
+    _confirm(graph, None, previous, records, tgt, threads, top, rounds, runs, seed, say, chosen, seen)
+    if forms:
+        measured = {r.task.key for r in previous if r.ok}
+        for tile in (0, *TILES):
+            with choosing_tiles(forced(tile)):
+                _confirm(graph, form_name(tile), previous, records, tgt, threads, top, rounds, runs, seed, say,
+                         chosen, seen, only=measured)
+    return chosen
+
+
+def _confirm(graph, form: str | None, previous: list[Record], records: str, tgt, threads: int, top: int,
+             rounds: int, runs: int, seed: int, say: Callable, chosen: dict, seen: set,
+             only: set | None = None) -> None:
+    """confirm_in_model's work on `graph` compiled as the tile chooser in effect makes it: the
+    tasks not in `seen` (each timed one added to it) and, with `only`, whose key is in `only`.  With a
+    `form` (every eligible conv forced into one form), a task is timed even with only its
+    default config: its time in the model is what the forms are compared by."""
+    from ..build_module import build
+    from ..driver import compile as compile_model
+    from ..ir.dtype import random_array
+    from ..lowering import lower_group
+
     model = compile_model(graph, target=tgt)             # every kernel at its default schedule
     ex = model.executor
     if not hasattr(ex, "run_with"):
@@ -84,17 +110,17 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     by_task: dict[Task, list[int]] = {}
     for k, g in enumerate(groups):                       # step k runs group k
         task = task_of_group(g, tgt) if model.spec.steps[k]["kind"] == "kernel" else None
-        if task is not None:
+        if task is not None and task.key not in seen and (only is None or task.key in only):
             by_task.setdefault(task, []).append(k)
     rng = np.random.default_rng(seed)
     named = {name: random_array(shape, dtype.name, rng) for name, shape, dtype in ex.input_info}
     reference = ex.run(**named)
-    chosen: dict[Task, object] = {}
     with RecordWriter(records) as writer:
         for ti, (task, steps) in enumerate(by_task.items()):
             configs = _candidates(task, previous, top)
-            if len(configs) < 2:
+            if len(configs) < (1 if form else 2):
                 continue
+            seen.add(task.key)
             funcs, names = [], []
             for ci, c in enumerate(configs):
                 names.append([f"m{ti}_c{ci}_k{k}" for k in steps])
@@ -128,9 +154,9 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
             best = min(range(len(configs)), key=lambda ci: times[ci])
             chosen[task] = configs[best]
             what = "the default" if best == 0 else f"config {configs[best].index}"
-            say(f"{task.name} x{len(steps)}: in the model, {what} "
+            where = f"in the model with its convs {form}" if form else "in the model"
+            say(f"{task.name} x{len(steps)}: {where}, {what} "
                 f"({times[best] * 1e3:.3f} ms per kernel; default {times[0] * 1e3:.3f} ms)")
-    return chosen
 
 
 def kernel_seconds(timings, steps, runs: int) -> float:

@@ -133,7 +133,8 @@ def _confirm_in_model(opts: argparse.Namespace, graph) -> None:
     if opts.threads:
         set_num_threads(opts.threads)
     try:
-        confirm_in_model(graph, opts.records, target=opts.target, top=max(1, opts.confirm), log=progress)
+        confirm_in_model(graph, opts.records, target=opts.target, top=max(1, opts.confirm), forms=opts.algorithms,
+                         log=progress)
     except NotImplementedError as err:        # a device model: the records stay as tuned
         progress(f"skipped: {err}")
     finally:

@@ -68,10 +68,31 @@ def test_compile_runs_the_fastest_form(graph_and_forms, monkeypatch, seconds, ti
     np.testing.assert_allclose(model(x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
-def test_times_in_the_model_do_not_compare_forms(graph_and_forms, monkeypatch):
-    """A confirmation in the model times only the form the model runs: it does not choose."""
+def test_times_in_the_model_compare_forms_where_each_has_one(graph_and_forms, monkeypatch):
+    """Times in the model (stage "model") decide where the default form and another have them;
+    with only one form timed there, the times alone decide."""
     from tensorforge.runtime import module
     monkeypatch.setattr(module, "_num_threads", 1)
     g, forms = graph_and_forms
-    records = _records(forms, {0: 2e-3, 2: 1.5e-3, 4: 1e-3}) + _records(forms, {2: 0.1e-3}, stage="model")
-    assert _tiles(tensorforge.compile(g, "c", records=records)) == [4, 4]
+    alone = _records(forms, {0: 2e-3, 2: 0.5e-3, 4: 1e-3})
+    assert _tiles(tensorforge.compile(g, "c", records=alone + _records(forms, {2: 1.2e-3, 4: 1e-3}, "model"))) == [4, 4]
+    assert _tiles(tensorforge.compile(g, "c", records=alone + _records(forms, {4: 1e-3}, "model"))) == [2, 2]
+
+
+def test_confirm_in_model_times_every_form_where_it_runs(graph_and_forms, tmp_path, monkeypatch):
+    from tensorforge.autotune import confirm_in_model
+    from tensorforge.autotune.records import RecordWriter, load_records
+    from tensorforge.runtime import module
+    monkeypatch.setattr(module, "_num_threads", 1)
+    g, forms = graph_and_forms
+    path = tmp_path / "t.jsonl"
+    with RecordWriter(path) as w:
+        for r in _records(forms, {0: 2e-3, 2: 0.5e-3, 4: 1e-3}):
+            w.write(r)
+    lines = []
+    confirm_in_model(g, str(path), rounds=1, runs=1, log=lines.append)
+    timed = {r.task.key for r in load_records(path) if r.stage == "model" and r.ok}
+    assert {forms[t].key for t in (0, 2, 4)} <= timed
+    assert any("with its convs Winograd F(2x2)" in ln for ln in lines), lines
+    model = tensorforge.compile(g, "c", records=str(path))   # the forms now compared where they ran
+    assert len(_tiles(model)) == 2
