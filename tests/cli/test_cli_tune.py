@@ -23,6 +23,12 @@ def two_task_model(path):
                                 opset_imports=[helper.make_opsetid("", 17)]), str(path))
 
 
+def quick_tune(model, records, *extra):
+    """argv of a short `tune` at 1 thread with random search and no confirmations."""
+    return ["tune", str(model), "--records", str(records), "--tuner", "random", "--target", "c", "--threads", "1",
+            "--confirm", "0", "--no-confirm-model", "--min-repeat-ms", "1", *extra]
+
+
 def speedups(text):
     return re.findall(r"(\d+\.\d\d)x", text)
 
@@ -50,8 +56,7 @@ def test_summary_and_inspect_report_the_same_speedup(tmp_path, capsys):
 def test_total_trials_counts_a_resumed_runs_trials_and_unmeasured_tasks_say_so(tmp_path, capsys):
     two_task_model(tmp_path / "m.onnx")
     records = tmp_path / "t.jsonl"
-    argv = ["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--tuner", "random", "--target", "c",
-            "--threads", "1", "--confirm", "0", "--no-confirm-model", "--min-repeat-ms", "1", "--total-trials", "2"]
+    argv = quick_tune(tmp_path / "m.onnx", records, "--total-trials", "2")
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     assert len(records.read_text().splitlines()) == 2
@@ -97,8 +102,7 @@ def two_conv_model(path):
 def test_tune_measures_the_forms_a_conv_could_run_as(tmp_path, capsys):
     two_conv_model(tmp_path / "m.onnx")
     records = tmp_path / "t.jsonl"
-    argv = ["tune", str(tmp_path / "m.onnx"), "--records", str(records), "--trials", "2", "--tuner", "random",
-            "--target", "c", "--threads", "1", "--confirm", "0", "--no-confirm-model", "--min-repeat-ms", "1"]
+    argv = quick_tune(tmp_path / "m.onnx", records, "--trials", "2")
     assert cli.main(argv) == 0
     out = capsys.readouterr().out
     forms = [ln for ln in out.splitlines() if "(another form)" in ln]
