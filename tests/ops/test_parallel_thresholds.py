@@ -74,3 +74,24 @@ def test_long_rows_run_their_vectors_in_an_inner_loop(monkeypatch):
     assert "//" not in text and "%" not in text
     flat = _cut(2, 768, 2, monkeypatch)                # 2 rows for 2 cores
     assert "i.k.outer.fused" in flat
+
+
+def _pointwise_parallel_loop(out_channels: int, hw: int) -> str:
+    """The parallel loop of a 1x1 conv of 144 channels (NCHW16c) to `out_channels` on hw x hw."""
+    data = ((1, 9, hw, hw, 16), "float32")
+    w = ((out_channels // 32, 144, 1, 1, 32), "float32")
+    task = Task.for_op("conv2d_nchwc", [data, w], {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1),
+                                                   "data_layout": "NCHW16c"}, target=TARGET)
+    (line,) = [ln.strip() for ln in str(build_candidate(task, None)).splitlines() if "parallel" in ln]
+    return line
+
+
+def test_pointwise_convs_spread_position_tiles_when_blocks_leave_cores_idle(monkeypatch):
+    """One output block (MobileNetV2's 144 -> 32 projection on 28x28) or three on two cores: the
+    position tiles go on the thread pool too; two blocks on two cores split by blocks alone."""
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    assert "range(2):" in _pointwise_parallel_loop(64, 28)
+    for channels in (32, 96):
+        loop = _pointwise_parallel_loop(channels, 28)
+        extent = int(loop.split("range(")[1].split(")")[0])
+        assert extent >= 28 * channels // 32, loop
