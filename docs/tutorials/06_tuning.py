@@ -13,6 +13,12 @@ runner checks each against the NumPy reference and times it.  Results are append
 JSON-lines records file as they come, so a run can stop and resume, and `compile` reads it.
 Tuning only picks knob values: the tuned model computes the same values as the default one.
 
+Some ops can also run as another algorithm: a 3x3 stride-1 conv as the direct conv or as a
+Winograd conv with 2x2 or 4x4 output tiles, each a kernel with a task of its own.  With
+`extract_tasks(graph, alternatives=True)` (what `tensorforge tune` does) the forms the graph
+does not run by default are tuned too, and `compile` runs each conv as the form whose best
+record is fastest; `model.info["algorithms"]` lists the convs it moved off the default form.
+
 This lesson tunes a tiny two-layer network with a handful of trials per task (real runs use
 hundreds, or `time_budget="10m"`), prints what was measured, compiles with the records and
 checks the result.  Measurement runs in processes started with "spawn", which import the main
