@@ -86,6 +86,17 @@ class RecordChoice:
         return best
 
 
+def is_form(task: Task) -> bool:
+    """Whether `task` is the kernel of one of a 3x3 stride-1 conv's forms (a Winograd conv, or a
+    direct conv with a 3x3 kernel, stride 1 and dilation 1)."""
+    if task.op == "conv2d_winograd_nchwc":
+        return True
+    attrs = dict(task.attrs)
+    weight = task.inputs[1][0] if len(task.inputs) > 1 and task.inputs[1] is not None else ()
+    return (task.op == "conv2d_nchwc" and len(weight) == 5 and tuple(weight[2:4]) == (3, 3)
+            and tuple(attrs.get("strides", (1, 1))) == (1, 1) and tuple(attrs.get("dilations", (1, 1))) == (1, 1))
+
+
 def forced(tile: int):
     """A tile chooser that runs every eligible conv as the form `tile` (0: direct)."""
     return lambda forms, default: tile if tile in forms else default

@@ -69,7 +69,7 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     from ..ops.nn_conv_winograd import TILES
     from ..runtime.module import get_num_threads
     from ..target import Target
-    from .algorithms import forced, form_name
+    from .algorithms import forced, form_name, is_form
 
     if not isinstance(graph, Graph):
         raise TypeError(f"confirm_in_model expects a tensorforge Graph, got {type(graph).__name__}")
@@ -80,12 +80,13 @@ def confirm_in_model(graph, records: str, target="c", top: int = 3, rounds: int 
     chosen: dict[Task, object] = {}
     seen: set = set()
     _confirm(graph, None, previous, records, tgt, threads, top, rounds, runs, seed, say, chosen, seen)
-    if forms:
-        measured = {r.task.key for r in previous if r.ok}
+    # the forms' kernels with records, each timed in the model with every eligible conv in its form
+    form_keys = {r.task.key for r in previous if r.ok and is_form(r.task)} if forms else set()
+    if form_keys:
         for tile in (0, *TILES):
             with choosing_tiles(forced(tile)):
                 _confirm(graph, form_name(tile), previous, records, tgt, threads, top, rounds, runs, seed, say,
-                         chosen, seen, only=measured)
+                         chosen, seen, only=form_keys)
     return chosen
 
 

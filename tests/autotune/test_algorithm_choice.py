@@ -96,3 +96,11 @@ def test_confirm_in_model_times_every_form_where_it_runs(graph_and_forms, tmp_pa
     assert any("with its convs Winograd F(2x2)" in ln for ln in lines), lines
     model = tensorforge.compile(g, "c", records=str(path))   # the forms now compared where they ran
     assert len(_tiles(model)) == 2
+
+
+def test_only_3x3_stride_1_conv_kernels_are_forms(graph_and_forms):
+    from tensorforge.autotune.algorithms import is_form
+    _, forms = graph_and_forms
+    assert all(is_form(t) for t in forms.values())
+    others = [t for t in extract_tasks(conv_net(), "c") if t.op not in ("conv2d_nchwc", WINOGRAD)]
+    assert others and not any(is_form(t) for t in others)       # the dense layer
