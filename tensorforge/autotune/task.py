@@ -242,30 +242,42 @@ def extract_tasks(graph, target: Any = "c", opt_level: int = 3, alternatives: bo
     occurrence, each with `occurrences` = how many fused groups use it.  A group is tunable
     when its master op's schedule template is registered as tunable and declares knobs.
 
-    With `alternatives`, the kernels of the forms the graph could run its 3x3 stride-1 convs
-    as and does not by default (the direct conv, a Winograd conv of another tile size:
-    autotune/algorithms.py) follow the model's own, so that their records let compile choose."""
+    With `alternatives`, the tasks of `other_forms` follow the model's own."""
     from ..graph.ir import Graph
-    from ..graph.passes.alter_layout_winograd import choosing_tiles
-    from ..ops.nn_conv_winograd import TILES
     from ..target import Target
-    from .algorithms import forced
 
     if not isinstance(graph, Graph):
         raise TypeError(f"extract_tasks expects a tensorforge Graph (see tensorforge.frontend.from_onnx), "
                         f"got {type(graph).__name__}")
     tgt = Target.parse(target)
-    counts = _task_counts(graph, tgt, opt_level)
-    if alternatives and opt_level >= 3:
-        for tile in (0, *TILES):
-            with choosing_tiles(forced(tile)):
-                for task, n in _task_counts(graph, tgt, opt_level).items():
-                    counts.setdefault(task, n)
-    tasks = []
-    for task, n in counts.items():
-        if task.config_space.size > 1:
-            tasks.append(Task(task.template, task.inputs, task.attrs, task.target, task.op, n))
-    return tasks
+    own = _tunable(_task_counts(graph, tgt, opt_level))
+    return own + other_forms(graph, tgt, opt_level, known=own) if alternatives else own
+
+
+def other_forms(graph, target: Any = "c", opt_level: int = 3, known: Sequence[Task] = ()) -> list[Task]:
+    """The tunable tasks of the forms `graph` could run its 3x3 stride-1 convs as (the direct
+    conv, a Winograd conv of either tile size: autotune/algorithms.py) that are not in `known`
+    (the model's own tasks, from extract_tasks), so that their records let compile choose."""
+    from ..graph.passes.alter_layout_winograd import choosing_tiles
+    from ..ops.nn_conv_winograd import TILES
+    from ..target import Target
+    from .algorithms import forced
+
+    if opt_level < 3:                   # no Winograd pass: every conv keeps the direct form
+        return []
+    tgt = Target.parse(target)
+    counts: dict[Task, int] = {}
+    for tile in (0, *TILES):
+        with choosing_tiles(forced(tile)):
+            for task, n in _task_counts(graph, tgt, opt_level).items():
+                counts.setdefault(task, n)
+    seen = set(known)
+    return [t for t in _tunable(counts) if t not in seen]
+
+
+def _tunable(counts: dict) -> list[Task]:
+    """The tasks of {task: occurrences} whose space has more than one config, with their counts."""
+    return [Task(t.template, t.inputs, t.attrs, t.target, t.op, n) for t, n in counts.items() if t.config_space.size > 1]
 
 
 def _task_counts(graph, tgt, opt_level: int) -> dict:

@@ -20,12 +20,14 @@ COLD_REPEAT = 5         # timings per candidate with --cold-cache, each one run 
 
 def tune_model(opts: argparse.Namespace) -> int:
     from ..autotune import LocalRunner, extract_tasks, tune
+    from ..autotune.task import other_forms
     from ..autotune.tuner import runner_threads
 
     if opts.plot:
         _check_plotting()
     graph = load_graph(opts.model, options.shapes(opts.shape))
-    tasks = extract_tasks(graph, target=opts.target, alternatives=opts.algorithms)
+    own = extract_tasks(graph, target=opts.target)
+    tasks = own + other_forms(graph, target=opts.target, known=own) if opts.algorithms else own
     if not tasks:
         progress(f"{opts.model} has no tunable kernels: nothing to tune")
         return 0
@@ -49,9 +51,8 @@ def tune_model(opts: argparse.Namespace) -> int:
         runner.close()
     if opts.confirm_model:
         _confirm_in_model(opts, graph)
-    own = {t.key for t in extract_tasks(graph, target=opts.target)}
     changes = _form_changes(graph, opts, threads) if len(own) < len(tasks) else []
-    print(format_tune_summary(tasks, opts.records, threads, own, changes))
+    print(format_tune_summary(tasks, opts.records, threads, {t.key for t in own}, changes))
     if opts.plot:
         _plot(opts, tasks)
     flag = f" --threads {opts.threads}" if opts.threads else ""

@@ -61,6 +61,11 @@ def winograd_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(at, np.float64), np.array(g, np.float64), np.array(bt, np.float64)
 
 
+def transformed_shape(wp: tuple, m: int) -> tuple:
+    """The shape `transform_weight` gives packed 3x3 weights of shape `wp`: (alpha, alpha, F / B, C, B)."""
+    return (m + 2, m + 2, wp[0], wp[1], wp[4])
+
+
 def transform_weight(wp: np.ndarray, m: int) -> np.ndarray:
     """Packed 3x3 weights (F / B, C, 3, 3, B) -> U = G g G^T as (alpha, alpha, F / B, C, B)."""
     if wp.ndim != 5 or tuple(wp.shape[2:4]) != (3, 3):

@@ -154,3 +154,10 @@ def test_graph_uses_winograd_at_opt_level_3_only():
     np.testing.assert_allclose(fast(x)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
     # the residual add and relu are fused into the Winograd kernel's output transform
     assert any("conv2d_winograd_nchwc+add+relu" in label for label, _ in fast.profile(x, repeat=1))
+
+
+def test_transformed_shape_is_the_transforms():
+    from tensorforge.ops.nn_conv_winograd import TILES, transform_weight, transformed_shape
+    wp = np.zeros((3, 40, 3, 3, 8), np.float32)
+    for m in TILES:
+        assert transformed_shape(wp.shape, m) == transform_weight(wp, m).shape

@@ -35,7 +35,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from ...ops.nn_conv_nchwc import blocked_layout
-from ...ops.nn_conv_winograd import TILES, transform_weight
+from ...ops.nn_conv_winograd import TILES, transform_weight, transformed_shape
 from ...target import Target
 from ..ir import Graph, Node, Value
 from .alter_layout import block_for
@@ -83,8 +83,7 @@ def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
                             data.dtype)
             nodes.append(Node("nchw_to_nchwc", (data,), (blocked,), {"block": block}, f"{n.name}_in"))
             data = blocked
-        attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
-        return nodes + [Node("conv2d_winograd_nchwc", (data, u), n.outputs, attrs, n.name)]
+        return nodes + [Node("conv2d_winograd_nchwc", (data, u), n.outputs, _winograd_attrs(n, m, layout), n.name)]
 
     min_channels = MIN_CHANNELS if target.vector_registers >= 32 else MIN_CHANNELS_16_REGISTERS
     return rewrite_winograd(graph, lambda n, params: _tile_for(n, params, min_channels), transform_weight, emit)
@@ -145,7 +144,11 @@ def _forms(n: Node, w: tuple, layout: str) -> dict:
     data = (n.inputs[0].shape, n.inputs[0].dtype)
     forms = {0: (n.op, [data, (w, "float32")], dict(n.attrs))}
     for m in TILES:
-        u = (m + 2, m + 2, w[0], w[1], w[4])
-        attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
-        forms[m] = ("conv2d_winograd_nchwc", [data, (u, "float32")], attrs)
+        forms[m] = ("conv2d_winograd_nchwc", [data, (transformed_shape(w, m), "float32")],
+                    _winograd_attrs(n, m, layout))
     return forms
+
+
+def _winograd_attrs(n: Node, m: int, layout: str) -> dict:
+    """The attributes of the Winograd conv with tile size `m` that replaces the conv node `n`."""
+    return {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
