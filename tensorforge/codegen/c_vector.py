@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..ir import dtype as dt
 from ..ir import expr as E
 from ..tir import nodes as N
-from ..tir.lane_offsets import Runs, shuffled_runs
+from ..tir.lane_offsets import Runs, shuffled_runs, strided_runs
 from . import c_bfloat16
 from .analysis import const_int, is_multiple_of, is_nonneg, plain_division_ok
 from .c_like import CodegenError
@@ -378,6 +378,9 @@ class VectorExtensions:
                                  f"{lane.format('p[l]')};{pad}\n  return r;\n}}")
             return f"{name}({addr})"
         if isinstance(index, E.Ramp):
+            found = strided_runs(index) if not is_bool and physical_lanes(lanes) == lanes else None
+            if found is not None:
+                return self._run_load(ptr, found[0], found[1], elem, lanes)
             name = self._vhelper(f"gather_strided_{elem}x{lanes}",
                                  f"static inline {T} NAME(const {s}* p, int64_t base, int64_t stride) {{\n"
                                  f"  {T} r;\n  for (int l = 0; l < {lanes}; ++l) r[l] = "

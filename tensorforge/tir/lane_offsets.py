@@ -7,6 +7,11 @@ lanes 1, 3, 5, 7 read 4 consecutive elements at `base + S`.  That index is no `R
 left to the C compiler as a scalar `omp simd` loop, which gathers element by element.  Read as
 two 4-element vector loads and one shuffle it costs a few instructions per 8 lanes.
 
+A Ramp of a small constant stride (the column phases of a stride-2 pool's padded input) is
+read the same way by `strided_runs`: runs of the vector's length that cover lane 0's element to
+the last lane's, the last run ending exactly there (nothing past the last lane is read), and one
+shuffle that keeps every stride-th element.
+
 `constant_offsets(index)` finds lane 0's scalar index and every lane's constant distance from
 it (None when a distance depends on a variable); `runs(offsets)` splits the distinct distances
 into contiguous runs of one power-of-two length and says which element of which run each lane
@@ -100,3 +105,27 @@ def shuffled_runs(index: E.Expr) -> tuple[E.Expr, Runs] | None:
         return None
     r = runs(offsets)
     return None if r is None else (base, r)
+
+
+MAX_RUN_STRIDE = 4    # wider strides read more than 4x the elements they keep
+
+
+def strided_runs(index: E.Expr) -> tuple[E.Expr, Runs] | None:
+    """(lane 0's index, its runs) for a Ramp of constant stride 2..MAX_RUN_STRIDE over a
+    power-of-two number of lanes: runs of `lanes` elements from lane 0's element on, the last
+    one moved back to end at the last lane's element, so no element outside the span the lanes
+    read is touched."""
+    if not isinstance(index, E.Ramp) or not isinstance(index.stride, E.IntImm):
+        return None
+    stride, lanes = int(index.stride.value), dt.lanes(index.dtype)
+    if not 2 <= stride <= MAX_RUN_STRIDE or lanes < 2 or lanes & (lanes - 1):
+        return None
+    span = (lanes - 1) * stride + 1
+    count = -(-span // lanes)
+    starts = tuple(min(r * lanes, span - lanes) for r in range(count))
+
+    def pick(d: int) -> int:
+        r = min(d // lanes, count - 1)
+        return r * lanes + d - starts[r]
+
+    return index.base, Runs(lanes, starts, tuple(pick(k * stride) for k in range(lanes)))

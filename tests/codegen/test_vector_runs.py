@@ -1,7 +1,8 @@
 """Vector loads of contiguous runs (tir/lane_offsets.py): a vectorized depth-to-space reads each
 vector of outputs as a few run loads and one shuffle (`tf_runs_...`), lane by lane where the
 compiler has no `__builtin_shufflevector` (forced here with -DTF_LANEWISE_RUNS); both exact.
-Lane distances that form no runs keep the scalar `omp simd` loop."""
+Lane distances that form no runs keep the scalar `omp simd` loop.  A load at a small constant
+stride (2..4) reads runs of the vector's length over exactly the span its lanes cover."""
 import ctypes
 
 import numpy as np
@@ -15,7 +16,7 @@ from tensorforge.backends.cpu import compile_flags
 from tensorforge.ir import expr as E
 from tensorforge.runtime.compile import compile_source
 from tensorforge.target import Target
-from tensorforge.tir.lane_offsets import Runs, runs, shuffled_runs
+from tensorforge.tir.lane_offsets import MAX_RUN_STRIDE, Runs, runs, shuffled_runs, strided_runs
 
 
 def _depth_to_space(c: int, h: int, w: int, b: int, mode: str, relu: bool):
@@ -102,3 +103,46 @@ def test_shuffled_runs_of_an_interleave_and_not_of_a_ramp():
     assert found == Runs(4, (0, 100), (0, 4, 1, 5, 2, 6, 3, 7))
     assert shuffled_runs(E.Ramp(i * 8, E.const(1), 8)) is None          # one plain vector load
     assert shuffled_runs(E.Broadcast(i, 8) + lanes * E.Broadcast(i, 8)) is None   # distances vary with i
+
+
+def _strided(stride: int, lanes: int, n: int):
+    """y[i] = x[stride * i + 1], vectorized by `lanes`, x exactly as long as the last lane needs."""
+    x = te.placeholder((stride * (n - 1) + 2,), "float32", name="X")
+    y = te.compute((n,), lambda i: x[i * stride + 1], name="Y")
+    s = te.create_schedule(y.op)
+    _, inner = s[y].split(y.op.axis[0], factor=lanes)
+    s[y].vectorize(inner)
+    return tensorforge.build(s, [x, y], target="c"), x.shape[0].value
+
+
+@pytest.mark.parametrize("stride, lanes", [(2, 8), (2, 16), (3, 8), (4, 4)])
+def test_strided_load_reads_runs_and_is_exact(stride, lanes):
+    f, length = _strided(stride, lanes, 4 * lanes)
+    assert "tf_runs_float32x" in f.source and "gather_strided" not in f.source
+    xs = np.random.default_rng(2).standard_normal(length).astype(np.float32)
+    out = np.full(4 * lanes, np.nan, np.float32)
+    f(xs, out)
+    np.testing.assert_array_equal(out, xs[1::stride])
+
+
+def test_wide_stride_stays_a_gather():
+    f, length = _strided(MAX_RUN_STRIDE + 1, 8, 16)
+    assert "tf_runs_" not in f.source
+    xs = np.arange(length, dtype=np.float32)
+    out = np.zeros(16, np.float32)
+    f(xs, out)
+    np.testing.assert_array_equal(out, xs[1::MAX_RUN_STRIDE + 1])
+
+
+@settings(max_examples=40, deadline=None)
+@given(stride=st.integers(2, MAX_RUN_STRIDE), log_lanes=st.integers(1, 5))
+def test_strided_runs_stay_inside_the_span(stride, log_lanes):
+    """Every lane takes its own element, and the runs read nothing before lane 0's element or
+    after the last lane's (a load past a buffer's end could fault)."""
+    lanes = 1 << log_lanes
+    base, found = strided_runs(E.Ramp(E.Var("i"), E.const(stride), lanes))
+    span = (lanes - 1) * stride + 1
+    assert found.length == lanes
+    assert min(found.starts) == 0 and max(found.starts) + lanes == span
+    for k, pick in enumerate(found.picks):
+        assert found.starts[pick // lanes] + pick % lanes == k * stride

@@ -169,6 +169,22 @@ def test_max_pool_rows(shape, kernel, stride, pad, ceil_mode):
              {"kernel": (kernel, kernel), "strides": (stride, stride), "padding": (pad,) * 4, "ceil_mode": ceil_mode})
 
 
+def test_strided_pool_copies_its_phases_as_vectors():
+    """A stride-2 pool's padded input is dealt into column phases block by block: each block is
+    one strided vector load (two loads and a shuffle), not a copy element by element (ResNet's
+    stem pooling over 64 x 112 x 112 took 1.43x ONNX Runtime's time with the scalar copy)."""
+    rng = np.random.default_rng(5)
+    b = GraphBuilder("pool")
+    x = b.input("x", (1, 4, 32, 32), "float32")
+    y = b.add1("max_pool2d", [x], {"kernel": (3, 3), "strides": (2, 2), "padding": (1,) * 4})
+    graph = b.finish([y])
+    model = tensorforge.compile(graph, target="c")
+    assert [n.op for n in model.info["graph"].nodes] == ["max_pool2d_rows"]
+    assert "tf_runs_float32x" in model.source and "gather_strided" not in model.source
+    data = rng.standard_normal((1, 4, 32, 32)).astype("float32")
+    np.testing.assert_array_equal(model(data)[0], run_reference(graph, data)[0])
+
+
 @pytest.mark.parametrize("shape, kernel, stride, pad, ceil_mode, include_pad", [
     ((1, 4, 16, 16), 3, 1, 1, False, False),   # an Inception branch's 3x3 stride-1 pooling
     ((1, 4, 16, 16), 3, 1, 1, False, True),
