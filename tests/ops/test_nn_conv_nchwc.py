@@ -137,6 +137,8 @@ def test_nchw_to_nchwc_transposes_8x8_blocks(shape, block, transposed):
 
 @pytest.mark.parametrize("shape,perm,blocked", [
     ((64, 40), (1, 0), True),                      # a 2-D transpose
+    ((48, 32), (1, 0), True),                      # multiples of 16: 16 x 16 tiles of four blocks
+    ((1, 32, 2, 48), (0, 2, 3, 1), True),
     ((2, 16, 3, 8), (0, 2, 3, 1), True),           # NCHW -> NHWC
     ((2, 3, 8, 16), (0, 3, 1, 2), True),           # NHWC -> NCHW
     ((4, 8, 16), (2, 0, 1), True),

@@ -94,10 +94,23 @@ def _transpose_blocks(s, t, target) -> bool:
     if b == last or (_ext(axes[b]) or 0) % 8 or (_ext(axes[last]) or 0) % 8:
         return False
     from ..x86_transpose import transpose8x8
-    bo, bi = st.split(axes[b], factor=8)
-    lo, li = st.split(axes[last], factor=8)
     others = [iv for k, iv in enumerate(axes) if k not in (b, last)]
-    st.reorder(*others, bo, lo, bi, li)
+    if (_ext(axes[b]) or 0) % 16 == 0 and (_ext(axes[last]) or 0) % 16 == 0:
+        # 16 x 16 tiles of four blocks, so that every input and output row moves one whole
+        # 64-byte line, the two blocks that fill the same output rows one after the other
+        # (8x8 blocks alone read and wrote half lines whose other halves came long after, at
+        # rows a power of two apart that share L1 sets: 2-D 512 x 1024 took 0.29 ms, 1.12-1.30x
+        # ONNX Runtime's time; now 0.07-0.10 ms.  The other order inside the tile, the blocks
+        # that share input rows together, took 0.16)
+        bo, bb = st.split(axes[b], factor=16)
+        lo, lb = st.split(axes[last], factor=16)
+        lb, li = st.split(lb, factor=8)
+        bb, bi = st.split(bb, factor=8)
+        st.reorder(*others, bo, lo, bb, lb, bi, li)
+    else:
+        bo, bi = st.split(axes[b], factor=8)
+        lo, li = st.split(axes[last], factor=8)
+        st.reorder(*others, bo, lo, bi, li)
     outer = st.fuse(*others, bo)
     if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
         st.parallel(outer)
