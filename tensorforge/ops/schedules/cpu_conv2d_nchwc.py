@@ -126,8 +126,17 @@ def conv2d_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         on, of, oy, ox = copy.op.axis
         ofo, ofi = copy.split(of, factor=block)
         a, b = [ofo, oy][cfg["order_outer"].perm[0]], [ofo, oy][cfg["order_outer"].perm[1]]
-        copy.reorder(on, a, b, ofi, ox)
-        s[staged].compute_at(copy, _parallel_row(copy, (on, a, b)))
+        width = _buffer_width(const_shape(fused_out)[3], block, cfg["tile_x"].size[-1])
+        if width:
+            # a row as long as a multiple of 4 KiB (a 1-D conv over 1024 positions) would put
+            # the buffer's own channel rows in one L1 set: the buffer holds a piece of the row
+            oxc, ox = copy.split(ox, factor=width)
+            copy.reorder(on, a, b, oxc, ofi, ox)
+            _parallel_row(copy, (on, a, b))
+            s[staged].compute_at(copy, oxc)
+        else:
+            copy.reorder(on, a, b, ofi, ox)
+            s[staged].compute_at(copy, _parallel_row(copy, (on, a, b)))
         _, cxv = copy.split(ox, factor=lanes)
         copy.vectorize(cxv)
         sn, sf, sy, sx = s[staged].op.axis
@@ -205,6 +214,19 @@ def planes_share_l1_sets(shape: tuple, block: int) -> bool:
     plane = shape[2] * shape[3] * 4
     sets = Counter((f * plane // LINE_BYTES) % (L1_SET_SPAN // LINE_BYTES) for f in range(block))
     return max(sets.values()) > 4
+
+
+# positions of an output row in the row buffer at a time when whole rows would crowd the L1 sets
+BUFFER_PIECE = 64
+
+
+def _buffer_width(ow: int, block: int, xb: int) -> int | None:
+    """Positions per piece of the (B x row) buffer of a conv whose NCHW output planes share L1
+    sets, when rows of `ow` positions would make the buffer's own B rows share them too (None
+    when whole rows do not): BUFFER_PIECE rounded up to whole column tiles of `xb`."""
+    if ow <= BUFFER_PIECE or not planes_share_l1_sets((1, block, 1, ow), block):
+        return None
+    return -(-BUFFER_PIECE // xb) * xb
 
 
 def _attach_tile(acc_stage, out_stage, loops, chunk: int, images_in_pass: bool) -> None:
