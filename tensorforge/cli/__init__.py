@@ -3,6 +3,8 @@
     tensorforge demo [--model resnet18]         compile, verify and time a zoo model vs ONNX Runtime
     tensorforge demo --gemm [--size N]          a hand-scheduled fp32 GEMM vs NumPy
     tensorforge compile MODEL.onnx -o OUT.tfm   compile an ONNX model into one file
+    tensorforge bench MODEL.onnx [--threads 1,2]  check the outputs against ONNX Runtime, time both
+                        [--input x=x.npy]       side by side (random inputs unless given)
     tensorforge run OUT.tfm --input x=x.npy     run a compiled model (or --input inputs.npz),
                         [--output-dir DIR]      save its outputs as .npy files in DIR
     tensorforge inspect MODEL.onnx | OUT.tfm    graph after passes, fused groups, memory plan, kernels
@@ -49,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compile(sub)
     _add_tune(sub)
     _add_run(sub)
+    _add_bench(sub)
     _add_inspect(sub)
     _add_calibrate(sub)
     try:
@@ -147,6 +150,27 @@ def _add_run(sub) -> None:
                    help="the folder the outputs are written to, one OUTPUT_NAME.npy each (created if "
                         "missing; default: the current folder)")
     p.set_defaults(fn=run_model)
+
+
+def _add_bench(sub) -> None:
+    from .bench_cmd import bench
+
+    p = sub.add_parser("bench", help="check a model's outputs against ONNX Runtime and time both side by side")
+    p.add_argument("model", help="an ONNX file, or a zoo model name (resnet18, mobilenet_v1, ...)")
+    p.add_argument("--input", action="append", metavar="[NAME=]FILE",
+                   help="NAME=FILE.npy for one input (repeat per input), or FILE.npz holding the inputs by "
+                        "name (default: random inputs; a zoo model's own)")
+    p.add_argument("--threads", type=options.thread_counts, default=None,
+                   help="thread counts to time, e.g. 1,2 (default: $TENSORFORGE_NUM_THREADS, else the number "
+                        "of cores)")
+    p.add_argument("--repeat", type=int_at_least(1, "a call count"), default=20,
+                   help="timed calls of each per thread count (default 20)")
+    p.add_argument("--records", help="apply the best tuning record per kernel from this file")
+    p.add_argument("--opt-level", type=options.opt_level, default=3,
+                   help="graph optimization level, 0 to 3 (default 3)")
+    options.add_target_option(p)
+    options.add_shape_option(p)
+    p.set_defaults(fn=bench)
 
 
 def _add_inspect(sub) -> None:

@@ -8,6 +8,7 @@ import time
 from ..errors import UsageError
 from .common import progress
 from .common import threads as thread_count
+from .peer import compare, ort_session
 
 
 def demo(opts: argparse.Namespace) -> int:
@@ -22,8 +23,6 @@ def _median_ms(fn, repeat: int = 10) -> float:
 
 
 def _demo_model(opts: argparse.Namespace) -> int:
-    import numpy as np
-
     import tensorforge
     from tensorforge.frontend import from_onnx
     from tensorforge.testing import models
@@ -41,20 +40,13 @@ def _demo_model(opts: argparse.Namespace) -> int:
               f"{model.info['plan'].summary()}")
     inputs = [feeds[n] for n in model.input_names]
     outs = model(*inputs)
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        ort = None
-    if ort is not None:
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = thread_count()
-        sess = ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort_session(proto.SerializeToString(), thread_count())
+    if sess is not None:
         ref, peer = sess.run(None, feeds), "ONNX Runtime"
     else:
         from tensorforge.graph.reference import run_reference
         ref, peer = run_reference(graph, *inputs), "the NumPy op references"
-    err = max(float(np.max(np.abs(a - b))) for a, b in zip(outs, ref))
-    ok = all(np.allclose(a, b, rtol=1e-3, atol=1e-4) for a, b in zip(outs, ref))
+    err, ok = compare(outs, ref)
     progress(f"[3/4] checked against {peer}: max abs difference {err:.1e} -> {'OK' if ok else 'MISMATCH'}")
     if not ok:
         return 1
@@ -62,7 +54,7 @@ def _demo_model(opts: argparse.Namespace) -> int:
     print(f"[4/4] median latency, batch 1, {threads} thread(s):")
     t_tf = _median_ms(lambda: model(*inputs))
     print(f"      tensorforge   {t_tf:9.2f} ms")
-    if ort is not None:
+    if sess is not None:
         t_ort = _median_ms(lambda: sess.run(None, feeds))
         print(f"      onnxruntime   {t_ort:9.2f} ms   (tensorforge / onnxruntime = {t_tf / t_ort:.2f})")
     if opts.precision != "fp32":

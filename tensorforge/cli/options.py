@@ -124,5 +124,14 @@ def add_target_option(parser: argparse.ArgumentParser) -> None:
                         help='target string (default "c -mcpu=native")')
 
 
+def thread_counts(text: str) -> list[int]:
+    """A comma-separated list of thread counts, each at least 1: "1,2"."""
+    one = int_at_least(1, "a thread count")
+    counts = [one(part.strip()) for part in text.split(",") if part.strip()]
+    if not counts:
+        raise argparse.ArgumentTypeError(f"expected thread counts such as 1,2, got {text!r}")
+    return counts
+
+
 def add_threads_option(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--threads", type=int_at_least(1, "a thread count"), default=None, help=help)

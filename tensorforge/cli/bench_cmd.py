@@ -1,0 +1,128 @@
+"""`tensorforge bench MODEL`: the model compiled (default schedules, or the best of tuning
+records), its outputs checked against ONNX Runtime's, then both timed side by side at each
+thread count asked for.
+
+The calls are interleaved, one of each per round, so that a machine that gets busier slows both
+alike; the table gives each one's median and the ratio tensorforge / ONNX Runtime (below 1:
+tensorforge is faster).  Without onnxruntime the outputs are checked against the graph's NumPy op
+references and tensorforge is timed alone.
+
+Inputs come from --input files (as `run` reads them), else from the zoo model's own example,
+else they are random: standard normal floats, zeros for integer and bool inputs (valid indices
+for a gather, a valid length for a sequence).  A model with symbolic input dimensions takes them
+from --shape, or from the shapes of the --input arrays.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from ..errors import InputError
+from . import options
+from .common import load_graph, progress
+from .model_cmds import check_inputs, read_inputs
+from .peer import compare, ort_session
+
+WARMUP_CALLS = 3
+
+
+def bench(opts: argparse.Namespace) -> int:
+    import tensorforge
+    from tensorforge.runtime.module import get_num_threads, set_num_threads
+
+    thread_counts = opts.threads or [get_num_threads()]
+    source, example, names = _source(opts.model)
+    given = read_inputs(opts.input, names) if opts.input else None
+    shapes = options.shapes(opts.shape)
+    for name, array in (given or {}).items():
+        shapes.setdefault(name, tuple(array.shape))
+    progress(f"[1/4] importing {opts.model}")
+    graph = load_graph(opts.model, shapes)
+    progress(f"[2/4] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
+    t0 = time.perf_counter()
+    model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level, records=opts.records)
+    progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s"
+             + (f"; tuning records applied to {model.info['tuned_groups']} kernel(s)" if opts.records else ""))
+    named = given if given is not None else example if example is not None else _random_inputs(model)
+    check_inputs(model, named)
+    inputs = [named[n] for n in model.input_names]
+
+    sessions = {t: ort_session(source, t) for t in thread_counts}
+    peer = sessions[thread_counts[0]]
+    feeds = {n: named[n] for n in names}
+    outs = model(*inputs)
+    if peer is not None:
+        ref, against = peer.run(None, feeds), "ONNX Runtime"
+    else:
+        from tensorforge.graph.reference import run_reference
+        ref, against = run_reference(graph, *inputs), "the NumPy op references (onnxruntime is not installed)"
+    err, ok = compare(outs, ref)
+    progress(f"[3/4] outputs checked against {against}: max abs difference {err:.1e} -> "
+             f"{'OK' if ok else 'MISMATCH'}")
+    if not ok:
+        progress("      not timed: the outputs differ from the peer's beyond rtol 1e-3, atol 1e-4")
+        return 1
+
+    progress(f"[4/4] timing: medians of {opts.repeat} interleaved calls per thread count")
+    print(f"model {os.path.basename(opts.model)}, target {opts.target!r}, inputs "
+          + ", ".join(f"{n} {a.dtype.name}{list(a.shape)}" for n, a in zip(model.input_names, inputs)))
+    print(f"{'threads':>7}  {'tensorforge ms':>14}  {'onnxruntime ms':>14}  {'tf/ort':>6}")
+    for t in thread_counts:
+        set_num_threads(t)
+        session = sessions[t]
+        calls = [lambda: model(*inputs)] + ([lambda s=session: s.run(None, feeds)] if session is not None else [])
+        times = _interleaved(calls, opts.repeat)
+        peer_ms, ratio = (_ms(times[1]), f"{times[0] / times[1]:.2f}") if session is not None else ("-", "-")
+        print(f"{t:>7}  {_ms(times[0]):>14}  {peer_ms:>14}  {ratio:>6}")
+    return 0
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds to four significant digits (a small model's call takes a few microseconds)."""
+    return f"{seconds * 1e3:.4g}"
+
+
+def _source(model: str) -> tuple:
+    """(what ONNX Runtime loads: the file's path or the zoo model's bytes, the zoo model's
+    example inputs by name or None, the model's input names in order)."""
+    from tensorforge.testing import models
+
+    if not os.path.exists(model) and model in models.NAMES:
+        proto, feeds = models.get(model)
+        return proto.SerializeToString(), dict(feeds), _input_names(proto)
+    if not os.path.exists(model):
+        return model, None, []          # load_graph says what is wrong with the name
+    import onnx
+    try:
+        proto = onnx.load(model, load_external_data=False)
+    except Exception as err:            # noqa: BLE001 - any unreadable file is the user's input
+        raise InputError(f"cannot read {model} as an ONNX model: {err}") from None
+    return model, None, _input_names(proto)
+
+
+def _input_names(proto) -> list[str]:
+    """The graph's inputs that are not initializers, in order."""
+    constants = {t.name for t in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in constants]
+
+
+def _random_inputs(model) -> dict:
+    from .precision_report import random_inputs
+    return dict(zip(model.input_names, random_inputs(model, 0)))
+
+
+def _interleaved(calls: list, repeat: int) -> list[float]:
+    """Median seconds per call of each function, called in turn, one of each per round, after
+    WARMUP_CALLS rounds."""
+    for _ in range(WARMUP_CALLS):
+        for fn in calls:
+            fn()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(repeat):
+        for k, fn in enumerate(calls):
+            start = time.perf_counter()
+            fn()
+            times[k].append(time.perf_counter() - start)
+    return [statistics.median(v) for v in times]
