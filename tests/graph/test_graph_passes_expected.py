@@ -496,22 +496,36 @@ def test_alter_layout_blocks_a_grouped_conv_per_group():
     assert_graph_equal(alter_layout(g, AVX512), e.finish([e.add1("nchwc_to_nchw", [blocked])]))
 
 
-@pytest.mark.parametrize("target,per_group,block", [
-    ("c -mcpu=x86-64-v3", 12, 16),     # AVX2: padded to a whole vector, not blocks of 4 (SSE width)
-    ("c -mcpu=x86-64-v3", 4, 4),       # at most half a vector of filters: half a vector
-    ("c -mcpu=x86-64-v4", 24, 8),      # AVX-512: half a vector is 8 lanes, as wide as AVX2's whole
+@pytest.mark.parametrize("target,per_group,read_by_conv,block", [
+    ("c -mcpu=x86-64-v3", 12, False, 16),   # AVX2: padded to a whole vector, not blocks of 4 (SSE width)
+    ("c -mcpu=x86-64-v3", 4, False, 4),     # at most half a vector of filters: half a vector
+    ("c -mcpu=x86-64-v4", 24, True, 8),     # AVX-512: half a vector is 8 lanes, as wide as AVX2's whole,
+    ("c -mcpu=x86-64-v4", 24, False, 32),   # padded to whole vectors where no blocked conv reads them
+    ("c -mcpu=x86-64-v4", 8, False, 8),     # no more than half a vector: never padded further
 ])
-def test_alter_layout_blocks_of_filters_per_group(target, per_group, block):
+def test_alter_layout_blocks_of_filters_per_group(target, per_group, read_by_conv, block):
     b = builder()
     img = b.input("img", (1, 8, 8, 8), "float32")
-    g = b.finish([b.add1("conv2d", [img, b.const(rand(2 * per_group, 4, 3, 3))], dict(CONV, groups=2))])
+    y = b.add1("conv2d", [img, b.const(rand(2 * per_group, 4, 3, 3))], dict(CONV, groups=2))
+    if read_by_conv:
+        y = b.add1("conv2d", [b.add1("relu", [y]), b.const(rand(16, 2 * per_group, 3, 3))], CONV)
+    g = b.finish([y])
     out = alter_layout(g, Target.parse(target))
-    (conv,) = [n for n in out.nodes if n.op == "conv2d_nchwc"]
+    conv = [n for n in out.nodes if n.op == "conv2d_nchwc"][0]
     assert conv.outputs[0].shape[-1] == block
     padded = conv.outputs[0].shape[1] * block // 2
     assert padded == -(-per_group // block) * block
     x = RNG.standard_normal((1, 8, 8, 8)).astype("float32")
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_whole_vectors_where_a_conv_reads_the_output_blocked_or_not():
+    """On AVX-512, 24 filters per group run on 16-lane vectors padded to 32 (the padding sliced
+    off on the way to NCHW) unless a blocked conv reads the output; the values are the same."""
+    from tensorforge.graph.passes.alter_layout import _whole_vectors
+    avx512, avx2 = Target.parse("c -mcpu=x86-64-v4"), Target.parse("c -mcpu=x86-64-v3")
+    assert [_whole_vectors(c, avx512) for c in (8, 16, 24, 40, 48, 56, 100)] == [8, 16, 32, 48, 48, 64, 112]
+    assert [_whole_vectors(c, avx2) for c in (4, 8, 16, 24)] == [4, 8, 16, 24]
 
 
 # -- unique_names ---------------------------------------------------------------------------------
