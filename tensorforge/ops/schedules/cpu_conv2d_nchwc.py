@@ -415,9 +415,15 @@ def _wide_strided_tile(lanes: int, blocked: bool, kw: int, stride: int) -> bool:
 
 
 def _nchw_epilogue(s, out, conv) -> bool:
-    """`out` is NCHW and reads the NCHW[B]c conv only at (n, f // B, y, x, f % B)."""
-    shape = known_shape(conv)
-    if len(s[out].op.axis) != 4 or known_shape(out) != (shape[0], shape[1] * shape[4], shape[2], shape[3]):
+    """`out` is NCHW and reads the NCHW[B]c conv only at (n, f // B, y, x, f % B): all of its
+    channels, or the first ones (the zero filters that filled the last block sliced off; the
+    tile's last block then goes out under a channel test instead of through a whole pass over
+    the blocked output that gathers each element)."""
+    shape, oshape = known_shape(conv), known_shape(out)
+    if len(s[out].op.axis) != 4 or None in shape or None in oshape:
+        return False
+    if (oshape[0], oshape[2], oshape[3]) != (shape[0], shape[2], shape[3]) or \
+            not shape[1] * shape[4] - shape[4] < oshape[1] <= shape[1] * shape[4]:
         return False
     n, f, y, x = (iv.var for iv in s[out].op.axis)
     b = shape[4]
