@@ -9,6 +9,10 @@ Every root reduce variable is rebuilt from the reduce leaves through the stage's
 (parent = outer * factor + inner; outer = fused // n, inner = fused % n), and a split that does
 not divide adds `parent < extent` to BF's condition, so BF adds up exactly the terms B did.
 
+With `factor_axis` = p, k is BF's axis p instead of its first (BF[i0, ..., k, ...]): the
+position decides BF's memory order, so p = ndim puts the partials of one output next to each
+other (a vector of them per output, as a local buffer).
+
 Invariant: for every output index, combining BF over k' gives B's old value (the combiner is
 commutative and associative, and each term of the old reduction lands in exactly one BF slot).
 The reduce axes must have constant extents (they always do in the op library).
@@ -25,9 +29,9 @@ if TYPE_CHECKING:
     from .schedule import Schedule, Stage
 
 
-def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar) -> Tensor:
-    """The partial-reduction tensor BF (shape (extent of `axis`, *tensor.shape)); `tensor`'s stage
-    becomes a reduction of BF over its first axis."""
+def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
+    """The partial-reduction tensor BF (shape (extent of `axis`, *tensor.shape), the factored
+    axis moved to position `factor_axis`); `tensor`'s stage becomes a reduction of BF over it."""
     from .schedule import ROOT, Fuse, ScheduleError, Split, Stage
     st: Stage = sch[tensor]
     op = st._check_compute("rfactor")
@@ -36,6 +40,8 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar) -> Tensor:
         raise ScheduleError(f"rfactor on stage {st.name}: axis {axis.name} is not a reduction axis")
     if op.num_outputs != 1:
         raise ScheduleError(f"rfactor on stage {st.name}: reductions with several outputs are not supported")
+    if not 0 <= factor_axis <= len(op.axis):
+        raise ScheduleError(f"rfactor on stage {st.name}: factor_axis {factor_axis} is outside 0..{len(op.axis)}")
     red = cast(Reduce, op.body[0])
     # extents of every reduce iteration variable, from the roots through the relations
     ext: dict[IterVar, int] = {}
@@ -85,12 +91,15 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar) -> Tensor:
         rf_body = source[0]
     else:
         rf_body = Select(cond, source[0], red.combiner.identity[0])
-    rf_op = ComputeOp(f"{op.name}.rf", [k_data] + data, [rf_body], op.tag, op.attrs)
+    rf_op = ComputeOp(f"{op.name}.rf", data[:factor_axis] + [k_data] + data[factor_axis:], [rf_body], op.tag,
+                      op.attrs)
     bf = rf_op.output(0)
     # B: reduce BF over a new reduce axis of k's extent
     k_red = IterVar(Range(const(0), const(ext[axis])), Var(axis.name + ".v"), REDUCE)
-    new_b = ComputeOp(op.name, op.axis, [Reduce(red.combiner, (bf[(k_red.var,) + tuple(iv.var for iv in op.axis)],),
-                                                (k_red,), const(True))], op.tag, op.attrs)
+    outs = tuple(iv.var for iv in op.axis)
+    index = outs[:factor_axis] + (k_red.var,) + outs[factor_axis:]
+    new_b = ComputeOp(op.name, op.axis, [Reduce(red.combiner, (bf[index],), (k_red,), const(True))], op.tag,
+                      op.attrs)
     roots = list(new_b.axis) + list(new_b.reduce_axis)
     st.op = new_b
     st.all_iter_vars, st.leaf_iter_vars, st.relations = list(roots), list(roots), []

@@ -368,11 +368,12 @@ class Schedule:
         self.stages.insert(self.stages.index(producer) + 1, stage)
         return cache
 
-    def rfactor(self, tensor: Tensor, axis: IterVar) -> Tensor:
+    def rfactor(self, tensor: Tensor, axis: IterVar, factor_axis: int = 0) -> Tensor:
         """Factor `tensor`'s reduction over its reduce leaf `axis` into a new stage of partial
-        results (returned, shape (extent of axis, *shape)) that `tensor` then reduces (te/rfactor.py)."""
+        results (returned, shape (extent of axis, *shape), the factored axis at position
+        `factor_axis`) that `tensor` then reduces (te/rfactor.py)."""
         from .rfactor import rfactor
-        return rfactor(self, tensor, axis)
+        return rfactor(self, tensor, axis, factor_axis)
 
     def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
         """Compute `tensor` into a `scope` buffer first; the original stage then copies it out.

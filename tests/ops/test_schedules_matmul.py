@@ -65,6 +65,19 @@ def test_narrow_products_run_as_dot_products_of_rows(m, k, n, lead, epilogue):
     assert "dense" in ops and "matmul_packed" not in ops, ops
 
 
+def test_narrow_product_steps_its_columns_together():
+    """Per row of x, the dot products of all its columns step through K together: one vector
+    of partial sums per column in one loop over K (not one loop, one dependent chain, per
+    output), the lanes added at the end of the row."""
+    graph, x = _dense_graph(6, 64, 3, "bias")
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v3")
+    np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-4)
+    (dense,) = [str(f) for f in model.info["funcs"] if "dense" in f.name]
+    loops = [line.strip() for line in dense.splitlines() if line.strip().startswith("for ")]
+    assert sum(1 for line in loops if "k.outer" in line) == 1, loops      # one pass over K per row
+    assert any(line.startswith("for i in range(6)") for line in loops), loops
+
+
 @pytest.mark.parametrize("epilogue", ["none", "bias_relu", "reshape", "two_outputs"])
 def test_packed_matmul_epilogues(epilogue):
     graph, x = _dense_graph(19, 24, 70, epilogue)

@@ -1,6 +1,6 @@
-"""rfactor (te/rfactor.py): the partial-reduction stage has the factored axis first, the
-original stage reduces it, and the built program still equals NumPy (dividing and
-non-dividing splits, fused reduce axes, min as well as sum)."""
+"""rfactor (te/rfactor.py): the partial-reduction stage has the factored axis first (or at
+factor_axis), the original stage reduces it, and the built program still equals NumPy
+(dividing and non-dividing splits, fused reduce axes, min as well as sum)."""
 from __future__ import annotations
 
 import numpy as np
@@ -57,3 +57,26 @@ def test_rfactor_of_a_data_axis_is_an_error():
     s = te.create_schedule(B.op)
     with pytest.raises(ScheduleError, match="not a reduction axis"):
         s.rfactor(B, B.op.axis[0])
+
+
+@pytest.mark.parametrize("factor_axis", [0, 1, 2])
+def test_factor_axis_places_the_partials(factor_axis):
+    """With factor_axis the factored axis sits at that position of the partial stage (its memory
+    order); the result is the same."""
+    A = te.placeholder((3, 5, 32), name="A")
+    k = te.reduce_axis((0, 32), name="k")
+    B = te.compute((3, 5), lambda i, j: te.sum(A[i, j, k], axis=k), name="B")
+    s = te.create_schedule(B.op)
+    _, ki = s[B].split(k, factor=8)
+    BF = s.rfactor(B, ki, factor_axis=factor_axis)
+    shape = [3, 5]
+    shape.insert(factor_axis, 8)
+    assert tuple(int(d.value) for d in BF.shape) == tuple(shape)
+    f = tensorforge.build(s, [A, B], target="c")
+    a = np.random.default_rng(factor_axis).standard_normal((3, 5, 32)).astype("float32")
+    b = np.full((3, 5), np.nan, "float32")
+    f(a, b)
+    np.testing.assert_allclose(b, a.sum(2), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ScheduleError, match="factor_axis 4"):
+        s2 = te.create_schedule(B.op)
+        s2.rfactor(B, s2[B].split(B.op.reduce_axis[0], factor=8)[1], factor_axis=4)
