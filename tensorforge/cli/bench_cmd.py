@@ -2,9 +2,9 @@
 records), its outputs checked against ONNX Runtime's, then both timed side by side at each
 thread count asked for.
 
-The calls are interleaved, one of each per round, so that a machine that gets busier slows both
-alike; the table gives each one's median and the ratio tensorforge / ONNX Runtime (below 1:
-tensorforge is faster).  Without onnxruntime the outputs are checked against the graph's NumPy op
+The calls are interleaved in blocks, a block of each per round over three rounds, so that a
+machine that gets busier slows both alike; the table gives each one's median and the ratio
+tensorforge / ONNX Runtime (below 1: tensorforge is faster).  Without onnxruntime the outputs are checked against the graph's NumPy op
 references and tensorforge is timed alone.
 
 Inputs come from --input files (as `run` reads them), else from the zoo model's own example,
@@ -26,6 +26,8 @@ from .model_cmds import check_inputs, read_inputs
 from .peer import compare, ort_session
 
 WARMUP_CALLS = 3
+ROUNDS = 3           # blocks of calls per function, the order rotated
+QUIET_S = 0.1        # untimed calls before each block
 
 
 def bench(opts: argparse.Namespace) -> int:
@@ -65,7 +67,7 @@ def bench(opts: argparse.Namespace) -> int:
         progress("      not timed: the outputs differ from the peer's beyond rtol 1e-3, atol 1e-4")
         return 1
 
-    progress(f"[4/4] timing: medians of {opts.repeat} interleaved calls per thread count")
+    progress(f"[4/4] timing: {opts.repeat} calls of each per thread count, in interleaved blocks")
     print(f"model {os.path.basename(opts.model)}, target {opts.target!r}, inputs "
           + ", ".join(f"{n} {a.dtype.name}{list(a.shape)}" for n, a in zip(model.input_names, inputs)))
     print(f"{'threads':>7}  {'tensorforge ms':>14}  {'onnxruntime ms':>14}  {'tf/ort':>6}")
@@ -114,15 +116,17 @@ def _random_inputs(model) -> dict:
 
 
 def _interleaved(calls: list, repeat: int) -> list[float]:
-    """Median seconds per call of each function, called in turn, one of each per round, after
-    WARMUP_CALLS rounds."""
-    for _ in range(WARMUP_CALLS):
-        for fn in calls:
-            fn()
-    times: list[list[float]] = [[] for _ in calls]
-    for _ in range(repeat):
-        for k, fn in enumerate(calls):
-            start = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - start)
-    return [statistics.median(v) for v in times]
+    """Median seconds per call of each function: ROUNDS rounds, in each a block of calls of one
+    function after the other (the order rotated from round to round, as a model that runs right
+    after another finds its weights evicted by it), each block timed after QUIET_S seconds of
+    untimed calls (a peer's thread pool spins for a while after its runs: timed right after
+    them, two threads of tensorforge's ran on one core); the median of the blocks' medians."""
+    from tensorforge.testing.timing import median_seconds
+
+    each = max(1, -(-repeat // ROUNDS))
+    samples: list[list[float]] = [[] for _ in calls]
+    for r in range(ROUNDS):
+        for k in [(r + j) % len(calls) for j in range(len(calls))]:
+            samples[k].append(median_seconds(calls[k], each, warmup=WARMUP_CALLS if r == 0 else 1,
+                                             warmup_s=QUIET_S))
+    return [statistics.median(v) for v in samples]
