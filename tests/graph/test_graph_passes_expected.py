@@ -519,6 +519,18 @@ def test_alter_layout_blocks_of_filters_per_group(target, per_group, read_by_con
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("filters,width,stays", [(1, 40, True), (3, 40, True), (4, 40, False), (1, 14, False)])
+def test_a_conv_of_few_filters_over_long_rows_stays_nchw(filters, width, stays):
+    """At most ROW_FILTERS filters (one group) over output rows of two vectors or more: neither
+    blocked on padded filters nor im2col's GEMM; the generic template vectorizes the rows."""
+    from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
+    b = builder()
+    img = b.input("img", (1, 16, 24, width), "float32")
+    g = b.finish([b.add1("conv2d", [img, b.const(rand(filters, 16, 3, 3))], CONV)])
+    out = alter_layout_im2col(alter_layout(g, AVX512), AVX512)
+    assert ([n.op for n in out.nodes] == ["conv2d"]) == stays
+
+
 def test_whole_vectors_where_a_conv_reads_the_output_blocked_or_not():
     """On AVX-512, 24 filters per group run on 16-lane vectors padded to 32 (the padding sliced
     off on the way to NCHW) unless a blocked conv reads the output; the values are the same."""

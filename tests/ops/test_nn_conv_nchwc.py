@@ -339,6 +339,25 @@ def test_few_filters_are_padded_to_a_block(c, f, k, stride, dil):
     np.testing.assert_allclose(got, run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_one_filter_over_long_rows_splits_its_rows_over_the_threads():
+    """A 16 -> 1 channel conv on one image runs on the generic NCHW template (alter_layout's
+    rows_conv); its single (image, filter) plane gives the thread pool one iteration, so the
+    rows join the parallel loop (complex.cpu `_leading_for_cores`)."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("rows")
+    x = b.input("x", (1, 16, 24, 40), "float32")
+    w = b.const(rng.standard_normal((1, 16, 3, 3)).astype("float32"), "w")
+    g = b.finish([b.add1("relu", [b.add1("conv2d", [x, w], {"strides": (1, 1), "padding": (1,) * 4,
+                                                             "dilations": (1, 1), "groups": 1})])])
+    model = tensorforge.compile(g, target="c")
+    assert [n.op for n in model.info["graph"].nodes] == ["conv2d", "relu"]
+    (func,) = [str(f) for f in model.info["funcs"]]
+    parallel = [line.strip() for line in func.splitlines() if line.strip().endswith("# parallel")]
+    assert parallel == ["for i0.i1.fused.i2.fused in range(24):  # parallel"], parallel
+    xs = rng.standard_normal((1, 16, 24, 40)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
 def test_pointwise_few_filters_stay_a_gemm():
     """A 1x1 conv with 7 filters copies nothing in im2col: it stays one GEMM."""
     rng = np.random.default_rng(9)

@@ -161,12 +161,33 @@ def _blockable(n: Node, params: dict, target: Target) -> bool:
         return n.op == "conv2d" or int(np.prod(w.shape[2:])) > 1 or w not in params
     if w not in params:
         return False            # a run-time weight is packed by nodes: whole blocks of filters only
+    if rows_conv(n, target):
+        return False
     if groups > 1:
         return True             # im2col takes one group only: the alternative is the generic conv
     taps = int(np.prod(w.shape[2:]))
     strides = n.attrs.get("strides") or (1,) * (w.ndim - 2)
     overlap = PAD_MIN_OVERLAP if per_group >= FEW_FILTERS else FEW_MIN_OVERLAP
     return taps >= overlap * int(np.prod(strides))
+
+
+# filters up to which a conv of one group over rows of at least two vectors runs on the generic
+# NCHW template (`rows_conv`)
+ROW_FILTERS = 3
+
+
+def rows_conv(n: Node, target: Target) -> bool:
+    """A float32 conv1d/conv2d of one group with at most ROW_FILTERS filters whose output rows
+    span two vectors or more: it stays in NCHW on the generic template, which vectorizes along
+    the output row, each input value read once per tap and filter.  Padded to a block of 8
+    filters it wasted 7 of 8 lanes, and im2col copies every window (64 -> 1 channels, 3x3 on
+    224x224: 4.4 ms blocked, 1.4 ms so, ONNX Runtime 5.5; 2 filters 4.3 -> 2.4; 3 filters on
+    256x256 2.7 -> 2.2; a 1-D 8 -> 1 conv over 4000 samples 0.033 -> 0.011; 4 filters no
+    faster, 7 slower).  Alter_layout leaves it to alter_layout_im2col, which leaves it too."""
+    if n.op not in ("conv1d", "conv2d") or int(n.attrs.get("groups", 1)) != 1:
+        return False
+    y = n.outputs[0]
+    return y.dtype == "float32" and 0 < y.shape[1] <= ROW_FILTERS and y.shape[-1] >= 2 * target.simd_lanes("float32")
 
 
 # the fewest positions per image for which a pointwise conv may run as W times the image: the

@@ -41,6 +41,7 @@ import numpy as np
 
 from ...target import Target
 from ..ir import Graph, Node, Value
+from .alter_layout import rows_conv
 from .alter_layout_propagate import is_elementwise
 from .rewrite import rewrite_nodes
 
@@ -50,7 +51,7 @@ MAX_COLS_BYTES = 64 << 20
 def alter_layout_im2col(graph: Graph, target: Target) -> Graph:
     if not target.prefers("packed_weights"):
         return graph
-    rewritten = rewrite_nodes(graph, _rewrite)
+    rewritten = rewrite_nodes(graph, lambda n, params: _rewrite(n, params, target))
     if rewritten is graph:
         return graph
     from .eliminate_dead_code import eliminate_dead_code
@@ -115,7 +116,7 @@ def _constant_along_split(v: Value, y: Value) -> bool:
     return all(d == 1 for d in v.shape[-2:])
 
 
-def _rewrite(n: Node, params: dict) -> list[Node] | None:
+def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
     if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
         return None
     x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
@@ -132,7 +133,7 @@ def _rewrite(n: Node, params: dict) -> list[Node] | None:
         return None
     if all(k == 1 for k in kernel) and all(st == 1 for st in strides) and not any(padding):
         return _pointwise(n, params)        # no windows to copy: any size
-    if rows * cols * 4 > MAX_COLS_BYTES:
+    if rows * cols * 4 > MAX_COLS_BYTES or rows_conv(n, target):
         return None
     if rank == 1:      # conv1d as a conv2d of height 1
         x4 = Value(f"{x.name}_h1", (x.shape[0], x.shape[1], 1, x.shape[2]), x.dtype)
