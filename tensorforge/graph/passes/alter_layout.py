@@ -21,6 +21,8 @@
   copies each input value taps / strides times; the copies cost about as much as 16 / filters
   of the product's multiply-adds, so they pay for many filters or barely overlapping windows (a
   2x2 kernel at stride 2, 3x3 at stride 4, an STFT's 258 filters at 2 taps per stride).
+- A conv of one group with at most ROW_FILTERS filters over output rows of two vectors or more
+  stays NCHW on the generic template, which vectorizes the rows (`rows_conv`).
 - Where no blocked conv reads a conv's output (it goes to NCHW: a model output, a reshape),
   filters that would run in blocks of half a vector (24, 40 with AVX-512) are padded to whole
   vectors instead: twice the lanes per multiply-add for at most 1.5x the filters (`_whole_vectors`).
