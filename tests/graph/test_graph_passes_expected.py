@@ -519,14 +519,15 @@ def test_alter_layout_blocks_of_filters_per_group(target, per_group, read_by_con
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("filters,width,stays", [(1, 40, True), (3, 40, True), (4, 40, False), (1, 14, False)])
-def test_a_conv_of_few_filters_over_long_rows_stays_nchw(filters, width, stays):
-    """At most ROW_FILTERS filters (one group) over output rows of two vectors or more: neither
+@pytest.mark.parametrize("filters,groups,width,stays", [(1, 1, 40, True), (3, 1, 40, True), (4, 1, 40, False),
+                                                       (1, 1, 14, False), (2, 2, 40, True), (8, 2, 40, False)])
+def test_a_conv_of_few_filters_over_long_rows_stays_nchw(filters, groups, width, stays):
+    """At most ROW_FILTERS filters per group over output rows of two vectors or more: neither
     blocked on padded filters nor im2col's GEMM; the generic template vectorizes the rows."""
     from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
     b = builder()
     img = b.input("img", (1, 16, 24, width), "float32")
-    g = b.finish([b.add1("conv2d", [img, b.const(rand(filters, 16, 3, 3))], CONV)])
+    g = b.finish([b.add1("conv2d", [img, b.const(rand(filters, 16 // groups, 3, 3))], dict(CONV, groups=groups))])
     out = alter_layout_im2col(alter_layout(g, AVX512), AVX512)
     assert ([n.op for n in out.nodes] == ["conv2d"]) == stays
 
