@@ -10,7 +10,9 @@ references and tensorforge is timed alone.
 Inputs come from --input files (as `run` reads them), else from the zoo model's own example,
 else they are random: standard normal floats, zeros for integer and bool inputs (valid indices
 for a gather, a valid length for a sequence).  A model with symbolic input dimensions takes them
-from --shape, or from the shapes of the --input arrays.
+from --shape, or from the shapes of the --input arrays.  A model that is not one static graph
+(an If on a run-time condition, shapes computed at run time) runs as the Python API runs it,
+compiled stretch by stretch at call time, when its inputs are given.
 """
 from __future__ import annotations
 
@@ -41,14 +43,17 @@ def bench(opts: argparse.Namespace) -> int:
     for name, array in (given or {}).items():
         shapes.setdefault(name, tuple(array.shape))
     progress(f"[1/4] importing {opts.model}")
-    graph = load_graph(opts.model, shapes)
-    progress(f"[2/4] compiling {len(graph.nodes)} nodes for target {opts.target!r}")
+    graph, static = _import(opts.model, shapes, given is not None)
+    progress(f"[2/4] compiling {len(graph.nodes)} nodes for target {opts.target!r}"
+             + ("" if static else f" (not one static graph: {graph.reason}; its stretches compile at call time)"))
     t0 = time.perf_counter()
     model = tensorforge.compile(graph, target=opts.target, opt_level=opts.opt_level, records=opts.records)
-    progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s"
-             + (f"; tuning records applied to {model.info['tuned_groups']} kernel(s)" if opts.records else ""))
+    if static:
+        progress(f"      {len(model.spec.steps)} kernels in {time.perf_counter() - t0:.1f} s"
+                 + (f"; tuning records applied to {model.info['tuned_groups']} kernel(s)" if opts.records else ""))
     named = given if given is not None else example if example is not None else _random_inputs(model)
-    check_inputs(model, named)
+    if static:
+        check_inputs(model, named)
     inputs = [named[n] for n in model.input_names]
 
     sessions = {t: ort_session(source, t) for t in thread_counts}
@@ -57,6 +62,9 @@ def bench(opts: argparse.Namespace) -> int:
     outs = model(*inputs)
     if peer is not None:
         ref, against = peer.run(None, feeds), "ONNX Runtime"
+    elif not static:
+        raise InputError(f"{opts.model} compiles at call time; checking its outputs needs onnxruntime "
+                         "(pip install onnxruntime)")
     else:
         from tensorforge.graph.reference import run_reference
         ref, against = run_reference(graph, *inputs), "the NumPy op references (onnxruntime is not installed)"
@@ -79,6 +87,21 @@ def bench(opts: argparse.Namespace) -> int:
         peer_ms, ratio = (_ms(times[1]), f"{times[0] / times[1]:.2f}") if session is not None else ("-", "-")
         print(f"{t:>7}  {_ms(times[0]):>14}  {peer_ms:>14}  {ratio:>6}")
     return 0
+
+
+def _import(model: str, shapes: dict, inputs_given: bool) -> tuple:
+    """(the model's graph, True) where it is one static graph; (the program that compile runs
+    stretch by stretch, False) for one that is not (control flow on run-time values, shapes
+    computed at run time) when its inputs are given, as the Python API compiles it."""
+    from ..frontend.onnx import InputShapeError
+
+    try:
+        return load_graph(model, shapes), True
+    except InputShapeError as err:
+        if not inputs_given or not os.path.exists(model):
+            raise InputShapeError(f"{err}; `bench` runs it so when its inputs are given with --input") from None
+    from ..frontend import from_onnx
+    return from_onnx(model, shapes=shapes), False
 
 
 def _ms(seconds: float) -> str:

@@ -84,3 +84,28 @@ def test_a_zoo_model_runs_on_its_own_inputs(capsys):
     assert cli.main(["bench", "dqn", "--threads", "1", "--repeat", "2"]) == 0
     captured = capsys.readouterr()
     assert "-> OK" in captured.err and "inputs frames float32[1, 4, 84, 84]" in captured.out
+
+
+def if_model(path):
+    """y = If(c, x + x, x * x): a condition known only at run time."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    out = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 3])  # noqa: E731
+    then = helper.make_graph([helper.make_node("Add", ["x", "x"], ["t"])], "then", [], [out("t")])
+    other = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["e"])], "else", [], [out("e")])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)
+    graph = helper.make_graph([node], "branch", [x, c], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+
+
+def test_a_model_with_control_flow_runs_staged_on_given_inputs(tmp_path, capsys):
+    if_model(tmp_path / "m.onnx")
+    assert cli.main(["bench", str(tmp_path / "m.onnx"), "--threads", "1", "--repeat", "2"]) == 1
+    assert "runs it so when its inputs are given with --input" in capsys.readouterr().err
+    np.savez(tmp_path / "in.npz", x=np.arange(6, dtype=np.float32).reshape(2, 3), c=np.array(False))
+    assert cli.main(["bench", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "in.npz"),
+                     "--threads", "1", "--repeat", "2"]) == 0
+    captured = capsys.readouterr()
+    assert "its stretches compile at call time" in captured.err and "-> OK" in captured.err
+    assert [r[0] for r in _rows(captured.out)] == ["1"]
