@@ -67,6 +67,14 @@ def run_user_opencl(model_path: str, inputs: list) -> list:
     return model(*inputs)
 
 
+def run_user_cuda(model_path: str, inputs: list) -> list:
+    """`run_user` on CUDA device 0 (NVRTC compiles for its architecture)."""
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    model = tensorforge.compile(from_onnx(model_path), target="cuda")
+    return model(*inputs)
+
+
 def run(model_path: str, inputs: list) -> list:
     """Compile the model with tensorforge (C backend) and run it."""
     import tensorforge

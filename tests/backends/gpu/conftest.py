@@ -16,3 +16,13 @@ def opencl():
 def nvrtc():
     if nvrtc_problem():
         pytest.skip(nvrtc_problem())
+
+
+@pytest.fixture(params=["opencl", "cuda"])
+def gpu(request):
+    """Each GPU target kind that can run kernels here: OpenCL (PoCL on a CPU suffices) and CUDA
+    (an NVIDIA device); the same checks run on both."""
+    from gpu_probe import gpu_problem
+    if gpu_problem(request.param):
+        pytest.skip(gpu_problem(request.param))
+    return request.param

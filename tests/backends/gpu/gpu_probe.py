@@ -41,3 +41,19 @@ def cuda_device_present() -> bool:
     except Exception:
         return False
     return True
+
+
+def gpu_problem(kind: str) -> str:
+    """Why the GPU target kind ("opencl" or "cuda") cannot run kernels here ("" when it can)."""
+    if kind == "opencl":
+        return opencl_problem()
+    if nvrtc_problem():
+        return nvrtc_problem()
+    return "" if cuda_device_present() else "no CUDA device on this machine"
+
+
+# what each dialect prints for a kernel, a shared buffer and a block-wide barrier
+SPELLING = {
+    "opencl": {"kernel": "__kernel void", "shared": "__local", "barrier": "barrier(CLK_LOCAL_MEM_FENCE)"},
+    "cuda": {"kernel": "__global__ void", "shared": "__shared__", "barrier": "__syncthreads();"},
+}

@@ -25,9 +25,9 @@ def _round_trip():
     return s, [A, C]
 
 
-def test_bfloat16_rounds_like_ml_dtypes_on_opencl(opencl):
-    f = tensorforge.build(*_round_trip(), target="opencl")
-    assert "__global ushort*" in f.source
+def test_bfloat16_rounds_like_ml_dtypes_on_gpu(gpu):
+    f = tensorforge.build(*_round_trip(), target=gpu)
+    assert ("__global ushort*" if gpu == "opencl" else "unsigned short*") in f.source
     a = np.random.default_rng(0).standard_normal(100).astype("float32")
     a[:6] = [np.nan, np.inf, -np.inf, 3.0078125, 1.00390625, 1.01171875]     # ties go to even
     c = np.zeros(100, ml_dtypes.bfloat16)

@@ -23,9 +23,9 @@ def _reference(proto, inputs):
 
 
 @pytest.mark.parametrize("name", ZOO)
-def test_zoo_model_on_opencl_matches_onnxruntime(opencl, name):
+def test_zoo_model_on_gpu_matches_onnxruntime(gpu, name):
     proto, inputs = models.get(name)
-    model = tensorforge.compile(tensorforge.frontend.from_onnx(proto), target="opencl")
+    model = tensorforge.compile(tensorforge.frontend.from_onnx(proto), target=gpu)
     assert isinstance(model, DeviceModel)
     got = model.run(**inputs)
     for g, e in zip(got, _reference(proto, inputs), strict=True):

@@ -87,9 +87,9 @@ def _kernel_symbols(model) -> list[str]:
     ("gru", 2, 10, None),
     ("gru", 1, 13, {"rows": 2, "threads": 32}),
 ])
-def test_recurrent_step_on_opencl_matches_numpy(opencl, tmp_path, kind, batch, hidden, config):
+def test_recurrent_step_on_gpu_matches_numpy(gpu, tmp_path, kind, batch, hidden, config):
     graph, inputs, expected = _cell_graph(kind, batch, hidden, steps=3)
-    model = _compile(graph, "opencl", config, tmp_path)
+    model = _compile(graph, gpu, config, tmp_path)
     assert len(_kernel_symbols(model)) == 1                   # the GEMV and the gate math: one kernel
     rows = (config or {}).get("rows", 1)
     gates = 4 if kind == "lstm" else 3
@@ -108,12 +108,12 @@ def test_rows_and_threads_are_the_templates_knobs():
 
 
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
-def test_onnx_lstm_on_opencl_matches_onnxruntime(opencl, direction):
+def test_onnx_lstm_on_gpu_matches_onnxruntime(gpu, direction):
     """A whole ONNX LSTM: the input projection of every step as one matmul.gpu kernel, then one
     rnn_cell_packed kernel per step (not the generic complex.gpu schedule's three)."""
     model, feeds = rnn_case("LSTM", seq=4, batch=2, inp=5, hidden=6, bias=True, init_h=True, init_c=True,
                             direction=direction)
-    compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target="opencl")
+    compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target=gpu)
     dirs = 2 if direction == "bidirectional" else 1
     cells = [s for s in _kernel_symbols(compiled) if "lstm_cell" in s]
     assert len(cells) == 4 * dirs and all("lstm_cell_packed" in s for s in cells)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_probe import SPELLING
 
 import tensorforge
 from tensorforge.autotune import extract_tasks
@@ -69,13 +70,13 @@ def test_the_pass_picks_the_tile_and_keeps_convs_winograd_does_not_pay_for():
     (20, 16, 6, 7, 2, (1, 1, 1, 1), False),       # m = 2, two images, a ragged last tile
     (16, 32, 10, 9, 1, (0, 0, 0, 0), True),       # no padding: 8 x 7 output
 ])
-def test_winograd_conv_on_opencl_equals_the_direct_conv(opencl, c, k, h, w, batch, pad, epilogue):
+def test_winograd_conv_on_gpu_equals_the_direct_conv(gpu, c, k, h, w, batch, pad, epilogue):
     graph, x, expected = _conv(c, k, h, w, batch=batch, pad=pad, epilogue=epilogue)
-    model = tensorforge.compile(graph, target="opencl")
+    model = tensorforge.compile(graph, target=gpu)
     kernels = [s["symbol"] for s in model.spec.steps if s["kind"] == "kernel"]
     assert len(kernels) == 1 and "winograd" in kernels[0]          # the epilogue fused into its launches
-    assert model.source.count("__kernel void") == 4               # transform, product, transform, crop
-    direct = tensorforge.compile(graph, target="opencl -winograd=0")
+    assert model.source.count(SPELLING[gpu]["kernel"]) == 4               # transform, product, transform, crop
+    direct = tensorforge.compile(graph, target=f"{gpu} -winograd=0")
     assert "wino_m" not in direct.source
     np.testing.assert_allclose(model(x)[0], expected, rtol=1e-3, atol=1e-3)
     np.testing.assert_allclose(model(x)[0], direct(x)[0], rtol=1e-3, atol=1e-3)

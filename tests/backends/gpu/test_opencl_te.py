@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from gpu_probe import SPELLING
 from gpu_schedules import injective, matmul_shared_vthread, row_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,16 +18,16 @@ def _nan(shape, dtype="float32"):
 
 
 @pytest.mark.parametrize("vthread", [True, False])
-def test_matmul_with_shared_memory_and_vthread_equals_numpy(opencl, vthread):
+def test_matmul_with_shared_memory_and_vthread_equals_numpy(gpu, vthread):
     s, args = matmul_shared_vthread(vthread=vthread)
-    f = tensorforge.build(s, args, target="opencl")
+    f = tensorforge.build(s, args, target=gpu)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((128, 64)).astype("float32")
     b = rng.standard_normal((64, 96)).astype("float32")
     c = _nan((128, 96))
     f(a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-4, atol=1e-4)
-    assert "__local float" in f.source and "barrier(CLK_LOCAL_MEM_FENCE);" in f.source
+    assert f"{SPELLING[gpu]['shared']} float" in f.source and SPELLING[gpu]["barrier"] in f.source
 
 
 def test_matmul_source_is_printed_without_a_device():
@@ -36,34 +37,36 @@ def test_matmul_source_is_printed_without_a_device():
     assert "barrier('shared')" in text and "device_kernel" in text
 
 
+@pytest.mark.parametrize("kind", ["opencl", "cuda"])
 @settings(max_examples=12, deadline=None)
 @given(n=st.integers(1, 300), m=st.integers(1, 5), threads=st.sampled_from([1, 7, 32, 64]),
        op=st.sampled_from(["exp", "relu", "affine", "round"]))
-def test_injective_random_shapes(n, m, threads, op):
-    from gpu_probe import opencl_problem
-    if opencl_problem():
-        pytest.skip(opencl_problem())
+def test_injective_random_shapes(n, m, threads, op, kind):
+    from gpu_probe import gpu_problem
+    if gpu_problem(kind):
+        pytest.skip(gpu_problem(kind))
     fns = {"exp": (te.exp, np.exp),
            "relu": (lambda x: te.if_then_else(x > 0, x, 0.0), lambda x: np.where(x > 0, x, 0)),
            "affine": (lambda x: x * 3.0 - 1.5, lambda x: x * np.float32(3) - np.float32(1.5)),
            "round": (te.round, np.round)}
     te_fn, np_fn = fns[op]
     s, args = injective((n, m), threads, te_fn)
-    f = tensorforge.build(s, args, target="opencl")
+    f = tensorforge.build(s, args, target=kind)
     a = (np.random.default_rng(n * 7 + m).standard_normal((n, m)) * 3).astype("float32")
     b = _nan((n, m))
     f(a, b)
     np.testing.assert_allclose(b, np_fn(a), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["opencl", "cuda"])
 @settings(max_examples=8, deadline=None)
 @given(rows=st.integers(1, 200), cols=st.integers(1, 70), threads=st.sampled_from([1, 16, 64]))
-def test_row_sum_random_shapes(rows, cols, threads):
-    from gpu_probe import opencl_problem
-    if opencl_problem():
-        pytest.skip(opencl_problem())
+def test_row_sum_random_shapes(rows, cols, threads, kind):
+    from gpu_probe import gpu_problem
+    if gpu_problem(kind):
+        pytest.skip(gpu_problem(kind))
     s, args = row_sum(rows, cols, threads)
-    f = tensorforge.build(s, args, target="opencl")
+    f = tensorforge.build(s, args, target=kind)
     a = np.random.default_rng(rows).standard_normal((rows, cols)).astype("float32")
     b = _nan((rows,))
     f(a, b)
