@@ -8,7 +8,7 @@ summed over input channels: the elementwise product (.) becomes, for each of the
 (alpha = m + 2) positions of the transformed tile, a matrix product over channels.  That takes
 alpha^2 multiply-adds per tile and channel pair instead of 9 m^2: 2.25x fewer at m = 2, 4x fewer
 at m = 4.  The weight transform U = G g G^T is done once, at compile time (graph pass
-`alter_layout_winograd`), so the op takes U, laid out (alpha, alpha, F / B, C, B).
+`alter_layout_winograd`), so the op takes U, laid out (alpha, alpha, F / B, C / groups, B).
 
 Stages (names are what the schedule and TENSORFORGE_DEBUG show):
   pad       the zero-padded input, (N, C / b, TH * m + 2, TW * m + 2, b), TH x TW tiles;
@@ -16,7 +16,8 @@ Stages (names are what the schedule and TENSORFORGE_DEBUG show):
   wino_v    ... and along the rows: V, (N, C/b, P, alpha, alpha, b), P = TH * TW tiles, each
             tile's alpha^2 x b values contiguous;
   wino_m    the batched matrix product M[n, k, p, e, ki] = sum_c V[n, c, p, e] U[e, k, c, ki]:
-            the same register-blocked micro-kernel as a 1x1 conv in NCHW[x]c;
+            the same register-blocked micro-kernel as a 1x1 conv in NCHW[x]c (with `groups`,
+            each output block sums over its group's input blocks only);
   wino_s    A^T along the columns of each product tile (alpha x m);
   output    A^T along the rows, written (N, F / B, OH, OW, B) like conv2d_nchwc.
 The transforms are built from the matrices' nonzero entries only, as one expression per
@@ -76,15 +77,20 @@ def transform_weight(wp: np.ndarray, m: int) -> np.ndarray:
     return np.ascontiguousarray(u.transpose(1, 0, 2, 3, 4).astype(wp.dtype))
 
 
-def _geometry(data: tuple, u: tuple, padding, tile, data_layout):
+def _geometry(data: tuple, u: tuple, padding, tile, data_layout, groups=1):
     """Checked attributes: (m, alpha, block in, (pt, pl), (oh, ow), (th, tw))."""
     m, alpha = checked_tile(NAME, tile)
     if len(data) != 5:
         raise OpError(f"{NAME}: data must be blocked (N, C/b, H, W, b), got shape {tuple(data)}")
     if data_layout != f"NCHW{data[4]}c":
         raise OpError(f"{NAME}: data_layout {data_layout!r} does not match data of shape {tuple(data)}")
-    if len(u) != 5 or tuple(u[:2]) != (alpha, alpha) or u[3] != data[1] * data[4]:
-        raise OpError(f"{NAME}: transformed weight must be ({alpha}, {alpha}, F/B, {data[1] * data[4]}, B) "
+    g = int(groups)
+    if g < 1 or data[1] % g or (len(u) == 5 and u[2] % g):
+        raise OpError(f"{NAME}: {groups} groups must split both the {data[1]} input blocks and the output "
+                      f"blocks of the transformed weight {tuple(u)}")
+    per_group = data[1] * data[4] // g
+    if len(u) != 5 or tuple(u[:2]) != (alpha, alpha) or u[3] != per_group:
+        raise OpError(f"{NAME}: transformed weight must be ({alpha}, {alpha}, F/B, {per_group}, B) "
                       f"for tile {m}, got {tuple(u)}")
     p, (oh, ow) = padded_output(NAME, padding, data[2], data[3])
     return m, alpha, data[4], (p[0], p[1]), (oh, ow), (-(-oh // m), -(-ow // m))
@@ -140,16 +146,16 @@ def _pick(index, exprs):
 @op(NAME, COMPLEX, schedule={"cpu": "conv2d_winograd_nchwc.cpu"}, attr_defaults={"padding": (0, 0, 0, 0)})
 class conv2d_winograd_nchwc:
     @staticmethod
-    def infer(data: TensorType, u: TensorType, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c"):
+    def infer(data: TensorType, u: TensorType, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c", groups=1):
         if data.dtype != u.dtype:
             raise OpError(f"{NAME}: dtypes differ ({data.dtype} and {u.dtype})")
-        *_, (oh, ow), _ = _geometry(tuple(data.shape), tuple(u.shape), padding, tile, data_layout)
+        *_, (oh, ow), _ = _geometry(tuple(data.shape), tuple(u.shape), padding, tile, data_layout, groups)
         return TensorType((data.shape[0], u.shape[2], oh, ow, u.shape[4]), data.dtype)
 
     @staticmethod
-    def compute(data: te.Tensor, u: te.Tensor, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c"):
+    def compute(data: te.Tensor, u: te.Tensor, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c", groups=1):
         dshape, ushape = const_shape(data), const_shape(u)
-        m, alpha, bi, before, (oh, ow), (th, tw) = _geometry(dshape, ushape, padding, tile, data_layout)
+        m, alpha, bi, before, (oh, ow), (th, tw) = _geometry(dshape, ushape, padding, tile, data_layout, groups)
         n, cb = dshape[:2]
         kb, c, b = ushape[2:]
         at, _, bt = winograd_matrices(m)
@@ -167,11 +173,16 @@ class conv2d_winograd_nchwc:
                                for e in range(alpha)])
         v = te.compute((n, cb, ntiles, alpha, alpha, bi), v_body, name="wino_v")
 
-        rco = te.reduce_axis((0, cb), name="rco")
+        g = int(groups)
+        rco = te.reduce_axis((0, cb // g), name="rco")
         rci = te.reduce_axis((0, bi), name="rci")
+
+        def in_block(k):
+            """The input block rco of output block k's group."""
+            return (k // (kb // g)) * (cb // g) + rco if g > 1 else rco
         mm = te.compute(
             (n, kb, ntiles, alpha, alpha, b),
-            lambda i, k, p, eps, nu, ki: te.sum(v[i, rco, p, eps, nu, rci] * u[eps, nu, k, rco * bi + rci, ki],
+            lambda i, k, p, eps, nu, ki: te.sum(v[i, in_block(k), p, eps, nu, rci] * u[eps, nu, k, rco * bi + rci, ki],
                                                 axis=[rco, rci]),
             name="wino_m", tag="wino_m")
 
@@ -186,14 +197,20 @@ class conv2d_winograd_nchwc:
         return te.compute((n, kb, oh, ow, b), y_body, name=NAME, tag=NAME)
 
     @staticmethod
-    def reference(data, u, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c"):
-        return winograd_reference(data, u, int(tile), padding, data_layout)
+    def reference(data, u, tile=4, padding=(0, 0, 0, 0), data_layout="NCHW16c", groups=1):
+        return winograd_reference(data, u, int(tile), padding, data_layout, int(groups))
 
 
-def winograd_reference(data: np.ndarray, u: np.ndarray, m: int, padding, data_layout: str) -> np.ndarray:
+def winograd_reference(data: np.ndarray, u: np.ndarray, m: int, padding, data_layout: str,
+                       groups: int = 1) -> np.ndarray:
     """NumPy Winograd conv on any transformed weight `u` (float64 inside): tiles of the padded
-    input, V = B^T d B, M = sum over channels of U (.) V, Y = A^T M A, cropped."""
-    m, alpha, bi, before, (oh, ow), (th, tw) = _geometry(data.shape, u.shape, padding, m, data_layout)
+    input, V = B^T d B, M = sum over channels of U (.) V, Y = A^T M A, cropped.  With groups,
+    each group's input blocks and output blocks are a Winograd conv of their own."""
+    m, alpha, bi, before, (oh, ow), (th, tw) = _geometry(data.shape, u.shape, padding, m, data_layout, groups)
+    if groups > 1:
+        cbg, kbg = data.shape[1] // groups, u.shape[2] // groups
+        return np.concatenate([winograd_reference(data[:, g * cbg:(g + 1) * cbg], u[:, :, g * kbg:(g + 1) * kbg],
+                                                  m, padding, data_layout) for g in range(groups)], axis=1)
     at, _, bt = winograd_matrices(m)
     xp = np_pad(to_nchw(data).astype(np.float64), before, (th * m + 2, tw * m + 2), 0.0)
     n, c = xp.shape[:2]

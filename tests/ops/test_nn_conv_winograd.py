@@ -161,3 +161,62 @@ def test_transformed_shape_is_the_transforms():
     wp = np.zeros((3, 40, 3, 3, 8), np.float32)
     for m in TILES:
         assert transformed_shape(wp.shape, m) == transform_weight(wp, m).shape
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_grouped_algorithm_equals_the_grouped_direct_conv(m):
+    """With groups, each group's blocks are a Winograd conv of their own (3 groups of 32)."""
+    x = RNG.standard_normal((1, 96, 9, 8)).astype(np.float32)
+    w = RNG.standard_normal((96, 32, 3, 3)).astype(np.float32)
+    want = conv_reference(x, w, (1, 1), (1, 1, 1, 1), (1, 1), 3)
+    u = transform_weight(pack_weight(w, 16), m)
+    got = to_nchw(winograd_reference(to_nchwc(x, 16), u, m, (1, 1, 1, 1), "NCHW16c", groups=3))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    # the TE compute reads only its group's input blocks
+    data = to_nchwc(x, 16)
+    check_op("conv2d_winograd_nchwc", [data, u], {"tile": m, "padding": (1, 1, 1, 1), "data_layout": "NCHW16c",
+                                                  "groups": 3}, rtol=1e-4, atol=1e-3)
+
+
+def test_grouped_template_configs_compute_the_same():
+    a = 4
+    task = Task.for_op("conv2d_winograd_nchwc", [((1, 4, 10, 9, 16), "float32"), ((a, a, 4, 32, 16), "float32")],
+                       {"tile": 2, "padding": (1, 1, 1, 1), "data_layout": "NCHW16c", "groups": 2})
+    space = task.config_space
+    rng = random.Random(3)
+    for config in [space.default_config()] + [space.random(rng) for _ in range(3)]:
+        check_candidate(task, config, atol=1e-3)
+
+
+def test_bad_groups_are_clear_errors():
+    data = np.zeros((1, 3, 6, 6, 16), np.float32)
+    with pytest.raises(OpError, match="2 groups must split"):
+        check_op("conv2d_winograd_nchwc", [data, np.zeros((6, 6, 2, 24, 16), np.float32)],
+                 {"tile": 4, "data_layout": "NCHW16c", "groups": 2})
+
+
+def _grouped_net(groups: int, per_group: int):
+    """1x1 conv -> relu -> grouped 3x3 conv -> relu (the grouped conv reads blocked data)."""
+    c = groups * per_group
+    b = GraphBuilder("grouped")
+    x = b.input("x", (1, c, 14, 14), "float32")
+    w1 = b.const(RNG.standard_normal((c, c, 1, 1)).astype("float32") * 0.2, "w1")
+    w2 = b.const(RNG.standard_normal((c, per_group, 3, 3)).astype("float32") * 0.2, "w2")
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], {})])
+    y = b.add1("relu", [b.add1("conv2d", [h, w2], {"padding": (1, 1, 1, 1), "groups": groups})])
+    return b.finish([y]), RNG.standard_normal((1, c, 14, 14)).astype("float32")
+
+
+@pytest.mark.parametrize("groups,per_group,winograd", [
+    (3, 64, True),      # RegNet's groups of 64 channels: each group whole blocks
+    (8, 8, False),      # groups of 8 channels do not fill a block of 16
+])
+def test_grouped_convs_on_blocked_data_take_winograd(groups, per_group, winograd):
+    graph, x = _grouped_net(groups, per_group)
+    fast = tensorforge.compile(graph, target="c -mcpu=x86-64-v4")
+    nodes = [n for n in fast.info["graph"].nodes if n.op == "conv2d_winograd_nchwc"]
+    assert bool(nodes) == winograd
+    if winograd:
+        assert nodes[0].attrs["groups"] == groups
+    want = tensorforge.compile(graph, target="c -mcpu=x86-64-v4", opt_level=2)(x)[0]
+    np.testing.assert_allclose(fast(x)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())

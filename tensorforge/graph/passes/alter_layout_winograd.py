@@ -1,7 +1,8 @@
 """3x3 stride-1 convolutions on blocked data become Winograd convolutions (opt_level 3).
 
 Runs after alter_layout_propagate: a conv2d_nchwc with a constant packed 3x3 weight, stride 1,
-dilation 1 and float32 values becomes conv2d_winograd_nchwc with the weight transform G g G^T
+dilation 1 and float32 values (grouped too, on blocked data whose blocks each group's channels
+fill) becomes conv2d_winograd_nchwc with the weight transform G g G^T
 computed here, once (see ops/nn_conv_winograd.py).  Output layout, name and readers stay the
 same, so the fused epilogue and the layout propagation around it do not change.  The Winograd
 conv reads blocked data: a conv that reads NCHW data (the first conv after an op that needs
@@ -125,13 +126,15 @@ def _tile_for(n: Node, params: dict, min_channels: int) -> int:
         return 0
     if tuple(n.attrs.get("strides", (1, 1))) != (1, 1) or tuple(n.attrs.get("dilations", (1, 1))) != (1, 1):
         return 0
-    if int(n.attrs.get("groups", 1)) != 1:
-        return 0
     w = params[n.inputs[1]]
     if w.ndim != 5 or tuple(w.shape[2:4]) != (3, 3) or w.dtype != np.float32:
         return 0
+    groups = int(n.attrs.get("groups", 1))
+    # a grouped conv: each group's channels whole blocks of the blocked data and output
+    if groups != 1 and (layout == "NCHW" or w.shape[0] % groups or w.shape[1] % n.inputs[0].shape[4]):
+        return 0
     y = n.outputs[0]
-    m = winograd_tile(w.shape[1], w.shape[0] * w.shape[4], y.shape[2], y.shape[3], min_channels)
+    m = winograd_tile(w.shape[1], w.shape[0] * w.shape[4] // groups, y.shape[2], y.shape[3], min_channels)
     chooser = TILE_CHOICE.get()
     if chooser is None or layout == "NCHW":     # NCHW data: a Winograd form adds a layout change
         return m
@@ -151,4 +154,7 @@ def _forms(n: Node, w: tuple, layout: str) -> dict:
 
 def _winograd_attrs(n: Node, m: int, layout: str) -> dict:
     """The attributes of the Winograd conv with tile size `m` that replaces the conv node `n`."""
-    return {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
+    attrs = {"tile": m, "padding": tuple(n.attrs.get("padding", (0, 0, 0, 0))), "data_layout": layout}
+    if int(n.attrs.get("groups", 1)) != 1:
+        attrs["groups"] = int(n.attrs["groups"])
+    return attrs

@@ -59,12 +59,13 @@ PARALLEL_MIN_MACS = 1 << 21  # multiply-adds of the product below which the nest
 
 def product_macs(wm, wv) -> int:
     """Multiply-adds of the batched product: every output of `wm` (images, output channels,
-    tiles, alpha x alpha positions) sums over V's input channels."""
+    tiles, alpha x alpha positions) sums over its input channels (its group's, with groups)."""
     macs = 1
     for d in const_shape(wm):
         macs *= d
-    _, cb, *_, ci = const_shape(wv)
-    return macs * cb * ci
+    for r in wm.op.reduce_axis:          # a group's input channels only, with groups
+        macs *= _ext(r)
+    return macs
 
 
 def _ext(iv) -> int:
@@ -95,7 +96,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
 
     # the batched product: knobs first (the space is declared before any choice applies)
     n, kb, p, eps, nu, ki = s[wm].op.axis
-    ntiles, block = _ext(p) or 1, _ext(ki) or 1
+    ntiles, block, kb_ext = _ext(p) or 1, _ext(ki) or 1, _ext(kb)
     vectors = max(1, block // lanes)
     if gemm_kernel.narrow_register_file(lanes):
         # 16 registers (AVX2): at most 6 x 2 vectors, a shorter last tile rather than a narrow
@@ -171,7 +172,14 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     on, okb, oy, ox, oki = s[out].op.axis
     yo, yi = s[out].split(oy, factor=m)
     xo, xi = s[out].split(ox, factor=m)
-    if by_rows:
+    groups = _groups(wm, wv)
+    if by_rows and groups > 1:
+        # per group and row of tiles: the group's V, M and output, so that no thread reads what
+        # another wrote (a group's product is short beside the V and M it would hand over)
+        og, okb = s[out].split(okb, factor=kb_ext // groups)
+        s[out].reorder(on, og, yo, okb, xo, yi, xi, oki)
+        on = s[out].fuse(on, og)
+    elif by_rows:
         s[out].reorder(on, yo, okb, xo, yi, xi, oki)
     else:
         s[out].reorder(on, okb, yo, xo, yi, xi, oki)
@@ -192,6 +200,11 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
         # its output; the row's V and M stay in L2 instead of streaming through memory
         s[wv].compute_at(s[out], rows)
         s[wm].compute_at(s[out], rows)
+
+
+def _groups(wm, wv) -> int:
+    """The conv's groups: V's input channel blocks over those one output block sums."""
+    return max(1, const_shape(wv)[1] // max(1, _ext(wm.op.reduce_axis[0])))
 
 
 # a V of more than this many times the L2 cache is computed a row of tiles at a time (by_rows)
