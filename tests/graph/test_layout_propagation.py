@@ -337,3 +337,41 @@ def test_a_stack_of_conv1d_layers_stays_blocked():
     xv = rng.standard_normal((1, 32, 200)).astype("float32")
     model = tensorforge.compile(graph, target="c", opt_level=2)
     np.testing.assert_allclose(model(xv)[0], run_reference(graph, xv)[0], rtol=1e-4, atol=1e-4)
+
+
+def _group_norm_net(groups: int, channels: int = 64, reader_of_mid: bool = False):
+    """conv -> GroupNorm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1),
+    instance_norm, reshape back, channel scale and shift) -> conv."""
+    rng = np.random.default_rng(groups)
+    b = GraphBuilder("gn")
+    x = b.input("x", (1, channels, 12, 10), "float32")
+    w1 = b.const(rng.standard_normal((channels, channels, 3, 3)).astype("float32") * 0.1, "w1")
+    w2 = b.const(rng.standard_normal((channels, channels, 3, 3)).astype("float32") * 0.1, "w2")
+    h = b.add1("conv2d", [x, w1], CONV)
+    r = b.add1("reshape", [h], {"shape": (0, groups, -1)})
+    z = b.add1("instance_norm", [r, b.const((rng.random(groups) + 0.5).astype("float32"), "s"),
+                                 b.const(rng.standard_normal(groups).astype("float32"), "t")], {"epsilon": 1e-5})
+    y = b.add1("reshape", [z], {"shape": (1, channels, 12, 10)})
+    y = b.add1("mul", [y, b.const((rng.random((channels, 1, 1)) + 0.5).astype("float32"), "gamma")])
+    y = b.add1("add", [y, b.const(rng.standard_normal((channels, 1, 1)).astype("float32"), "beta")])
+    outs = [b.add1("conv2d", [y, w2], CONV)]
+    if reader_of_mid:
+        outs.append(b.add1("relu", [z]))         # the (N, G, L) value read in NCHW order too
+    return b.finish(outs), rng.standard_normal((1, channels, 12, 10)).astype("float32")
+
+
+@pytest.mark.parametrize("groups,blocked", [(1, True), (2, True), (32, False)])
+def test_a_group_norm_whose_groups_are_whole_blocks_runs_on_the_twin(groups, blocked):
+    graph, x = _group_norm_net(groups)
+    g = optimize(graph, AVX512)
+    norm = [n for n in g.nodes if n.op == "instance_norm"]
+    assert len(norm) == 1
+    # the blocked form: the statistics read the twin through a reshape, nothing goes to NCHW
+    assert (_ops(g).count("nchwc_to_nchw") == 1) == blocked      # the graph output's only
+    _check(graph, x)
+
+
+def test_a_group_norm_whose_grouped_value_has_another_reader_stays_nchw():
+    graph, x = _group_norm_net(2, reader_of_mid=True)
+    assert _ops(optimize(graph, AVX512)).count("nchwc_to_nchw") > 1
+    _check(graph, x)

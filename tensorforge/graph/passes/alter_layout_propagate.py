@@ -18,7 +18,12 @@ the blocked layout when it can:
   ops/nn_depthwise_nchwc.py), which keep the block; so do reduce_mean / reduce_max over both
   spatial axes, which are the global pools;
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
-  per-channel constants.
+  per-channel constants;
+- a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
+  instance_norm over each group, reshape back) whose groups are whole blocks reads the twin
+  through a reshape: a group's elements are the same set in either memory order, and the
+  normalization is elementwise once its statistics are known, so only the reshape back knows
+  the order (PoolFormer's GroupNorm(1) layers went NCHW and back four times per block).
 
 A depthwise conv whose NCHW input is a transposed view of channels-last data (SegFormer's and
 other vision transformers' Mix-FFN: [B, H*W, C] -> transpose -> reshape to [B, C, H, W]) reads that
@@ -101,9 +106,17 @@ class _Propagation:
         self.squeezed: dict[Value, Value] = {}     # [N, C, W] value -> [N, C, 1, W] value (a conv1d's)
         self.plain: set = set(graph.inputs) | set(graph.params)   # NCHW values already defined
         self.relaid: dict = {}                      # (constant, block) -> re-laid constant
+        self.readers: dict = {}                     # value -> the nodes that read it
+        for n in graph.nodes:
+            for v in n.inputs:
+                if v is not None:
+                    self.readers.setdefault(v, []).append(n)
+        self.done: set = set()                      # nodes already emitted with an earlier one
 
     def run(self) -> Graph:
         for n in self.graph.nodes:
+            if n in self.done:
+                continue
             if n.op == "nchwc_to_nchw":
                 self.blocked[n.outputs[0]] = n.inputs[0]      # emitted later, if something needs it
             elif not self._blocked_form(n):
@@ -185,6 +198,8 @@ class _Propagation:
             return self._batch_norm(n)
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
+        if n.op == "reshape" and self._group_norm(n):
+            return True
         if n.op in ("unsqueeze", "reshape") and self._height_unsqueeze(n):
             return True
         if n.outputs and n.outputs[0].ndim == 3 and any(v in self.squeezed for v in n.inputs):
@@ -199,6 +214,35 @@ class _Propagation:
         if self._twin(x) is None or x.shape[2] != 1 or y.shape != (x.shape[0], x.shape[1], x.shape[3]):
             return False
         self.squeezed[y] = x
+        return True
+
+    def _group_norm(self, n: Node) -> bool:
+        """reshape(x, (N, G, L)) -> instance_norm -> reshape(x.shape) on a value with a blocked
+        twin whose groups are whole blocks: the same three nodes on the twin (a group's elements
+        in the twin's order, which the normalization does not see), the result the twin of the
+        last reshape's output."""
+        x, r = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or x.ndim != 4 or r.ndim != 3 or r.shape[0] != x.shape[0] or not r.shape[1]:
+            return False
+        groups, block = r.shape[1], t.shape[4]
+        if x.shape[1] % groups or (x.shape[1] // groups) % block:
+            return False
+        outputs = set(self.graph.outputs)
+        (norm, *more) = self.readers.get(r, [None])
+        if more or norm is None or norm.op != "instance_norm" or norm.inputs[0] is not r or r in outputs:
+            return False
+        z = norm.outputs[0]
+        (back, *more) = self.readers.get(z, [None])
+        if more or back is None or back.op != "reshape" or back.outputs[0].shape != x.shape or z in outputs:
+            return False
+        rt = Value(r.name + f"_nchw{block}c", r.shape, r.dtype)
+        zt = Value(z.name + f"_nchw{block}c", z.shape, z.dtype)
+        self._emit(Node("reshape", (t,), (rt,), {"shape": r.shape}, n.name))
+        self._emit(Node("instance_norm", (rt, *norm.inputs[1:]), (zt,), norm.attrs, norm.name))
+        yt = self._new_twin(back.outputs[0], block)
+        self._emit(Node("reshape", (zt,), (yt,), {"shape": yt.shape}, back.name))
+        self.done.update((norm, back))
         return True
 
     def _height_unsqueeze(self, n: Node) -> bool:
