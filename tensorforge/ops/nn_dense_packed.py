@@ -1,15 +1,17 @@
 """matmul with a constant right operand packed into column panels (the GEMM micro-kernel layout).
 
-    matmul_packed(x, wp)[..., i, j] = sum_k x[..., i, k] * wp[j // nr, k, j % nr]
+    matmul_packed(x, wp)[..., i, j] = sum_k x[..., i, k_offset + k] * wp[j // nr, k, j % nr]   (k < K)
 
 x is (..., M, K); wp is (P, K, nr): the (K, N) weight cut into P = ceil(N / nr) panels of nr
 columns, each panel contiguous in k and zero-padded past column N.  `units` (N) is an attribute,
-since the padding hides it.  The CPU template `matmul_packed.cpu` accumulates an (mr x nr) tile
-of the output in registers and streams one panel with unit stride.  The graph pass
-`alter_layout_matmul` introduces the op for float32 matmuls whose right operand is a constant,
-packing the weight at compile time.  Pattern complex-out-fusable; the main stage, named and
-tagged "matmul_packed", covers whole panels (P * nr columns); when N < P * nr a stage
-"matmul_packed_cols" keeps the first N.
+since the padding hides it.  With `k_offset` the product is a partial one over x[..., k_offset:
+k_offset + K] of a longer x: one chunk of a reduction that `alter_layout_matmul` cut because the
+weight's panels outgrew the L2 cache (absent, x's last axis is K).  The CPU template
+`matmul_packed.cpu` accumulates an (mr x nr) tile of the output in registers and streams one
+panel with unit stride.  The graph pass `alter_layout_matmul` introduces the op for float32
+matmuls whose right operand is a constant, packing the weight at compile time.  Pattern
+complex-out-fusable; the main stage, named and tagged "matmul_packed", covers whole panels
+(P * nr columns); when N < P * nr a stage "matmul_packed_cols" keeps the first N.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ def unpack_columns(wp: np.ndarray, units: int) -> np.ndarray:
 @op("matmul_packed", COMPLEX, schedule={"cpu": "matmul_packed.cpu"})
 class matmul_packed:
     @staticmethod
-    def infer(x: TensorType, wp: TensorType, units: int) -> TensorType:
+    def infer(x: TensorType, wp: TensorType, units: int, k_offset: int | None = None) -> TensorType:
         if x is None or wp is None:
             raise OpError("matmul_packed: needs x and the packed weight")
         if x.dtype != wp.dtype:
@@ -47,15 +49,18 @@ class matmul_packed:
             raise OpError(f"matmul_packed: x must have rank >= 2 and the packed weight rank 3, got shapes "
                           f"{tuple(x.shape)} and {tuple(wp.shape)}")
         panels, k, nr = wp.shape
-        if x.shape[-1] != k:
+        if k_offset is None and x.shape[-1] != k:
             raise OpError(f"matmul_packed: x {tuple(x.shape)} and packed weight {tuple(wp.shape)} disagree on "
                           f"the reduced axis ({x.shape[-1]} vs {k})")
+        if k_offset is not None and not 0 <= int(k_offset) <= x.shape[-1] - k:
+            raise OpError(f"matmul_packed: a chunk of {k} at k_offset {k_offset} does not fit the reduced axis "
+                          f"of x {tuple(x.shape)}")
         if not (panels - 1) * nr < int(units) <= panels * nr:
             raise OpError(f"matmul_packed: units={units} does not fit {panels} panels of {nr} columns")
         return TensorType(tuple(x.shape[:-1]) + (int(units),), x.dtype)
 
     @staticmethod
-    def compute(x: te.Tensor, wp: te.Tensor, units: int) -> te.Tensor:
+    def compute(x: te.Tensor, wp: te.Tensor, units: int, k_offset: int | None = None) -> te.Tensor:
         xshape = const_shape(x)
         panels, k, nr = const_shape(wp)
         rk = te.reduce_axis((0, k), name="k")
@@ -63,7 +68,7 @@ class matmul_packed:
 
         def body(*idx):
             j = idx[lead]
-            return te.sum(x[(*idx[:lead], rk)] * wp[j // nr, rk, j % nr], axis=rk)
+            return te.sum(x[(*idx[:lead], rk + int(k_offset) if k_offset else rk)] * wp[j // nr, rk, j % nr], axis=rk)
 
         # the main stage covers whole panels, so a register tile never needs a column guard; the
         # output is its first `units` columns
@@ -74,5 +79,6 @@ class matmul_packed:
         return te.compute(tuple(xshape[:-1]) + (int(units),), lambda *i: full[i], name="matmul_packed_cols")
 
     @staticmethod
-    def reference(x: np.ndarray, wp: np.ndarray, units: int) -> np.ndarray:
-        return np.matmul(x, unpack_columns(wp, int(units))).astype(x.dtype)
+    def reference(x: np.ndarray, wp: np.ndarray, units: int, k_offset: int | None = None) -> np.ndarray:
+        k0 = int(k_offset or 0)
+        return np.matmul(x[..., k0:k0 + wp.shape[1]], unpack_columns(wp, int(units))).astype(x.dtype)

@@ -253,3 +253,39 @@ def test_column_tail_of_a_runtime_right_operand_leaves_the_main_tiles_unguarded(
         assert all("for i0 in range(4):  # parallel" in str(f) for f in model.info["funcs"] if "matmul" in f.name)
     ins = [rng.standard_normal(a_shape).astype("float32"), rng.standard_normal(b_shape).astype("float32")]
     np.testing.assert_allclose(model(*ins)[0], run_reference(graph, *ins)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_packed_chunk_of_the_reduction():
+    """k_offset: a partial product over x[..., k_offset:k_offset + K]; a chunk that does not fit
+    the reduced axis is an error, as is a shorter weight without k_offset."""
+    from tensorforge.ops.registry import OpError
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((12, 20)).astype("float32")
+    x = rng.standard_normal((5, 30)).astype("float32")
+    got = check_op("matmul_packed", [x, pack_columns(w, 16)], {"units": 20, "k_offset": 9}, rtol=1e-4, atol=1e-4)[0]
+    np.testing.assert_allclose(got, x[:, 9:21] @ w, rtol=1e-4, atol=1e-4)
+    with pytest.raises(OpError, match="does not fit"):
+        check_op("matmul_packed", [x, pack_columns(w, 16)], {"units": 20, "k_offset": 19})
+    with pytest.raises(OpError, match="disagree"):
+        check_op("matmul_packed", [x, pack_columns(w, 16)], {"units": 20})
+
+
+def test_a_deep_product_with_many_rows_runs_in_chunks_of_the_reduction():
+    """A weight whose (K x nr) panel takes more than half the L2 cache is cut along K into
+    chunks packed on their own; the partial products add up in order, the last one with the
+    epilogue; fewer rows keep one product."""
+    from tensorforge.graph.passes.alter_layout_matmul import CHUNK_MIN_ROWS, reduction_chunks
+    from tensorforge.target import Target
+    target = Target.parse("c")
+    nr = panel_width(128, 48, target.simd_lanes("float32"))
+    k = target.l2_cache_bytes // (4 * nr) + 8           # a panel of about the whole L2
+    cuts = reduction_chunks(k, nr, 128, target)
+    assert cuts and all(c % 8 == 0 for c in cuts) and 4 * nr * max(np.diff([0, *cuts, k])) <= target.l2_cache_bytes // 2
+    assert reduction_chunks(k, nr, CHUNK_MIN_ROWS - 1, target) == []
+    graph, x = _dense_graph(128, k, 48, epilogue="bias_relu")
+    model = _check(graph, x, rtol=1e-3, atol=1e-3)
+    products = [n for n in model.info["graph"].nodes if n.op == "matmul_packed"]
+    assert [n.attrs["k_offset"] for n in products] == [0, *cuts]
+    assert sum(n.inputs[1].shape[1] for n in products) == k
+    labels = [label for label, _ in model.profile(x, repeat=1)]
+    assert any("matmul_packed+add+add+relu" in label for label in labels)
