@@ -184,7 +184,10 @@ def test_grouped_template_configs_compute_the_same():
                        {"tile": 2, "padding": (1, 1, 1, 1), "data_layout": "NCHW16c", "groups": 2})
     space = task.config_space
     rng = random.Random(3)
-    for config in [space.default_config()] + [space.random(rng) for _ in range(3)]:
+    default = space.default_config()
+    rows = [c for c in space.neighbors(default) if c["by_rows"].val != default["by_rows"].val]
+    assert rows                          # per (group, row of tiles), and the three whole nests
+    for config in [default, *rows] + [space.random(rng) for _ in range(3)]:
         check_candidate(task, config, atol=1e-3)
 
 
