@@ -17,6 +17,10 @@ axes), the bias is added to the rows before the reshape back: add(reshape(y2), b
 reshape(add(y2, b)), and the add then fuses into the GEMM's epilogue instead of running as a
 second pass over the re-indexed result.
 
+A weight whose (K x nr) panel outgrows half of L2, in a product of many rows, is cut along K
+into chunks packed on their own (`reduction_chunks`): partial products over x's columns in place
+(`k_offset`) summed in order, the last one with the epilogue.
+
 A product of two run-time operands (attention's scores and context) whose right operand's
 columns leave part of a vector gets them padded with zeros to whole vectors and the extra
 columns sliced off (`_padded_columns`).
