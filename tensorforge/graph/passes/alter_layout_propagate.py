@@ -232,6 +232,9 @@ class _Propagation:
         (norm, *more) = self.readers.get(r, [None])
         if more or norm is None or norm.op != "instance_norm" or norm.inputs[0] is not r or r in outputs:
             return False
+        # emitted here, so the scale and shift must be defined by now (constants, as exported)
+        if any(v is not None and v not in self.params and v not in self.plain for v in norm.inputs[1:]):
+            return False
         z = norm.outputs[0]
         (back, *more) = self.readers.get(z, [None])
         if more or back is None or back.op != "reshape" or back.outputs[0].shape != x.shape or z in outputs:
