@@ -112,11 +112,12 @@ def _ms(seconds: float) -> str:
 def _source(model: str) -> tuple:
     """(what ONNX Runtime loads: the file's path or the zoo model's bytes, the zoo model's
     example inputs by name or None, the model's input names in order)."""
+    from tensorforge.frontend.onnx import runtime_input_names
     from tensorforge.testing import models
 
     if not os.path.exists(model) and model in models.NAMES:
         proto, feeds = models.get(model)
-        return proto.SerializeToString(), dict(feeds), _input_names(proto)
+        return proto.SerializeToString(), dict(feeds), runtime_input_names(proto.graph)
     if not os.path.exists(model):
         return model, None, []          # load_graph says what is wrong with the name
     import onnx
@@ -124,13 +125,7 @@ def _source(model: str) -> tuple:
         proto = onnx.load(model, load_external_data=False)
     except Exception as err:            # noqa: BLE001 - any unreadable file is the user's input
         raise InputError(f"cannot read {model} as an ONNX model: {err}") from None
-    return model, None, _input_names(proto)
-
-
-def _input_names(proto) -> list[str]:
-    """The graph's inputs that are not initializers, in order."""
-    constants = {t.name for t in proto.graph.initializer}
-    return [i.name for i in proto.graph.input if i.name not in constants]
+    return model, None, runtime_input_names(proto.graph)
 
 
 def _random_inputs(model) -> dict:

@@ -360,10 +360,16 @@ def _check_opset(opset: int, model_name: str) -> None:
                       "since may convert wrongly", UserWarning, stacklevel=3)
 
 
+def runtime_input_names(g) -> list[str]:
+    """The names of an ONNX graph's inputs that are not initializers, in order."""
+    weights = {i.name for i in g.initializer}
+    return [i.name for i in g.input if i.name not in weights]
+
+
 def _check_shape_names(g, shapes: dict) -> None:
     """Every name in `shapes` is a model input (a typo must not be ignored)."""
     weights = {i.name for i in g.initializer}
-    inputs = [i.name for i in g.input if i.name not in weights]
+    inputs = runtime_input_names(g)
     unknown = [n for n in shapes if n not in inputs and n not in weights]
     if unknown:
         listed = ", ".join(repr(n) for n in unknown)

@@ -106,11 +106,7 @@ class _Propagation:
         self.squeezed: dict[Value, Value] = {}     # [N, C, W] value -> [N, C, 1, W] value (a conv1d's)
         self.plain: set = set(graph.inputs) | set(graph.params)   # NCHW values already defined
         self.relaid: dict = {}                      # (constant, block) -> re-laid constant
-        self.readers: dict = {}                     # value -> the nodes that read it
-        for n in graph.nodes:
-            for v in n.inputs:
-                if v is not None:
-                    self.readers.setdefault(v, []).append(n)
+        self.readers = graph.consumers()            # value -> the nodes that read it
         self.done: set = set()                      # nodes already emitted with an earlier one
 
     def run(self) -> Graph:

@@ -429,5 +429,4 @@ def _nchw_epilogue(s, out, conv) -> bool:
             not (oshape[1] == total or max(block, total - block) < oshape[1] < total):
         return False
     n, f, y, x = (iv.var for iv in s[out].op.axis)
-    b = shape[4]
-    return reads_only_at(s, out, conv, (n, f // b, y, x, f % b))
+    return reads_only_at(s, out, conv, (n, f // block, y, x, f % block))

@@ -57,7 +57,7 @@ ACCUMULATORS = 24            # output vectors in the product's register tile
 PARALLEL_MIN_MACS = 1 << 21  # multiply-adds of the product below which the nests run serially
 
 
-def product_macs(wm, wv) -> int:
+def product_macs(wm) -> int:
     """Multiply-adds of the batched product: every output of `wm` (images, output channels,
     tiles, alpha x alpha positions) sums over its input channels (its group's, with groups)."""
     macs = 1
@@ -92,11 +92,11 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     wt, wv, wm, ws = st["wino_t"], st["wino_v"], st["wino_m"], st["wino_s"]
     pad = st.get("pad")
     lanes = max(1, target.simd_lanes(y.dtype))
-    parallel = target.num_cores > 1 and product_macs(wm, wv) >= PARALLEL_MIN_MACS
+    parallel = target.num_cores > 1 and product_macs(wm) >= PARALLEL_MIN_MACS
 
     # the batched product: knobs first (the space is declared before any choice applies)
     n, kb, p, eps, nu, ki = s[wm].op.axis
-    ntiles, block, kb_ext = _ext(p) or 1, _ext(ki) or 1, _ext(kb)
+    ntiles, block = _ext(p) or 1, _ext(ki) or 1
     vectors = max(1, block // lanes)
     if gemm_kernel.narrow_register_file(lanes):
         # 16 registers (AVX2): at most 6 x 2 vectors, a shorter last tile rather than a narrow
@@ -176,7 +176,7 @@ def conv2d_winograd_nchwc(s, master_outs, outs, target, cfg=None) -> None:
     if by_rows and groups > 1:
         # per group and row of tiles: the group's V, M and output, so that no thread reads what
         # another wrote (a group's product is short beside the V and M it would hand over)
-        og, okb = s[out].split(okb, factor=kb_ext // groups)
+        og, okb = s[out].split(okb, factor=_ext(okb) // groups)
         s[out].reorder(on, og, yo, okb, xo, yi, xi, oki)
         on = s[out].fuse(on, og)
     elif by_rows:
