@@ -54,6 +54,6 @@ def gpu_problem(kind: str) -> str:
 
 # what each dialect prints for a kernel, a shared buffer and a block-wide barrier
 SPELLING = {
-    "opencl": {"kernel": "__kernel void", "shared": "__local", "barrier": "barrier(CLK_LOCAL_MEM_FENCE)"},
+    "opencl": {"kernel": "__kernel void", "shared": "__local", "barrier": "barrier(CLK_LOCAL_MEM_FENCE);"},
     "cuda": {"kernel": "__global__ void", "shared": "__shared__", "barrier": "__syncthreads();"},
 }
