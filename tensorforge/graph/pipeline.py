@@ -12,6 +12,7 @@ from .ir import Graph
 from .passes.alter_layout import alter_layout
 from .passes.alter_layout_column_conv import alter_layout_column_conv
 from .passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from .passes.alter_layout_half_blocks import alter_layout_half_blocks
 from .passes.alter_layout_im2col import alter_layout_im2col
 from .passes.alter_layout_int8 import alter_layout_int8
 from .passes.alter_layout_matmul import alter_layout_matmul
@@ -61,6 +62,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("alter_layout_propagate", alter_layout_propagate, 2),
     ("alter_layout_winograd", alter_layout_winograd, 3),
     ("alter_layout_winograd_nchw", alter_layout_winograd_nchw, 3),   # GPUs: NCHW Winograd convs
+    ("alter_layout_half_blocks", alter_layout_half_blocks, 2),   # pointwise convs: whole-vector tiles
     ("alter_layout_conv_transpose", alter_layout_conv_transpose, 2),
     ("alter_layout_matmul", alter_layout_matmul, 2),
     ("alter_layout_rnn", alter_layout_rnn, 2),

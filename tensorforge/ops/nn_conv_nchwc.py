@@ -93,7 +93,7 @@ def _data_nchw_shape(shape: tuple, layout: str) -> tuple:
 class conv2d_nchwc:
     @staticmethod
     def infer(data: TensorType, wp: TensorType, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
-              data_layout="NCHW", groups=1):
+              data_layout="NCHW", groups=1, out_block=0, filters=0):
         n, c, h, w = _data_nchw_shape(tuple(data.shape), data_layout)
         groups = int(groups)
         if len(wp.shape) != 5 or groups < 1 or c != wp.shape[1] * groups:
@@ -106,11 +106,14 @@ class conv2d_nchwc:
         oh, ow = _out_hw((h, w), wp.shape[2:4], strides, padding, dilations)
         if oh <= 0 or ow <= 0:
             raise OpError("conv2d_nchwc: the window is larger than the padded input")
+        if out_block:
+            ob, f = _narrow_output(tuple(wp.shape), bi, (strides, padding, dilations, groups), out_block, filters)
+            return TensorType((n, f // ob, oh, ow, ob), data.dtype)
         return TensorType((n, wp.shape[0], oh, ow, wp.shape[4]), data.dtype)
 
     @staticmethod
     def compute(data: te.Tensor, wp: te.Tensor, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1),
-                data_layout="NCHW", groups=1):
+                data_layout="NCHW", groups=1, out_block=0, filters=0):
         shape = tuple(int(d.value) for d in data.shape)
         n, _, h, w = _data_nchw_shape(shape, data_layout)
         fb, c, kh, kw, b = (int(d.value) for d in wp.shape)       # c: input channels per group
@@ -133,6 +136,9 @@ class conv2d_nchwc:
                 lambda i, fo, y, x, fi: te.sum(padded[i, channel(fo, rc), y * sy + ry * dy, x * sx + rx * dx]
                                                * wp[fo, rc, ry, rx, fi], axis=[rc, ry, rx]),
                 name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
+        if out_block:
+            ob, f = _narrow_output((fb, c, kh, kw, b), bi, (strides, padding, dilations, groups), out_block, filters)
+            return _pointwise_rows(data, wp, oh, ow, bi, (sy, sx), (ob, f))
         if (kh, kw) == (1, 1) and not any(padding) and per_group == fb:
             return _pointwise_rows(data, wp, oh, ow, bi, (sy, sx))
         # the channel block rides along as a third "spatial" axis that needs no padding
@@ -150,15 +156,33 @@ class conv2d_nchwc:
 
     @staticmethod
     def reference(data, wp, strides=(1, 1), padding=(0, 0, 0, 0), dilations=(1, 1), data_layout="NCHW",
-                  groups=1):
+                  groups=1, out_block=0, filters=0):
         _data_nchw_shape(data.shape, data_layout)
         x = to_nchw(data) if layout_block(data_layout) else data
-        out = conv_reference(x, unpack_weight(wp), strides, padding, dilations, int(groups))
-        return to_nchwc(out, wp.shape[4])
+        w = unpack_weight(wp)
+        if out_block:
+            w = w[:int(filters)]
+        out = conv_reference(x, w, strides, padding, dilations, int(groups))
+        return to_nchwc(out, int(out_block) or wp.shape[4])
+
+
+def _narrow_output(wp: tuple, bi: int, conv: tuple, out_block, filters) -> tuple[int, int]:
+    """(out_block, filters) of a conv whose weight blocks are wider than its output's: checked
+    that the weight's blocks split into whole output blocks and hold the filters, and that the
+    conv is one the wide form serves (1x1, stride 1, unpadded, one group, on blocked data)."""
+    strides, padding, dilations, groups = conv
+    ob, f, b = int(out_block), int(filters), int(wp[4])
+    if ob < 1 or b % ob or f < 1 or f % ob or f > wp[0] * b:
+        raise OpError(f"conv2d_nchwc: out_block {ob} and filters {f} do not fit the packed weight {tuple(wp)} "
+                      f"(the output blocks must split its blocks and hold at most its {wp[0] * b} filters)")
+    if not bi or tuple(wp[2:4]) != (1, 1) or tuple(strides) != (1, 1) or any(padding) \
+            or tuple(dilations) != (1, 1) or int(groups) != 1:
+        raise OpError("conv2d_nchwc: out_block needs a 1x1, stride-1, unpadded conv of one group on blocked data")
+    return ob, f
 
 
 def _pointwise_rows(data: te.Tensor, wp: te.Tensor, oh: int, ow: int, bi: int,
-                    strides: tuple = (1, 1)) -> te.Tensor:
+                    strides: tuple = (1, 1), narrow: tuple | None = None) -> te.Tensor:
     """A 1x1 unpadded conv on blocked data is a matrix product over the output's positions in
     memory order: `conv2d_nchwc_rows` computes it on (N, F/B, OH * OW, B), so a register tile
     can span positions across rows (6 of them with AVX2's 6 x 16 micro-kernel, where a row of 14
@@ -175,6 +199,12 @@ def _pointwise_rows(data: te.Tensor, wp: te.Tensor, oh: int, ow: int, bi: int,
         lambda i, fo, p, fi: te.sum(data[i, rco, p // ow * sy, p % ow * sx, rci] * wp[fo, rco * bi + rci, 0, 0, fi],
                                     axis=[rco, rci]),
         name="conv2d_nchwc_rows", tag="conv2d_nchwc_rows")
+    if narrow is not None:          # output blocks of ob channels, r of them per block of rows
+        ob, f = narrow
+        r = b // ob
+        return te.compute((n, f // ob, oh, ow, ob),
+                          lambda i, fo, y, x, fi: rows[i, fo // r, y * ow + x, fo % r * ob + fi],
+                          name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx), "out_block": ob})
     return te.compute((n, fb, oh, ow, b), lambda i, fo, y, x, fi: rows[i, fo, y * ow + x, fi],
                       name="conv2d_nchwc", tag="conv2d_nchwc", attrs={"stride_x": int(sx)})
 

@@ -14,6 +14,7 @@ from tensorforge.graph.ir import Graph, Node, Value
 from tensorforge.graph.passes.alter_layout import alter_layout
 from tensorforge.graph.passes.alter_layout_column_conv import alter_layout_column_conv
 from tensorforge.graph.passes.alter_layout_conv_transpose import alter_layout_conv_transpose
+from tensorforge.graph.passes.alter_layout_half_blocks import alter_layout_half_blocks
 from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
 from tensorforge.graph.passes.alter_layout_int8 import alter_layout_int8
 from tensorforge.graph.passes.alter_layout_matmul import alter_layout_matmul
@@ -48,7 +49,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw", "conv_transpose_as_conv", "trim_conv_taps",
+          "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "trim_conv_taps",
           "einsum_as_matmul", "share_equal_params", "unique_names"}
 
 
@@ -879,6 +880,53 @@ def test_alter_layout_winograd_keeps_strided_and_narrow_convs_direct():
                {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)})
     g = b.finish([y, z])
     assert alter_layout_winograd(g, AVX512) is g
+
+
+# -- alter_layout_half_blocks ---------------------------------------------------------------------
+
+POINTWISE = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)}
+
+
+def test_alter_layout_half_blocks_packs_whole_vectors_for_a_pointwise_conv():
+    """144 -> 24 channels on blocked data, read by a blocked conv: the weight in blocks of 16
+    padded to 32 filters, the output still in blocks of 8."""
+    w = rand(24, 144, 1, 1)
+    after_w = rand(16, 24, 1, 1)
+    b = builder()
+    x = b.input("x", (1, 9, 6, 6, 16), "float32")
+    y = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(w, 8))], dict(POINTWISE, data_layout="NCHW16c"))
+    z = b.add1("conv2d_nchwc", [y, b.const(pack_oihw(after_w, 16))], dict(POINTWISE, data_layout="NCHW8c"))
+    before = b.finish([z])
+
+    padded = np.concatenate([w, np.zeros((8, 144, 1, 1), "float32")])
+    e = builder()
+    x = e.input("x", (1, 9, 6, 6, 16), "float32")
+    y = e.add1("conv2d_nchwc", [x, e.const(pack_oihw(padded, 16))],
+               dict(POINTWISE, data_layout="NCHW16c", out_block=8, filters=24))
+    z = e.add1("conv2d_nchwc", [y, e.const(pack_oihw(after_w, 16))], dict(POINTWISE, data_layout="NCHW8c"))
+    want = e.finish([z])
+    got = alter_layout_half_blocks(before, AVX512)
+    assert_graph_equal(got, want)
+    xin = rand(1, 9, 6, 6, 16)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_half_blocks_leaves_other_convs_and_nchw_outputs_alone():
+    """A 3x3 conv, a conv on NCHW data, whole blocks, and a pointwise conv whose output (through
+    an element-wise add) goes back to NCHW keep their weights."""
+    b = builder()
+    x = b.input("x", (1, 1, 6, 6, 16), "float32")
+    plain = b.input("plain", (1, 16, 6, 6), "float32")
+    outs = [b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(24, 16, 3, 3), 8))],
+                   {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "data_layout": "NCHW16c"}),
+            b.add1("conv2d_nchwc", [plain, b.const(pack_oihw(rand(24, 16, 1, 1), 8))], POINTWISE),
+            b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(32, 16, 1, 1), 16))],
+                   dict(POINTWISE, data_layout="NCHW16c"))]
+    y = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(24, 16, 1, 1), 8))], dict(POINTWISE, data_layout="NCHW16c"))
+    y = b.add1("add", [y, b.const(rand(1, 3, 1, 1, 8))])
+    g = b.finish(outs + [b.add1("nchwc_to_nchw", [y])])
+    assert alter_layout_half_blocks(g, AVX512) is g
+    assert alter_layout_half_blocks(g, Target.parse("c -mcpu=x86-64-v3")) is g
 
 
 # -- alter_layout_winograd_nchw (GPUs) ------------------------------------------------------------

@@ -396,3 +396,74 @@ def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil):
     assert "conv2d_nchwc" in ops and op not in ops and "im2col" not in ops, ops
     xs = rng.standard_normal(x.shape).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+# -- output blocks narrower than the weight's (graph/passes/alter_layout_half_blocks.py) ----------
+
+def _half_block_weight(rng, f: int, c: int, block: int) -> np.ndarray:
+    w = rng.standard_normal((f, c, 1, 1)).astype("float32") * 0.1
+    padded = np.concatenate([w, np.zeros((-f % block, c, 1, 1), "float32")])
+    return w, pack_weight(padded, block)
+
+
+@pytest.mark.parametrize("c,bi,f,hw,images", [
+    (144, 16, 24, (14, 14), 1),     # MobileNetV2's projection: 3 blocks of 8 from 2 of 16 (a tail)
+    (32, 8, 40, (5, 9), 2),         # 5 blocks of 8, two images, positions that no tile divides
+    (16, 16, 32, (7, 7), 1),        # whole pairs of blocks
+])
+def test_half_blocks_from_whole_vectors_against_reference(c, bi, f, hw, images):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((images, c, *hw)).astype("float32")
+    w, wp = _half_block_weight(rng, f, c, 16)
+    attrs = {"data_layout": f"NCHW{bi}c", "out_block": 8, "filters": f}
+    (y,) = check_op("conv2d_nchwc", [to_nchwc(x, bi), wp], attrs, rtol=1e-4, atol=1e-4)
+    (want,) = check_op("conv2d_nchwc", [to_nchwc(x, bi), pack_weight(w, 8)], {"data_layout": f"NCHW{bi}c"},
+                       rtol=1e-4, atol=1e-4)
+    assert y.shape == (images, f // 8, *hw, 8)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
+def test_half_block_errors_name_what_does_not_fit():
+    from tensorforge.ops.registry import OpError, TensorType, get
+    conv = get("conv2d_nchwc")
+    x = TensorType((1, 1, 5, 5, 16), "float32")
+    with pytest.raises(OpError, match="filters 40 do not fit"):
+        conv.infer_types([x, TensorType((2, 16, 1, 1, 16), "float32")],
+                         {"data_layout": "NCHW16c", "out_block": 8, "filters": 40})
+    with pytest.raises(OpError, match="out_block 6"):
+        conv.infer_types([x, TensorType((2, 16, 1, 1, 16), "float32")],
+                         {"data_layout": "NCHW16c", "out_block": 6, "filters": 24})
+    with pytest.raises(OpError, match="1x1, stride-1"):
+        conv.infer_types([x, TensorType((2, 16, 3, 3, 16), "float32")],
+                         {"data_layout": "NCHW16c", "padding": (1, 1, 1, 1), "out_block": 8, "filters": 24})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("f,residual", [(24, True), (40, False)])
+def test_compiled_half_blocks_store_each_half_of_the_tile(f, residual, threads):
+    """The template's tile computes whole blocks and stores them as the output's narrower ones,
+    with the bias and a residual add fused (the last block of 16 holds one block of 8)."""
+    from tensorforge.runtime.module import get_num_threads, set_num_threads
+    rng = np.random.default_rng(12)
+    _, wp = _half_block_weight(rng, f, 32, 16)
+    b = GraphBuilder("half")
+    x = b.input("x", (1, 2, 10, 10, 16), "float32")
+    y = b.add1("conv2d_nchwc", [x, b.const(wp, "w")],
+               {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1), "data_layout": "NCHW16c",
+                "out_block": 8, "filters": f})
+    y = b.add1("add", [y, b.const(rng.standard_normal((1, f // 8, 1, 1, 8)).astype("float32"), "bias")])
+    ins = [x]
+    if residual:
+        r = b.input("r", (1, f // 8, 10, 10, 8), "float32")
+        ins.append(r)
+        y = b.add1("add", [y, r])
+    g = b.finish([y])
+    model = tensorforge.compile(g, target="c", opt_level=0)
+    arrays = [rng.standard_normal(v.shape).astype("float32") for v in ins]
+    before = get_num_threads()
+    set_num_threads(threads)
+    try:
+        got = model(*arrays)[0]
+    finally:
+        set_num_threads(before)
+    np.testing.assert_allclose(got, run_reference(g, *arrays)[0], rtol=1e-4, atol=1e-4)

@@ -315,15 +315,22 @@ def _pointwise_rows(s, conv, rows, outs, target, cfg) -> None:
             schedule_elementwise_stage(s, t, target)
     s[rows].set_scope("local")
     ost = s[out]
+    halves = []
     if len(ost.op.axis) == 4:        # NCHW epilogue: the block's channels of each position
         on, of, oy, ox = ost.op.axis
         ofo, ofi = ost.split(of, factor=block)
     else:
         on, ofo, oy, ox, ofi = ost.op.axis
+        narrow = int(conv.op.attrs.get("out_block", 0))
+        if narrow:                   # output blocks narrower than the tile's: stored piece by piece
+            ofo, part = ost.split(ofo, factor=block // narrow)
+            halves = [part]
     p = ost.fuse(oy, ox)
     po, pi = cfg["tile_p"].apply(s, ost, p)
     a, b = [ofo, po][cfg["order_outer"].perm[0]], [ofo, po][cfg["order_outer"].perm[1]]
-    ost.reorder(on, a, b, pi, ofi)
+    ost.reorder(on, a, b, pi, *halves, ofi)
+    for part in halves:
+        ost.unroll(part)
     # the (image, a) loop alone on the thread pool, unless it leaves cores idle for a good part
     # of the time (one output block: MobileNetV2's 144 -> 32 channel projection on 28x28 took
     # as long on 2 threads as on 1): then (image, a, b), each thread its own position tiles
@@ -422,7 +429,7 @@ def _nchw_epilogue(s, out, conv) -> bool:
     accumulator would shrink to the channels kept, too few for a vector (3 of 8 filters on
     256x256 ran 2x slower so)."""
     shape, oshape = known_shape(conv), known_shape(out)
-    if len(s[out].op.axis) != 4 or None in shape or None in oshape:
+    if len(s[out].op.axis) != 4 or None in shape or None in oshape or conv.op.attrs.get("out_block"):
         return False
     total, block = shape[1] * shape[4], shape[4]
     if (oshape[0], oshape[2], oshape[3]) != (shape[0], shape[2], shape[3]) or \
