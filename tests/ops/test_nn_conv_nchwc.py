@@ -378,7 +378,6 @@ def test_pointwise_few_filters_stay_a_gemm():
     ("conv2d", 12, 28, 4, (3, 7), (1, 2), (1, 2)),     # 7 per group: padded to 8 in each of 4 groups
     ("conv1d", 24, 32, 4, (16,), (2,), (1,)),          # a grouped conv1d: blocked as height 1
     ("conv1d", 12, 7, 1, (64,), (1,), (2,)),           # a tall conv1d with 7 filters
-    ("conv2d", 12, 12, 2, (1, 1), (1, 1), (1, 1)),     # grouped pointwise, 6 per group: padded too
 ])
 def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil):
     """Filters padded per group (the padding sliced off per group) and conv1d as a conv2d of
@@ -467,3 +466,30 @@ def test_compiled_half_blocks_store_each_half_of_the_tile(f, residual, threads):
     finally:
         set_num_threads(before)
     np.testing.assert_allclose(got, run_reference(g, *arrays)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op,c,f,groups,size,blocked_input", [
+    ("conv2d", 12, 12, 2, (30, 11), False),     # 6 filters per group
+    ("conv1d", 64, 128, 4, (90,), False),       # a grouped pointwise conv1d (the generic conv before)
+    ("conv2d", 32, 64, 2, (9, 10), True),       # fed by a blocked conv: stays blocked
+])
+def test_grouped_pointwise_convs_between_nchw_values_are_one_product_per_group(op, c, f, groups, size, blocked_input):
+    rng = np.random.default_rng(13)
+    b = GraphBuilder("g")
+    x = b.input("x", (2, c, *size), "float32")
+    h = x
+    conv = {"strides": (1,) * len(size), "padding": (0,) * 2 * len(size), "dilations": (1,) * len(size)}
+    if blocked_input:
+        w0 = b.const(rng.standard_normal((c, c, 3, 3)).astype("float32") * 0.1, "w0")
+        h = b.add1("relu", [b.add1("conv2d", [x, w0], {**conv, "padding": (1, 1, 1, 1), "groups": 1})])
+    w = b.const(rng.standard_normal((f, c // groups, *(1,) * len(size))).astype("float32") * 0.1, "w")
+    g = b.finish([b.add1("relu", [b.add1(op, [h, w], {**conv, "groups": groups})])])
+    model = tensorforge.compile(g, opt_level=2)
+    ops = [n.op for n in model.info["graph"].nodes]
+    if blocked_input:
+        assert ops.count("conv2d_nchwc") == 2 and "matmul" not in ops, ops
+    else:
+        gemm = next(n for n in model.info["graph"].nodes if n.op == "matmul")
+        assert gemm.inputs[0].shape == (groups, f // groups, c // groups) and op not in ops, ops
+    xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

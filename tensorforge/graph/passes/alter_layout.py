@@ -30,7 +30,7 @@
   a pointwise one, which im2col makes a plain GEMM.
 - With 16 vector registers, a strided conv whose output row fits one register tile (7 columns of
   two vectors) stays NCHW too, for alter_layout_im2col's GEMM (`_narrow_strided_product`).
-- A pointwise conv2d (1x1, stride 1, no padding, one group, at least 64 positions) whose input
+- A pointwise conv2d (1x1, stride 1, no padding, at least 64 positions) whose input
   will not be blocked (a graph input, or the output of an op that needs NCHW: a reshape, a
   concat, a resize) and whose output no blocked conv reads stays NCHW as well:
   alter_layout_im2col makes it W times the image, read and written in NCHW.  The blocked conv
@@ -202,9 +202,11 @@ POINTWISE_GEMM_MIN_POSITIONS = 64
 
 
 def _pointwise(n: Node) -> bool:
-    """A 1x1, stride-1, unpadded conv2d of one group over at least POINTWISE_GEMM_MIN_POSITIONS
-    positions."""
-    return n.op == "conv2d" and int(n.attrs.get("groups", 1)) == 1 and n.inputs[1].shape[2:] == (1, 1) \
+    """A 1x1, stride-1, unpadded conv2d over at least POINTWISE_GEMM_MIN_POSITIONS positions
+    (with groups: one product per group, alter_layout_im2col; 4 groups of 64 -> 128 channels on
+    32x32 took 1.13x ONNX Runtime's time blocked and 0.82x so, 2 groups of 6 -> 6 on 56x56 1.65x
+    and 0.67x)."""
+    return n.op == "conv2d" and n.inputs[1].shape[2:] == (1, 1) \
         and all(s == 1 for s in (n.attrs.get("strides") or (1, 1))) and not any(n.attrs.get("padding") or (0,)) \
         and int(np.prod(n.inputs[0].shape[2:])) >= POINTWISE_GEMM_MIN_POSITIONS
 
