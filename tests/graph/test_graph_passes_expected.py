@@ -505,9 +505,11 @@ def test_alter_layout_blocks_a_grouped_conv_per_group():
     ("c -mcpu=x86-64-v4", 8, False, 8),     # no more than half a vector: never padded further
 ])
 def test_alter_layout_blocks_of_filters_per_group(target, per_group, read_by_conv, block):
+    # (16 channels per group: windows of 144 values per group, too many for the product per
+    # group that alter_layout_im2col runs between NCHW values)
     b = builder()
-    img = b.input("img", (1, 8, 8, 8), "float32")
-    y = b.add1("conv2d", [img, b.const(rand(2 * per_group, 4, 3, 3))], dict(CONV, groups=2))
+    img = b.input("img", (1, 32, 8, 8), "float32")
+    y = b.add1("conv2d", [img, b.const(rand(2 * per_group, 16, 3, 3))], dict(CONV, groups=2))
     if read_by_conv:
         y = b.add1("conv2d", [b.add1("relu", [y]), b.const(rand(16, 2 * per_group, 3, 3))], CONV)
     g = b.finish([y])
@@ -516,8 +518,32 @@ def test_alter_layout_blocks_of_filters_per_group(target, per_group, read_by_con
     assert conv.outputs[0].shape[-1] == block
     padded = conv.outputs[0].shape[1] * block // 2
     assert padded == -(-per_group // block) * block
-    x = RNG.standard_normal((1, 8, 8, 8)).astype("float32")
+    x = RNG.standard_normal((1, 32, 8, 8)).astype("float32")
     np.testing.assert_allclose(run_reference(out, x)[0], run_reference(g, x)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_alter_layout_im2col_runs_a_grouped_conv_with_small_windows_as_a_product_per_group():
+    """2 groups of 3 -> 50 channels, 1x3 windows between NCHW values: the window matrix seen as
+    (N, G, 9, positions), W as (G, 50, 9), the bias moved before the reshape to NCHW."""
+    from tensorforge.graph.passes.alter_layout_im2col import alter_layout_im2col
+    w, bias = rand(100, 3, 1, 3), rand(100, 1, 1)
+    conv = {"strides": (1, 1), "padding": (0, 1, 0, 1), "dilations": (1, 1), "groups": 2}
+    b = builder()
+    img = b.input("img", (1, 6, 10, 7), "float32")
+    before = b.finish([b.add1("add", [b.add1("conv2d", [img, b.const(w)], conv), b.const(bias)])])
+
+    e = builder()
+    img = e.input("img", (1, 6, 10, 7), "float32")
+    cols = e.add1("im2col", [img], {"kernel": (1, 3), "strides": (1, 1), "padding": (0, 1, 0, 1),
+                                    "dilations": (1, 1), "pad_value": 0, "per_image": True})
+    groups = e.add1("reshape", [cols], {"shape": (1, 2, 9, 70)})
+    product = e.add1("matmul", [e.const(w.reshape(2, 50, 9)), groups])
+    flat = e.add1("add", [product, e.const(bias.reshape(1, 2, 50, 1))])
+    want = e.finish([e.add1("reshape", [flat], {"shape": (1, 100, 10, 7)})])
+    got = alter_layout_im2col(alter_layout(before, AVX512), AVX512)
+    assert_graph_equal(got, want)
+    x = rand(1, 6, 10, 7)
+    np.testing.assert_allclose(run_reference(got, x)[0], run_reference(before, x)[0], rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("filters,groups,width,stays", [(1, 1, 40, True), (3, 1, 40, True), (4, 1, 40, False),

@@ -516,6 +516,9 @@ def is_elementwise(n: Node) -> bool:
         if isinstance(node, TensorLoad):
             shape = tuple(int(d.value) for d in node.tensor.shape)
             offset = len(y.shape) - len(shape)
+            if offset < 0:          # an input of higher rank than the output (a squeeze)
+                ok.append(False)
+                return
             want = [0 if d == 1 and y.shape[offset + k] != 1 else axes[offset + k] for k, d in enumerate(shape)]
             ok.append(len(node.indices) == len(want) and all(at(i, w) for i, w in zip(node.indices, want)))
 
