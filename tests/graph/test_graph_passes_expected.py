@@ -914,8 +914,9 @@ POINTWISE = {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (1, 1)}
 
 
 def test_alter_layout_half_blocks_packs_whole_vectors_for_a_pointwise_conv():
-    """144 -> 24 channels on blocked data, read by a blocked conv: the weight in blocks of 16
-    padded to 32 filters, the output still in blocks of 8."""
+    """144 -> 24 channels on blocked data, read by a blocked conv: the weight in one block of
+    two vectors (32 filters, as many as blocks of one vector would take), the output still in
+    blocks of 8."""
     w = rand(24, 144, 1, 1)
     after_w = rand(16, 24, 1, 1)
     b = builder()
@@ -927,7 +928,7 @@ def test_alter_layout_half_blocks_packs_whole_vectors_for_a_pointwise_conv():
     padded = np.concatenate([w, np.zeros((8, 144, 1, 1), "float32")])
     e = builder()
     x = e.input("x", (1, 9, 6, 6, 16), "float32")
-    y = e.add1("conv2d_nchwc", [x, e.const(pack_oihw(padded, 16))],
+    y = e.add1("conv2d_nchwc", [x, e.const(pack_oihw(padded, 32))],
                dict(POINTWISE, data_layout="NCHW16c", out_block=8, filters=24))
     z = e.add1("conv2d_nchwc", [y, e.const(pack_oihw(after_w, 16))], dict(POINTWISE, data_layout="NCHW8c"))
     want = e.finish([z])
@@ -935,6 +936,21 @@ def test_alter_layout_half_blocks_packs_whole_vectors_for_a_pointwise_conv():
     assert_graph_equal(got, want)
     xin = rand(1, 9, 6, 6, 16)
     np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(before, xin)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_alter_layout_half_blocks_takes_blocks_of_one_vector_where_two_would_pad_more():
+    """40 filters: blocks of 16 (48 filters), not 32 (64); 56: blocks of 32 (64 either way)."""
+    from tensorforge.graph.passes.alter_layout_half_blocks import wide_block
+    assert [wide_block(f, 16) for f in (24, 40, 56, 72, 88)] == [32, 16, 32, 16, 32]
+    b = builder()
+    x = b.input("x", (1, 2, 5, 5, 16), "float32")
+    y = b.add1("conv2d_nchwc", [x, b.const(pack_oihw(rand(40, 32, 1, 1), 8))], dict(POINTWISE, data_layout="NCHW16c"))
+    z = b.add1("conv2d_nchwc", [y, b.const(pack_oihw(rand(16, 40, 1, 1), 16))], dict(POINTWISE, data_layout="NCHW8c"))
+    g = b.finish([z])
+    got = alter_layout_half_blocks(g, AVX512)
+    assert got.nodes[0].inputs[1].shape == (3, 32, 1, 1, 16) and got.nodes[0].attrs["filters"] == 40
+    xin = rand(1, 2, 5, 5, 16)
+    np.testing.assert_allclose(run_reference(got, xin)[0], run_reference(g, xin)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_alter_layout_half_blocks_leaves_other_convs_and_nchw_outputs_alone():

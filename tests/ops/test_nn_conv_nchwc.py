@@ -407,15 +407,16 @@ def _half_block_weight(rng, f: int, c: int, block: int) -> np.ndarray:
     return w, pack_weight(padded, block)
 
 
-@pytest.mark.parametrize("c,bi,f,hw,images", [
-    (144, 16, 24, (14, 14), 1),     # MobileNetV2's projection: 3 blocks of 8 from 2 of 16 (a tail)
-    (32, 8, 40, (5, 9), 2),         # 5 blocks of 8, two images, positions that no tile divides
-    (16, 16, 32, (7, 7), 1),        # whole pairs of blocks
+@pytest.mark.parametrize("c,bi,f,hw,images,block", [
+    (144, 16, 24, (14, 14), 1, 16),     # 3 blocks of 8 from 2 of 16 (a tail)
+    (144, 16, 24, (14, 14), 1, 32),     # MobileNetV2's projection: 3 blocks of 8 from 1 of 32
+    (32, 8, 40, (5, 9), 2, 16),         # 5 blocks of 8, two images, positions that no tile divides
+    (16, 16, 32, (7, 7), 1, 16),        # whole pairs of blocks
 ])
-def test_half_blocks_from_whole_vectors_against_reference(c, bi, f, hw, images):
+def test_half_blocks_from_whole_vectors_against_reference(c, bi, f, hw, images, block):
     rng = np.random.default_rng(11)
     x = rng.standard_normal((images, c, *hw)).astype("float32")
-    w, wp = _half_block_weight(rng, f, c, 16)
+    w, wp = _half_block_weight(rng, f, c, block)
     attrs = {"data_layout": f"NCHW{bi}c", "out_block": 8, "filters": f}
     (y,) = check_op("conv2d_nchwc", [to_nchwc(x, bi), wp], attrs, rtol=1e-4, atol=1e-4)
     (want,) = check_op("conv2d_nchwc", [to_nchwc(x, bi), pack_weight(w, 8)], {"data_layout": f"NCHW{bi}c"},
@@ -440,13 +441,13 @@ def test_half_block_errors_name_what_does_not_fit():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("f,residual", [(24, True), (40, False)])
-def test_compiled_half_blocks_store_each_half_of_the_tile(f, residual, threads):
+@pytest.mark.parametrize("f,residual,block", [(24, True, 32), (24, False, 16), (40, False, 16)])
+def test_compiled_half_blocks_store_each_piece_of_the_tile(f, residual, block, threads):
     """The template's tile computes whole blocks and stores them as the output's narrower ones,
-    with the bias and a residual add fused (the last block of 16 holds one block of 8)."""
+    with the bias and a residual add fused (the last block holds fewer blocks of 8)."""
     from tensorforge.runtime.module import get_num_threads, set_num_threads
     rng = np.random.default_rng(12)
-    _, wp = _half_block_weight(rng, f, 32, 16)
+    _, wp = _half_block_weight(rng, f, 32, block)
     b = GraphBuilder("half")
     x = b.input("x", (1, 2, 10, 10, 16), "float32")
     y = b.add1("conv2d_nchwc", [x, b.const(wp, "w")],
