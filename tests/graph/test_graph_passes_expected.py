@@ -146,6 +146,41 @@ def test_simplify_graph_drops_identities_and_merges_reshapes():
     assert_graph_equal(simplify_graph(before), want)
 
 
+def test_simplify_graph_merges_a_reduction_of_a_reduction():
+    """x.mean(3).mean(2) is x.mean((2, 3)); with keepdims the axes are the input's own."""
+    b = builder()
+    x = b.input("x", (2, 5, 7, 3), "float32")
+    m1 = b.add1("reduce_mean", [x], {"axes": (3,), "keepdims": 0})
+    m2 = b.add1("reduce_mean", [m1], {"axes": (-1,), "keepdims": 0})
+    k1 = b.add1("reduce_max", [x], {"axes": (1,), "keepdims": 1})
+    k2 = b.add1("reduce_max", [k1], {"axes": (3,), "keepdims": 1})
+    before = b.finish([m2, k2])
+
+    e = builder()
+    x = e.input("x", (2, 5, 7, 3), "float32")
+    e.add1("reduce_mean", [x], {"axes": (3,), "keepdims": 0})      # left for dead-code elimination
+    m2 = e.add1("reduce_mean", [x], {"axes": (2, 3), "keepdims": 0})
+    e.add1("reduce_max", [x], {"axes": (1,), "keepdims": 1})
+    k2 = e.add1("reduce_max", [x], {"axes": (1, 3), "keepdims": 1})
+    want = e.finish([m2, k2])
+    got = simplify_graph(before)
+    assert_graph_equal(got, want)
+    xs = rand(2, 5, 7, 3)
+    for a, w in zip(run_reference(got, xs), run_reference(before, xs)):
+        np.testing.assert_allclose(a, w, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["other reader", "another op", "keepdims differ", "integers"])
+def test_simplify_graph_keeps_reductions_it_cannot_merge(case):
+    b = builder()
+    x = b.input("x", (2, 5, 7), "int32" if case == "integers" else "float32")
+    m1 = b.add1("reduce_mean", [x], {"axes": (2,), "keepdims": 0})
+    m2 = b.add1("reduce_sum" if case == "another op" else "reduce_mean", [m1],
+                {"axes": (1,), "keepdims": 1 if case == "keepdims differ" else 0})
+    g = b.finish([m2, m1] if case == "other reader" else [m2])
+    assert simplify_graph(g) is g
+
+
 def test_simplify_graph_keeps_an_identity_that_is_a_graph_output():
     b = builder()
     x = b.input("x", (2, 3), "float32")
