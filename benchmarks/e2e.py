@@ -36,6 +36,11 @@ torch.jit.optimize_for_inference (for CNNs also each in channels_last memory ord
 with eager, and names it in the torch column.  Its output is checked against ONNX Runtime before
 timing.  Without PyTorch the column says n/a.
 
+Timing.  Per model and thread count, three rounds; in each, every peer is timed in a block of
+repeat / 3 calls (at least as many as fill MIN_BLOCK_S, for fast models) after 0.1 s of untimed
+calls, the order rotated between rounds; a peer's latency is the median of its three block
+medians.
+
 OpenMP.  --omp-wait-policy sets OMP_WAIT_POLICY for the whole process before any OpenMP runtime
 loads, as a user's environment would.  It reaches PyTorch's libgomp; tensorforge's kernels run
 on tensorforge's own thread pool (tensorforge/runtime/thread_pool.py), which it does not affect.
@@ -60,9 +65,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
+# each timed block has at least the calls that fill this many seconds (a DQN of 0.08 ms: 250)
+MIN_BLOCK_S = 0.02
+
+
 def median_ms(fn, repeat: int) -> float:
     from tensorforge.testing.timing import median_seconds
-    return median_seconds(fn, repeat, warmup_s=0.1) * 1e3
+    return median_seconds(fn, repeat, warmup_s=0.1, min_block_s=MIN_BLOCK_S) * 1e3
 
 
 def import_torch_peer():
