@@ -239,20 +239,6 @@ def _small_windows(n: Node) -> bool:
         and x.dtype == "float32"
 
 
-def _grouped_product(n: Node) -> bool:
-    """A grouped float32 conv (not depthwise) that alter_layout_im2col can run as one product
-    per group (`grouped_product`: windows of few values per filter).  Between NCHW values that
-    product writes NCHW as it goes; blocked, the output goes through a gather that cuts each
-    group's padded filters (4 groups of 3 -> 100 channels, a 1x3 kernel on 300x7: 0.85 ms
-    blocked, 0.09 ms so; ONNX Runtime 0.16), or, with few values per window, the tile's NCHW
-    epilogue writes more than it computes (2 groups of 1 -> 24 channels, 5 taps over 300x7:
-    0.099 ms blocked, ONNX Runtime 0.025)."""
-    from .alter_layout_im2col import grouped_product
-    if n.op not in ("conv1d", "conv2d") or int(n.attrs.get("groups", 1)) < 2 or _depthwise(n) \
-            or len(n.inputs) != 2 or n.outputs[0].dtype != "float32":
-        return False
-    return grouped_product(n)
-
 # ops whose blocked input alter_layout_propagate keeps blocked (besides elementwise ops and
 # depthwise convs)
 KEEPS_BLOCKS = (*WINDOW_POOLS, *GLOBAL_POOLS, "batch_norm")
@@ -277,10 +263,11 @@ class _LayoutGuess:
 
     def stays_nchw(self, n: Node) -> bool:
         """A pointwise conv, one with small windows (`_small_windows`) or a grouped one with few
-        values per window (`_grouped_product`), that neither reads nor writes a value kept
-        blocked, with a constant weight (the GEMM forms of alter_layout_im2col pack it at
-        compile time)."""
-        return (_pointwise(n) or _small_windows(n) or _grouped_product(n)) and n.inputs[1] in self.params \
+        values per window (alter_layout_im2col's `grouped_product`), that neither reads nor
+        writes a value kept blocked, with a constant weight (the GEMM forms of
+        alter_layout_im2col pack it at compile time)."""
+        from .alter_layout_im2col import grouped_product  # (that module imports this one)
+        return (_pointwise(n) or _small_windows(n) or grouped_product(n)) and n.inputs[1] in self.params \
             and not self.fed_blocked(n.inputs[0]) and not self.read_blocked(n.outputs[0])
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:

@@ -41,17 +41,16 @@ def alter_layout_half_blocks(graph: Graph, target: Target) -> Graph:
             nodes.append(n)
             continue
         w = n.inputs[1]
+        f = w.shape[0] * w.shape[4]
         wide = done.get(w)
         if wide is None:
             unpacked = unpack_weight(params[w])
-            f = unpacked.shape[0]
             block = wide_block(f, lanes)
             padded = np.zeros((-(-f // block) * block, *unpacked.shape[1:]), unpacked.dtype)
             padded[:f] = unpacked
             arr = pack_weight(padded, block)
             wide = done[w] = Value(f"{w.name}_{block}o", arr.shape, arr.dtype.name)
             params[wide] = arr
-        f = w.shape[0] * w.shape[4]
         attrs = {**n.attrs, "out_block": int(w.shape[4]), "filters": int(f)}
         nodes.append(Node(n.op, (n.inputs[0], wide), n.outputs, attrs, n.name))
         changed = True

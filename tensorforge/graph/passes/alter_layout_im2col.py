@@ -190,16 +190,24 @@ GROUPED_WINDOW_SHARE = 2
 
 
 def grouped_product(n: Node) -> bool:
-    """Whether grouped conv `n` (not depthwise: its groups hold several channels or filters)
-    runs here as one product per group: non-negative padding, at least as many output
-    positions as filters per group (the per-image form), windows of at most
-    GROUPED_WINDOW_SHARE values per filter, within MAX_COLS_BYTES.  (2 groups of 32 -> 100
-    channels with a 64x1 kernel, 4096 values per window: 22.6 ms as products, 18.6 ms for
-    ONNX Runtime; 2 groups of 8 -> 100 with a 3x5 kernel, 240 values: 0.055 ms so, 0.089 ms
-    blocked, 0.069 ms for ONNX Runtime.)"""
+    """Whether `n` is a grouped float32 conv1d/conv2d (not depthwise: its groups hold several
+    channels or filters) that runs here as one product per group: non-negative padding, at
+    least as many output positions as filters per group (the per-image form), windows of at
+    most GROUPED_WINDOW_SHARE values per filter, within MAX_COLS_BYTES.  Between NCHW values
+    alter_layout leaves such a conv to this pass: the product writes NCHW as it goes, where
+    blocked the output went through a gather that cut each group's padded filters (4 groups of
+    3 -> 100 channels, a 1x3 kernel on 300x7: 0.85 ms blocked, 0.09 ms so; ONNX Runtime 0.16),
+    or, with few values per window, the tile's NCHW epilogue wrote more than it computed (2
+    groups of 1 -> 24 channels, 5 taps over 300x7: 0.099 ms blocked, ONNX Runtime 0.025).
+    (2 groups of 32 -> 100 channels with a 64x1 kernel, 4096 values per window: 22.6 ms as
+    products, 18.6 ms for ONNX Runtime; 2 groups of 8 -> 100 with a 3x5 kernel, 240 values:
+    0.055 ms so, 0.089 ms blocked, 0.069 ms for ONNX Runtime.)"""
+    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] is None:
+        return False
     x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
     groups = int(n.attrs.get("groups", 1))
-    if groups < 2 or (x.shape[1] == groups and y.shape[1] == groups) or any(p < 0 for p in n.attrs.get("padding") or (0,)):
+    if groups < 2 or (x.shape[1] == groups and y.shape[1] == groups) or y.dtype != "float32" \
+            or any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
     positions = int(np.prod(y.shape[2:]))
     window = int(np.prod(w.shape[1:])) * groups

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ir.dtype import is_float
 from ..ir import Graph, Node, Value
 from .rewrite import replace_values
 
@@ -26,8 +27,7 @@ def simplify_graph(graph: Graph) -> Graph:
     kept = []
     producer: dict[Value, Node] = {}
     outputs = set(graph.outputs)
-    read = {v for n in graph.nodes for v in n.inputs if v is not None}
-    readers: dict[Value, int] = {}
+    readers: dict[Value, int] = {}         # value -> how many inputs of nodes read it
     for n in graph.nodes:
         for v in n.inputs:
             if v is not None:
@@ -36,7 +36,7 @@ def simplify_graph(graph: Graph) -> Graph:
     for n in graph.nodes:
         if ((n.op in IDENTITY_OPS or _pads_nothing(n)) and n.inputs and n.inputs[0] is not None
                 and n.outputs[0] not in outputs
-                and not any(v in read or v in outputs for v in n.outputs[1:])):   # e.g. a dropout mask
+                and not any(v in readers or v in outputs for v in n.outputs[1:])):   # e.g. a dropout mask
             mapping[n.outputs[0]] = n.inputs[0]
             changed = True
             continue
@@ -81,7 +81,7 @@ def _merged_reduction(n: Node, producer: dict, readers: dict, outputs: set) -> N
         return None
     x = first.inputs[0]
     keep = int(n.attrs.get("keepdims", 1))
-    if x is None or not np.issubdtype(np.dtype(x.dtype), np.floating) or keep != int(first.attrs.get("keepdims", 1)) \
+    if x is None or not is_float(x.dtype) or keep != int(first.attrs.get("keepdims", 1)) \
             or n.attrs.get("axes") is None or first.attrs.get("axes") is None or len(n.inputs) != 1:
         return None
     inner = sorted(a % x.ndim for a in first.attrs["axes"])
