@@ -59,12 +59,12 @@ def resolve_exporter(exporter: str) -> str:
     return "dynamo" if "dynamo" in inspect.signature(torch.onnx.export).parameters else "torchscript"
 
 
-def _quiet_export(module, args: tuple, path: str, name: str, exporter: str) -> None:
+def quiet_export(module, args: tuple, path: str, input_names: list, output_names: list, exporter: str) -> None:
     """torch.onnx.export with the exporter's progress chatter and deprecation notices held back
     (they are printed when the export fails)."""
     import torch
 
-    kwargs = dict(input_names=models.input_names(name), output_names=models.output_names(name))
+    kwargs = dict(input_names=list(input_names), output_names=list(output_names))
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = exporter == "dynamo"
     chatter = io.StringIO()
@@ -100,7 +100,7 @@ def export(name: str, out_dir: Path, exporter: str = "auto", seed: int = 0) -> P
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
         raw = os.path.join(tmp, f"{name}.raw.onnx")
-        _quiet_export(module, args, raw, name, exporter)
+        quiet_export(module, args, raw, models.input_names(name), models.output_names(name), exporter)
         proto = onnx.load(raw)
         for key, value in ((META_WORKLOAD, name), (META_SEED, str(seed))):
             entry = proto.metadata_props.add()
