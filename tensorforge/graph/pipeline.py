@@ -21,6 +21,7 @@ from .passes.alter_layout_propagate import alter_layout_propagate
 from .passes.alter_layout_rnn import alter_layout_rnn
 from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
+from .passes.conv3d_as_conv2d import conv3d_as_conv2d
 from .passes.conv_transpose_as_conv import conv_transpose_as_conv
 from .passes.einsum_as_matmul import einsum_as_matmul
 from .passes.eliminate_dead_code import eliminate_dead_code
@@ -55,6 +56,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("share_equal_params", _any_target(share_equal_params), 1),   # a weight reused: one value to pack
     ("einsum_as_matmul", einsum_as_matmul, 2),        # batched matrix products: the GEMM paths
     ("conv_transpose_as_conv", conv_transpose_as_conv, 2),      # stride 1: a conv with the kernel flipped
+    ("conv3d_as_conv2d", conv3d_as_conv2d, 2),          # depth taps stacked as channels: the 2-D paths
     ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
     ("alter_layout", alter_layout, 2),

@@ -23,6 +23,7 @@ from tensorforge.graph.passes.alter_layout_propagate import alter_layout_propaga
 from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
+from tensorforge.graph.passes.conv3d_as_conv2d import conv3d_as_conv2d
 from tensorforge.graph.passes.conv_transpose_as_conv import conv_transpose_as_conv
 from tensorforge.graph.passes.einsum_as_matmul import einsum_as_matmul
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
@@ -49,7 +50,8 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "trim_conv_taps",
+          "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "conv3d_as_conv2d",
+          "trim_conv_taps",
           "einsum_as_matmul", "share_equal_params", "unique_names"}
 
 
@@ -770,6 +772,35 @@ def test_conv_transpose_as_conv_leaves_strided_and_spreading_layers_alone():
                dict(attrs, strides=(1, 1), padding=(0, 0, 0, 0)))                          # 1x1 -> 4x4
     g = b.finish([y, z])
     assert conv_transpose_as_conv(g, AVX512) is g
+
+
+# -- conv3d_as_conv2d ---------------------------------------------------------------------------
+
+def test_conv3d_as_conv2d_stacks_the_depth_taps_as_channels():
+    w = rand(6, 4, 3, 3, 3)                    # (M, C, KD, KH, KW)
+    b = builder()
+    x = b.input("x", (2, 4, 5, 8, 8), "float32")
+    y = b.add1("conv3d", [x, b.const(w)], {"strides": (2, 1, 1), "padding": (1, 1, 1, 1, 0, 1),
+                                            "dilations": (1, 1, 1), "groups": 1})
+    before = b.finish([y])                     # depth: (5 + 1 + 1 - 3) / 2 + 1 = 3 frames
+
+    e = builder()
+    x = e.input("x", (2, 4, 5, 8, 8), "float32")
+    padded = e.add1("pad", [x], {"pads": (0, 0, 1, 0, 0, 0, 0, 1, 0, 0)})
+    taps = [e.add1("slice", [padded], {"starts": (t,), "ends": (t + 5,), "axes": (2,), "steps": (2,)})
+            for t in range(3)]
+    stacked = e.add1("concat", taps, {"axis": 2})                           # (N, C, KD * Do, H, W)
+    split = e.add1("reshape", [stacked], {"shape": (2, 4, 3, 3, 8, 8)})
+    moved = e.add1("transpose", [split], {"perm": (0, 3, 1, 2, 4, 5)})
+    frames = e.add1("reshape", [moved], {"shape": (6, 12, 8, 8)})          # (N Do, C KD, H, W)
+    y2 = e.add1("conv2d", [frames, e.const(w.reshape(6, 12, 3, 3))],
+                {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "padding": (1, 1, 0, 1)})
+    back = e.add1("reshape", [y2], {"shape": (2, 3, 6, 7, 8)})
+    y = e.add1("transpose", [back], {"perm": (0, 2, 1, 3, 4)})
+    after = conv3d_as_conv2d(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(2, 4, 5, 8, 8)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
 
 
 # -- alter_layout_im2col --------------------------------------------------------------------------
