@@ -196,6 +196,39 @@ def test_tile_repeating_the_innermost_axis_copies_rows(shape, repeats, rows):
     np.testing.assert_array_equal(model(xs)[0], np.tile(xs, repeats))
 
 
+def _shuffle_graph(c: int, hw: int, transpose_plane: bool):
+    """concat of two (1, c, hw, hw) inputs, then a channel shuffle (view, transpose, view), plus
+    a per-channel bias; with transpose_plane the plane's two axes are swapped as well."""
+    b = GraphBuilder("shuffle")
+    x, y = b.input("x", (1, c, hw, hw), "float32"), b.input("y", (1, c, hw, hw), "float32")
+    cat = b.add1("concat", [x, y], {"axis": 1})
+    five = b.add1("reshape", [cat], {"shape": (1, 2, c, hw, hw)})
+    moved = b.add1("transpose", [five], {"perm": (0, 2, 1, 4, 3) if transpose_plane else (0, 2, 1, 3, 4)})
+    flat = b.add1("reshape", [moved], {"shape": (1, 2 * c, hw, hw)})
+    bias = b.const(np.arange(2 * c, dtype="float32").reshape(1, 2 * c, 1, 1), "bias")
+    return b.finish([b.add1("add", [flat, bias])])
+
+
+@pytest.mark.parametrize("c,hw,transpose_plane,rows", [
+    (6, 14, False, True),      # planes of 14 x 14 read as rows of 196: 12 vectors and a tail
+    (6, 7, False, True),       # 7 x 7: rows of 49
+    (6, 14, True, False),      # the plane transposed: no row of 196 in memory, the flat loop
+    (6, 3, False, False),      # a plane shorter than two vectors: the flat loop
+])
+def test_short_planes_read_as_rows_run_as_rows(c, hw, transpose_plane, rows):
+    """An injective stage whose last axis is short and no multiple of the vector width runs its
+    last two axes as one row when every read walks memory as the plane does (a concat and
+    channel shuffle): no division of a flat index per element.  The same values either way."""
+    model = tensorforge.compile(_shuffle_graph(c, hw, transpose_plane), target="c -mcpu=x86-64-v4")
+    assert (f"% {hw})" not in model.source and f"/ {hw})" not in model.source) == rows
+    rng = np.random.default_rng(7)
+    x, y = (rng.standard_normal((1, c, hw, hw)).astype("float32") for _ in range(2))
+    cat = np.concatenate([x, y], 1).reshape(1, 2, c, hw, hw)
+    cat = cat.transpose(0, 2, 1, 4, 3) if transpose_plane else cat.transpose(0, 2, 1, 3, 4)
+    want = cat.reshape(1, 2 * c, hw, hw) + np.arange(2 * c, dtype="float32").reshape(1, 2 * c, 1, 1)
+    np.testing.assert_array_equal(model(x, y)[0], want)
+
+
 @pytest.mark.parametrize("c,bi,f,bo,k,stride,pad", [
     (32, 16, 32, 16, 3, (1, 1), (1, 1, 1, 1)),
     (16, 8, 48, 16, 3, (2, 1), (1, 0, 1, 2)),     # input block != output block, uneven padding
