@@ -187,7 +187,11 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
         if tables is not None:
             total = None
             for index, w in zip(*tables):
-                term = prev[o[:k] + (index[o[k]],) + o[k + 1:]].astype(work) * w[o[k]].astype(work)
+                # the table holds clamped indices; clamping again tells the index arithmetic
+                # their range (a per-channel operand of an input merged from the channels and
+                # the plane then reads at the channel, not at a division of the flat offset)
+                at = TE.clip(index[o[k]], 0, ax.in_len - 1)
+                term = prev[o[:k] + (at,) + o[k + 1:]].astype(work) * w[o[k]].astype(work)
                 total = term if total is None else total + term
             return total
         coord, extrapolated = source_coord(TE, o[k], ax, ctm)
@@ -228,7 +232,7 @@ def _tap_tables_te(k: int, ax: AxisPlan, a: dict) -> tuple[list, list]:
     def index(t):
         def entry(o):
             one = te.reduce_axis((0, 1), name="one")
-            return te.sum(TE.clip(taps(o + one.var)[0][t], 0, ax.in_len - 1), axis=one)
+            return te.sum(TE.clip(taps(o + one.var)[0][t], 0, ax.in_len - 1).astype("int32"), axis=one)
         return te.compute((ax.out_len,), entry, name=f"resize_index{k}_{t}")
 
     def weight(t):

@@ -108,3 +108,28 @@ def test_errors(attrs, message):
         get("resize").infer_types([TensorType((1, 4), "float32")], dict(sizes=(1, 8), scales=(1.0, 2.0), **attrs))
     with pytest.raises(OpError, match="exactly one"):
         resize_output((1, 4))
+
+
+def test_channel_operand_of_a_merged_input_reads_at_the_channel():
+    """A per-channel bias added to a product's (C, H * W) output, reshaped to (C, H, W) and
+    resized: the index tables hold 32-bit clamped indices, so the bias is read at the channel the
+    output row belongs to, not at a 64-bit division and remainder of the flat offset per element
+    (which made a DeepLab head's 8x up-sampling take 9.5 ms against ONNX Runtime's 0.6)."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    from tensorforge.graph.reference import run_reference
+
+    c, h = 5, 8
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("head")
+    x = b.input("x", (1, c, h * h), "float32")
+    bias = rng.standard_normal((1, c, 1)).astype("float32")
+    y = b.add1("add", [x, b.const(bias, "bias")])
+    y = b.add1("reshape", [y], {"shape": (1, c, h, h)})
+    sizes, scales = resize_output((1, c, h, h), scales=(1, 1, 4.0, 4.0))
+    y = b.add1("resize", [y], {"sizes": sizes, "scales": scales, "mode": "linear"})
+    graph = b.finish([y])
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v4")
+    assert "tf_floordiv_int64" not in model.source and f"% {c}" not in model.source
+    xs = rng.standard_normal((1, c, h * h)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(graph, xs)[0], rtol=1e-5, atol=1e-5)
