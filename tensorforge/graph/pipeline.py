@@ -23,6 +23,7 @@ from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from .passes.conv3d_as_conv2d import conv3d_as_conv2d
 from .passes.conv_transpose_as_conv import conv_transpose_as_conv
+from .passes.dilated_conv_as_phases import dilated_conv_as_phases
 from .passes.einsum_as_matmul import einsum_as_matmul
 from .passes.eliminate_dead_code import eliminate_dead_code
 from .passes.fold_batch_norm import fold_batch_norm
@@ -57,6 +58,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("einsum_as_matmul", einsum_as_matmul, 2),        # batched matrix products: the GEMM paths
     ("conv_transpose_as_conv", conv_transpose_as_conv, 2),      # stride 1: a conv with the kernel flipped
     ("conv3d_as_conv2d", conv3d_as_conv2d, 2),          # depth taps stacked as channels: the 2-D paths
+    ("dilated_conv_as_phases", dilated_conv_as_phases, 3),   # atrous 3x3 convs: undilated on each phase
     ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
     ("alter_layout", alter_layout, 2),

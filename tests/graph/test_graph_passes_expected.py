@@ -50,7 +50,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_im2col", "alter_layout_column_conv",
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
-          "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "conv3d_as_conv2d",
+          "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "conv3d_as_conv2d", "dilated_conv_as_phases",
           "trim_conv_taps",
           "einsum_as_matmul", "share_equal_params", "unique_names"}
 

@@ -223,3 +223,24 @@ def test_grouped_convs_on_blocked_data_take_winograd(groups, per_group, winograd
         assert nodes[0].attrs["groups"] == groups
     want = tensorforge.compile(graph, target="c -mcpu=x86-64-v4", opt_level=2)(x)[0]
     np.testing.assert_allclose(fast(x)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("l2, inside", [(4096, True), (1 << 20, False)])
+def test_batches_with_a_large_transformed_weight_read_it_once(monkeypatch, tmp_path, l2, inside):
+    """With several images and a transformed weight U of U_FROM_MEMORY times the L2 cache or more
+    (the phases of a dilated conv through 512 channels), the product's position and channel
+    block loops hold the images, so each block of U is read once, not once per image; a U the
+    caches hold keeps the images outside.  The same values either way."""
+    from tensorforge.target import Target
+    monkeypatch.setattr(Target, "l2_cache_bytes", property(lambda self: l2))
+    monkeypatch.setenv("TENSORFORGE_CACHE_DIR", str(tmp_path))      # kernels lowered for this cache size
+    b = GraphBuilder("w")
+    x = b.input("x", (2, 16, 4, 4), "float32")
+    w = RNG.standard_normal((64, 16, 3, 3)).astype("float32")       # U: 4 x 4 x 16 x 64 floats, 64 KB
+    y = b.add1("conv2d", [x, b.const(w)], {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1),
+                                            "groups": 1})
+    model = tensorforge.compile(b.finish([y]), target="c -mcpu=x86-64-v4")
+    loops = [line.strip() for line in model.source.splitlines() if line.strip().startswith("for (int64_t i_eps_nu")]
+    assert (not loops) == inside      # the product's outer loop fuses the image with the position
+    xs = RNG.standard_normal((2, 16, 4, 4)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], conv_reference(xs, w, (1, 1), (1, 1, 1, 1), (1, 1), 1), rtol=1e-3, atol=1e-3)
