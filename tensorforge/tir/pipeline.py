@@ -17,6 +17,7 @@ from .passes.flatten_storage import flatten_storage
 from .passes.partition_loops import partition_loops
 from .passes.simplify import simplify
 from .passes.unroll_loops import unroll_loops
+from .passes.unswitch_selects import unswitch_selects
 from .passes.vectorize_loops import vectorize_loops
 from .passes.widen_indices import widen_indices
 
@@ -32,6 +33,7 @@ PASSES: list = [
     ("widen_indices", widen_indices),
     "after_flatten",
     ("simplify", simplify),
+    ("unswitch_selects", unswitch_selects),
     ("vectorize_loops", vectorize_loops),
     ("unroll_loops", unroll_loops),
     ("simplify", simplify),

@@ -17,6 +17,7 @@ from tensorforge.tir.lane_offsets import shuffled_runs
 from tensorforge.tir.passes.flatten_storage import flatten_storage
 from tensorforge.tir.passes.partition_loops import partition_loops
 from tensorforge.tir.passes.unroll_loops import unroll_loops
+from tensorforge.tir.passes.unswitch_selects import MAX_COPIES, unswitch_selects
 from tensorforge.tir.passes.vectorize_loops import vectorize_loops
 from tensorforge.tir.passes.widen_indices import widen_indices
 from tensorforge.tir.pipeline import pass_list
@@ -64,7 +65,7 @@ def same_results(before: N.PrimFunc, after: N.PrimFunc, seed: int = 0) -> None:
 
 def test_every_pipeline_pass_has_a_before_expected_test():
     tested = {"simplify", "partition_loops", "flatten_storage", "vectorize_loops", "unroll_loops",
-              "widen_indices"}
+              "widen_indices", "unswitch_selects"}
     assert {name for name, _ in pass_list()} == tested
 
 
@@ -110,6 +111,53 @@ def test_flatten_storage_keeps_one_dimensional_accesses():
     body = loop(i, 60, store(Y, load(X, i) + 1.0, i))
     before = N.PrimFunc("f", (X, Y), body)
     check(flatten_storage, before, body)
+
+
+# -- unswitch_selects -----------------------------------------------------------------------------
+
+def _concat_rows(sources: int, rows_per: int = 2, width: int = 16):
+    """out[r, x] = relu(source r // rows_per, row r % rows_per), the rows the outer (parallel)
+    loop and each row a vectorized loop: a concat's select chain on the row."""
+    r, x = Var("r"), Var("x")
+    srcs = [N.Buffer(f"S{s}", (rows_per * width,), "float32") for s in range(sources)]
+    out = N.Buffer("O", (sources * rows_per * width,), "float32")
+
+    def pick(s):
+        value = load(srcs[s], (r - s * rows_per) * width + x)
+        return value if s == sources - 1 else E.Select(r < (s + 1) * rows_per, value, pick(s + 1))
+
+    def row(value):
+        relu = E.Select(value < 0.0, const(0.0, "float32"), value)
+        return loop(x, width, store(out, relu, r * width + x), N.VECTORIZED)
+
+    return r, srcs, out, row, pick
+
+
+def test_unswitch_selects_gives_each_source_of_a_concat_its_own_row_loop():
+    r, srcs, out, row, pick = _concat_rows(3)
+    before = N.PrimFunc("f", (*srcs, out), loop(r, 6, row(pick(0)), N.PARALLEL))
+    x = Var("x")
+    one = [load(srcs[s], (r - s * 2) * 16 + x) for s in range(3)]
+    want = loop(r, 6, N.IfThenElse(r < 2, row(one[0]), N.IfThenElse(r < 4, row(one[1]), row(one[2]))),
+                N.PARALLEL)
+    got = unswitch_selects(before)
+    # the row loops are rebuilt: compare with their loop variable renamed to the expected one
+    assert str(got.body).replace(" ", "") == str(want).replace(" ", ""), f"got:\n{got}\nexpected:\n{want}"
+    same_results(before, got)
+
+
+def test_unswitch_selects_leaves_data_choices_and_long_chains_alone():
+    r, x = Var("r"), Var("x")
+    value = load(A, r * 16 + x)
+    relu = N.PrimFunc("f", (A, B), loop(r, 8, loop(x, 16, store(
+        B, E.Select(value < 0.0, const(0.0, "float32"), value), r * 16 + x), N.VECTORIZED)))
+    assert unswitch_selects(relu) is relu                     # the condition reads memory
+    scalar_loops = N.PrimFunc("f", (A, B), loop(r, 8, loop(x, 16, store(
+        B, E.Select(r < 4, load(A, r * 16 + x), const(0.0, "float32")), r * 16 + x))))
+    assert unswitch_selects(scalar_loops) is scalar_loops     # no vectorized loop to free
+    r2, srcs, out, row, pick = _concat_rows(MAX_COPIES + 1, rows_per=1)
+    long = N.PrimFunc("f", (*srcs, out), loop(r2, MAX_COPIES + 1, row(pick(0)), N.PARALLEL))
+    assert unswitch_selects(long) is long                     # more copies than MAX_COPIES
 
 
 # -- partition_loops ------------------------------------------------------------------------------
