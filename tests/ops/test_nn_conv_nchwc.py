@@ -196,6 +196,29 @@ def test_tile_repeating_the_innermost_axis_copies_rows(shape, repeats, rows):
     np.testing.assert_array_equal(model(xs)[0], np.tile(xs, repeats))
 
 
+def test_elementwise_work_before_blocked_channels_runs_as_rows_and_8x8_blocks():
+    """Element-wise work on NCHW data whose result goes to blocked channels (a group norm's scale,
+    shift and SiLU before a conv) is computed as rows of 8 positions into a local buffer and
+    written as 8x8 register-transposed blocks, not as a gather of B channel planes per vector.
+    The same values."""
+    rng = np.random.default_rng(9)
+    c, hw = 32, 16
+    b = GraphBuilder("rows")
+    x = b.input("x", (1, c, hw, hw), "float32")
+    y = b.add1("add", [b.add1("mul", [x, b.const(rng.standard_normal((1, c, 1, 1)).astype("float32"), "g")]),
+                       b.const(rng.standard_normal((1, c, 1, 1)).astype("float32"), "beta")])
+    y = b.add1("mul", [y, b.add1("sigmoid", [y])])
+    w = b.const(rng.standard_normal((c, c, 3, 3)).astype("float32") * 0.1, "w")
+    y = b.add1("conv2d", [y, w], {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilations": (1, 1), "groups": 1})
+    graph = b.finish([y])
+    model = tensorforge.compile(graph, target="c -mcpu=x86-64-v4")
+    kernel = model.source[model.source.index("nchw_to_nchwc("):]
+    kernel = kernel[:kernel.index("\n}\n")]
+    assert "tf_transpose8x8_f32(" in kernel and "gather" not in kernel
+    xs = rng.standard_normal((1, c, hw, hw)).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(graph, xs)[0], rtol=1e-3, atol=1e-3)
+
+
 def _shuffle_graph(c: int, hw: int, transpose_plane: bool):
     """concat of two (1, c, hw, hw) inputs, then a channel shuffle (view, transpose, view), plus
     a per-channel bias; with transpose_plane the plane's two axes are swapped as well."""
