@@ -181,9 +181,19 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
     shape = list(const_shape(prev))
     shape[k] = ax.out_len
     weights = _antialias_weights_te(k, ax, a) if antialias else None
-    tables = _tap_tables_te(k, ax, a) if not antialias and ctm != "tf_crop_and_resize" else None
+    fraction = _integer_linear(ax, a)
+    tables = _tap_tables_te(k, ax, a) if not antialias and ctm != "tf_crop_and_resize" and not fraction else None
 
     def f(*o):
+        if fraction:
+            # out[j] = in[i0] (1 - w) + in[i0 + 1] w with i0 = num // den and w = (num mod den) / den
+            num_scale, num_offset, den = fraction
+            num = o[k] * num_scale + num_offset if num_scale != 1 or num_offset else o[k]
+            left = num // den
+            w = (num - left * den).astype(work) / te.const(float(den), work)
+            near = prev[o[:k] + (TE.clip(left, 0, ax.in_len - 1),) + o[k + 1:]].astype(work)
+            far = prev[o[:k] + (TE.clip(left + 1, 0, ax.in_len - 1),) + o[k + 1:]].astype(work)
+            return near * (te.const(1.0, work) - w) + far * w
         if tables is not None:
             total = None
             for index, w in zip(*tables):
@@ -212,6 +222,29 @@ def _axis_stage_te(prev: te.Tensor, k: int, ax: AxisPlan, a: dict, work: str) ->
         return total
 
     return te.compute(tuple(shape), f, name=f"resize_axis{k}")
+
+
+def _integer_linear(ax: AxisPlan, a: dict) -> tuple | None:
+    """(num_scale, num_offset, den) when linear resizing of this axis by an integer factor s has
+    its source coordinate (num_scale j + num_offset) / den for output j, so that the left tap is
+    num // den and its weight's complement (num mod den) / den, in integer arithmetic: half_pixel
+    (and pytorch_half_pixel on an axis longer than 1) (2 j + 1 - s) / 2s, asymmetric j / s.
+
+    The indices are then affine in j per residue, not loads from a table per lane, and a 2x
+    up-sampling reads its two taps as runs of neighbouring elements: a conv's output up-sampled
+    2x in its epilogue took 1.7 ms for 64 channels of 64 x 64 through the tables, ONNX Runtime's
+    Upsample 0.13 ms."""
+    if a["mode"] != "linear" or a["antialias"] or a["exclude_outside"]:
+        return None
+    s = round(ax.scale)
+    if s < 2 or not math.isclose(ax.scale, s) or ax.out_len != ax.in_len * s:
+        return None
+    ctm = a["coordinate_transformation_mode"]
+    if ctm == "asymmetric":
+        return (1, 0, s)
+    if ctm == "half_pixel" or (ctm == "pytorch_half_pixel" and ax.out_len > 1):
+        return (2, 1 - s, 2 * s)
+    return None
 
 
 def _tap_tables_te(k: int, ax: AxisPlan, a: dict) -> tuple[list, list]:

@@ -133,3 +133,26 @@ def test_channel_operand_of_a_merged_input_reads_at_the_channel():
     assert "tf_floordiv_int64" not in model.source and f"% {c}" not in model.source
     xs = rng.standard_normal((1, c, h * h)).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(graph, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("ctm, integer", [("half_pixel", True), ("pytorch_half_pixel", True), ("asymmetric", True),
+                                          ("align_corners", False)])
+@pytest.mark.parametrize("factor", [2, 3, 4])
+def test_linear_upsampling_by_an_integer_factor_in_integer_arithmetic(ctm, integer, factor):
+    """Linear resizing by an integer factor with a coordinate transform of the form (a j + b) / d
+    takes its taps and weights from integer arithmetic on the output index (no index and weight
+    tables); the values are the reference's, borders included."""
+    from tensorforge import te
+
+    def stages(t, seen):
+        if t.op.name not in seen:
+            seen.add(t.op.name)
+            for u in t.op.input_tensors():
+                stages(u, seen)
+        return seen
+
+    x = te.placeholder(X.shape, "float32", name="x")
+    attrs = attrs_for((1, 1, factor, factor), mode="linear", coordinate_transformation_mode=ctm)
+    (out,) = get("resize").build_compute([x], attrs)
+    assert (not any(n.startswith("resize_index") for n in stages(out, set()))) == integer
+    check_op("resize", [X], attrs)
