@@ -41,8 +41,7 @@ def _ext(iv) -> int | None:
 def injective(s, master_outs, outs, target, cfg=None) -> None:
     _vector_statistics(s, master_outs, target)
     for t in outs:
-        if not (_to_blocks_transposed(s, t, target) or to_blocks_through_rows(s, t, target)
-                or _transpose_blocks(s, t, target) or _tile_rows(s, t, target)):
+        if not (to_blocks_transposed(s, t, target) or _transpose_blocks(s, t, target) or _tile_rows(s, t, target)):
             schedule_elementwise_stage(s, t, target)
 
 
@@ -119,15 +118,27 @@ def _transpose_blocks(s, t, target) -> bool:
     return True
 
 
-def _to_blocks_transposed(s, t, target) -> bool:
-    """nchw_to_nchwc of an input read as it is, in (8 positions x 8 channels) blocks transposed
-    in registers (ops/x86_transpose.py), parallel over (image, channel block, row): where the
-    target's float32 vectors have at least 8 lanes and the rows and blocks are multiples of 8."""
+def to_blocks_transposed(s, t, target) -> bool:
+    """nchw_to_nchwc in (8 positions x 8 channels) blocks transposed in registers
+    (ops/x86_transpose.py), parallel over (image, channel block, row): where the target's float32
+    vectors have at least 8 lanes and the rows and blocks are multiples of 8.
+
+    Its input is read as it is, or is element-wise work on NCHW data that only `t` reads (a group
+    norm's scale, shift and SiLU before a conv; a product's bias): then, per 8 positions of a row,
+    the work is computed for the block's B channels as rows of 8 contiguous positions into a local
+    buffer, which the transposes write as blocks.  Inlined, each output vector gathered B channels
+    a plane apart and ran the work on the gathered lanes: 64 channels of 128 x 128 took 1.75 ms,
+    0.58 ms as rows (ONNX Runtime's whole group norm and SiLU: about 0.3 ms)."""
     if t.op.tag != "nchw_to_nchwc" or target.simd_lanes("float32") < 8 or t.dtype != "float32":
         return False
     (x,) = t.op.input_tensors()
+    work = None
     if not isinstance(x.op, PlaceholderOp):
-        return False
+        work = s.stage_map.get(x.op)
+        if work is None or work.attach_type != "inline" or x.op.reduce_axis or x.dtype != "float32" or any(
+                x.op in {u.op for u in other.op.input_tensors()} for other in s.stages
+                if other.op is not t.op and not isinstance(other.op, PlaceholderOp)):
+            return False
     st = s[t]
     n, fo, y, z, fi = st.op.axis
     if (_ext(z) or 0) % 8 or (_ext(fi) or 0) % 8:
@@ -139,42 +150,10 @@ def _to_blocks_transposed(s, t, target) -> bool:
     rows = st.fuse(n, fo, y)
     if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
         st.parallel(rows)
-    st.tensorize(zi, transpose8x8())
-    return True
-
-
-def to_blocks_through_rows(s, t, target) -> bool:
-    """nchw_to_nchwc of element-wise work on NCHW data (a group norm's scale, shift and SiLU
-    before a conv): per 8 positions of a row, the work is computed for the block's B channels
-    as rows of 8 contiguous positions into a local buffer, which the 8x8 register transposes
-    then write as blocks.  Inlined, each output vector gathered B channels a plane apart and ran
-    the work on the gathered lanes: 64 channels of 128 x 128 took 1.7 ms, against 1.5 ms for
-    ONNX Runtime's whole group norm and SiLU.  Where the target's float32 vectors have at least 8
-    lanes, the rows and blocks are multiples of 8, and the work is a stage only `t` reads."""
-    if t.op.tag != "nchw_to_nchwc" or target.simd_lanes("float32") < 8 or t.dtype != "float32":
-        return False
-    (x,) = t.op.input_tensors()
-    sx = s.stage_map.get(x.op)
-    if isinstance(x.op, PlaceholderOp) or sx is None or sx.attach_type != "inline" or x.op.reduce_axis \
-            or len(x.shape) != 4 or x.dtype != "float32":
-        return False
-    if any(x.op in (r.op for r in st.op.input_tensors()) for st in s.stages if st.op is not t.op
-           and hasattr(st.op, "input_tensors") and st.attach_type != "inline"):
-        return False
-    st = s[t]
-    n, fo, y, z, fi = st.op.axis
-    if (_ext(z) or 0) % 8 or (_ext(fi) or 0) % 8:
-        return False
-    from ..x86_transpose import transpose8x8
-    zo, zi = st.split(z, factor=8)
-    fio, fii = st.split(fi, factor=8)
-    st.reorder(n, fo, y, zo, fio, zi, fii)
-    rows = st.fuse(n, fo, y)
-    if num_elements(t) >= PARALLEL_MIN_ELEMS and target.num_cores > 1:
-        st.parallel(rows)
-    sx.compute_at(st, zo)
-    sx.set_scope("local")
-    sx.vectorize(sx.op.axis[3])
+    if work is not None:
+        work.compute_at(st, zo)
+        work.set_scope("local")
+        work.vectorize(work.op.axis[3])
     st.tensorize(zi, transpose8x8())
     return True
 

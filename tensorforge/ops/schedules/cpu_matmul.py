@@ -37,7 +37,7 @@ from ...te.space import as_config
 from ...te.tensor import PlaceholderOp
 from . import gemm_kernel, template
 from .common import const_extent, const_shape, divisor_at_most, reads_only_at, schedule_elementwise_stage
-from .cpu import complex_out, to_blocks_through_rows
+from .cpu import complex_out, to_blocks_transposed
 
 REGISTERS = gemm_kernel.REGISTERS
 # Below this many multiply-adds (about 2 us on one core) a product runs without a parallel region:
@@ -213,7 +213,7 @@ def schedule_gemm(s, main, outs, target, cfg, packed_nr: int | None = None, pack
         acc = s.cache_write(main, "local")
         for t in epilogue:
             # a 1x1 conv run as a product whose output goes to blocked channels: 8x8 transposes
-            if not to_blocks_through_rows(s, t, target):
+            if not to_blocks_transposed(s, t, target):
                 schedule_elementwise_stage(s, t, target)
     ost = s[out]
     batch, i, j = _tile_axes(list(ost.op.axis), len(main.shape))
