@@ -234,17 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for name in names:
-        try:
-            export(name, out)
-        except Exception as err:      # one architecture's failure is reported; the rest still export
-            print(f"{name}: FAILED ({type(err).__name__}: {str(err).splitlines()[0][:200]})", flush=True)
-            failed.append(name)
-            continue
-        print(f"{name}: {out / (name + '.onnx')}", flush=True)
-    return 1 if failed else 0
+    from export import export_each
 
+    return export_each(names, out, lambda name: export(name, out))
 
 if __name__ == "__main__":
     sys.exit(main())

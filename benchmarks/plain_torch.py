@@ -486,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("plain_torch.py needs the [torch] extra", file=sys.stderr)
         return 1
-    from export import resolve_exporter
+    from export import export_each, resolve_exporter
 
     names = args.only.split(",") if args.only else list(NAMES)
     unknown = [n for n in names if n not in NAMES]
@@ -496,19 +496,13 @@ def main(argv: list[str] | None = None) -> int:
     exporter = resolve_exporter(args.exporter)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    failed = []
-    for name in names:
-        try:
-            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-                warnings.simplefilter("ignore")
-                export(name, out, exporter)
-        except Exception as err:      # one model's failure is reported; the rest still export
-            print(f"{name}: FAILED ({type(err).__name__}: {str(err).splitlines()[0][:200]})", flush=True)
-            failed.append(name)
-            continue
-        print(f"{name}: {out / (name + '.onnx')}", flush=True)
-    return 1 if failed else 0
 
+    def quiet(name: str) -> None:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            export(name, out, exporter)
+
+    return export_each(names, out, quiet)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -286,6 +286,28 @@ def test_architectures_export_a_model_e2e_can_read(tmp_path):
     assert bad.returncode == 1 and "unknown architecture(s) nope" in bad.stderr
 
 
+def test_plain_torch_exports_a_model_e2e_can_read(tmp_path):
+    """benchmarks/plain_torch.py writes NAME.onnx + NAME.npz from a plain torch.nn module;
+    tensorforge compiles the file and matches ONNX Runtime on its inputs.  An unknown name is a
+    one-line error."""
+    pytest.importorskip("torch", reason="benchmarks/plain_torch.py builds torch modules")
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    proc = subprocess.run([sys.executable, str(BENCH / "plain_torch.py"), str(tmp_path), "--only", "espcn"],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    feeds = dict(np.load(tmp_path / "espcn.npz"))
+    model = tensorforge.compile(from_onnx(str(tmp_path / "espcn.onnx")))
+    want = ort.InferenceSession(str(tmp_path / "espcn.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(model(*[feeds[n] for n in model.input_names])[0], want[0], rtol=1e-3, atol=1e-4)
+    bad = subprocess.run([sys.executable, str(BENCH / "plain_torch.py"), str(tmp_path), "--only", "nope"],
+                         capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert bad.returncode == 1 and "unknown model(s) nope" in bad.stderr
+
+
 def test_op_sweep_runs_its_cases():
     """benchmarks/op_sweep.py checks each single-op model against ONNX Runtime and times it; one
     case, once; and every case builds a model ONNX Runtime loads."""

@@ -119,6 +119,21 @@ def export(name: str, out_dir: Path, exporter: str = "auto", seed: int = 0) -> P
     return out_dir / f"{name}.onnx"
 
 
+def export_each(names: list, out: Path, export_one) -> int:
+    """`export_one(name)` for each name, a failure reported on one line while the rest still
+    export; each written file's path printed.  The exit status: 1 if any failed."""
+    failed = []
+    for name in names:
+        try:
+            export_one(name)
+        except Exception as err:      # one model's failure is reported; the rest still export
+            print(f"{name}: FAILED ({type(err).__name__}: {str(err).splitlines()[0][:200]})", flush=True)
+            failed.append(name)
+            continue
+        print(f"{name}: {out / (name + '.onnx')}", flush=True)
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=",".join(models.NAMES), help=f"comma-separated, from {', '.join(models.NAMES)}")
