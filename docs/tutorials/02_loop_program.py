@@ -8,7 +8,7 @@ result is an immutable value you can print, compare and run:
      consumers need fixes the ranges of its loops; one loop per leaf axis is emitted, and a
      split that does not divide the extent gets a guard;
   2. the loop-IR passes, in the order listed in tir/pipeline.py (simplify, partition_loops,
-     flatten_storage, vectorize_loops, unroll_loops, ...).  Setting TENSORFORGE_DEBUG=passes
+     flatten_storage, unswitch_selects, vectorize_loops, unroll_loops, ...).  Setting TENSORFORGE_DEBUG=passes
      prints the program after each of them; here we run them one by one ourselves.
 
 Then the loop program is run two ways: by the reference interpreter (tir/interp.py, NumPy, no
