@@ -27,8 +27,8 @@ is compiled once per thread count, with that count set: compile applies only the
 measured with the thread count it runs with, so records tuned with 1 thread leave the 2-thread
 "tuned" model at its defaults.
 
-PyTorch.  For a file exported by benchmarks/exports/export.py (its metadata names the workload),
-the peer is the very torch.nn module that was exported; otherwise the ONNX graph rebuilt with
+PyTorch.  For a file exported by benchmarks/exports/export.py or benchmarks/plain_torch.py (its
+metadata names the workload), the peer is the very torch.nn module that was exported; otherwise the ONNX graph rebuilt with
 PyTorch ops (benchmarks/torch_peer.py), which covers the zoo's ops (for other files the column
 says n/a and why).  It runs under torch.inference_mode() with torch.set_num_threads(threads); per
 model and thread count it uses the fastest of eager, torch.jit.freeze and
@@ -158,6 +158,11 @@ def _peer_of_export(proto, feeds, torch_peer):
     if origin is None:
         return torch_peer.variants(proto, feeds)
     sys.path.insert(0, str(HERE / "exports"))
+    if origin[0].startswith("plain_torch:"):
+        import plain_torch  # noqa: E402  (benchmarks/plain_torch.py; benchmarks/ is on sys.path)
+
+        module, example = plain_torch.get(origin[0].split(":", 1)[1], origin[1])
+        return torch_peer.module_variants(module, [feeds[n] for n in example])
     import models as export_models  # noqa: E402  (benchmarks/exports/models.py)
 
     module, _ = export_models.get(*origin)

@@ -32,7 +32,8 @@ out patterns these have:
 Weights: PyTorch's own initialization under a fixed seed, batch norms with non-trivial running
 statistics (benchmarks/exports/models.py's randomize_batch_norms).  Each export is run by ONNX
 Runtime and checked against eager PyTorch before it is kept (rtol 1e-3, atol 1e-4 of the output's
-scale).
+scale).  The file's metadata names the model and seed, so `e2e.py --onnx` times the very module
+as the PyTorch peer (`get(name, seed)`).
 """
 from __future__ import annotations
 
@@ -450,25 +451,44 @@ NAMES = ("unet", "yolo", "shufflenet", "mobilenet_v3", "densenet", "alexnet", "d
          "gru_asr", "tcn", "espcn", "vae_decoder", "tr_decoder")
 
 
-def export(name: str, out: Path, exporter: str) -> None:
+WORKLOAD_PREFIX = "plain_torch:"     # the metadata's workload name: e2e.py times this very module
+
+
+def get(name: str, seed: int = 0) -> tuple:
+    """(module in eval mode, {input name: example input}) of model `name`; the same (name, seed)
+    always gives the same weights and inputs."""
     import torch
-    from export import quiet_export
     from models import randomize_batch_norms
 
     build, shapes = _modules()[name]
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     module = build().eval()
-    randomize_batch_norms(module, torch.Generator().manual_seed(1))
-    rng = np.random.default_rng(0)
+    randomize_batch_norms(module, torch.Generator().manual_seed(seed + 1))
+    rng = np.random.default_rng(seed)
     names = ["input"] if len(shapes) == 1 else [f"input{k}" for k in range(len(shapes))]
-    feeds = {n: rng.normal(0.0, 1.0, size=s).astype(np.float32) for n, s in zip(names, shapes)}
-    args = tuple(torch.from_numpy(feeds[n]) for n in names)
+    return module, {n: rng.normal(0.0, 1.0, size=s).astype(np.float32) for n, s in zip(names, shapes)}
+
+
+def export(name: str, out: Path, exporter: str, seed: int = 0) -> None:
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from export import META_SEED, META_WORKLOAD, quiet_export
+
+    module, feeds = get(name, seed)
+    args = tuple(torch.from_numpy(a) for a in feeds.values())
     with torch.no_grad():
         expected = module(*args).numpy()
-    path = out / f"{name}.onnx"
-    quiet_export(module, args, str(path), names, ["output"], exporter)
-    import onnxruntime as ort
-
+    path, data = out / f"{name}.onnx", out / f"{name}.onnx.data"
+    data.unlink(missing_ok=True)
+    quiet_export(module, args, str(path), list(feeds), ["output"], exporter)
+    proto = onnx.load(str(path))
+    for key, value in ((META_WORKLOAD, WORKLOAD_PREFIX + name), (META_SEED, str(seed))):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    external = data.exists()
+    data.unlink(missing_ok=True)
+    onnx.save(proto, str(path), **({"save_as_external_data": True, "location": data.name} if external else {}))
     got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * (float(np.abs(expected).max()) or 1.0),
                                err_msg=f"{name}: the export run by ONNX Runtime differs from eager PyTorch")

@@ -299,6 +299,9 @@ def test_plain_torch_exports_a_model_e2e_can_read(tmp_path):
     proc = subprocess.run([sys.executable, str(BENCH / "plain_torch.py"), str(tmp_path), "--only", "espcn"],
                           capture_output=True, text=True, timeout=600, env=_env(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    import onnx
+    meta = {p.key: p.value for p in onnx.load(str(tmp_path / "espcn.onnx")).metadata_props}
+    assert meta["tensorforge.benchmarks.workload"] == "plain_torch:espcn"      # e2e.py's PyTorch peer
     feeds = dict(np.load(tmp_path / "espcn.npz"))
     model = tensorforge.compile(from_onnx(str(tmp_path / "espcn.onnx")))
     want = ort.InferenceSession(str(tmp_path / "espcn.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
