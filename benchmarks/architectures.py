@@ -227,15 +227,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"architectures.py needs torch and transformers ({err.name} is missing): "
               "pip install transformers, and the [torch] extra", file=sys.stderr)
         return 1
-    names = args.only.split(",") if args.only else list(NAMES)
-    unknown = [n for n in names if n not in NAMES]
-    if unknown:
-        print(f"unknown architecture(s) {', '.join(unknown)}; known: {', '.join(NAMES)}", file=sys.stderr)
+    from export import export_each, select_names
+
+    names = select_names(args.only, NAMES, "architecture")
+    if names is None:
         return 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    from export import export_each
-
     return export_each(names, out, lambda name: export(name, out))
 
 if __name__ == "__main__":

@@ -506,12 +506,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("plain_torch.py needs the [torch] extra", file=sys.stderr)
         return 1
-    from export import export_each, resolve_exporter
+    from export import export_each, resolve_exporter, select_names
 
-    names = args.only.split(",") if args.only else list(NAMES)
-    unknown = [n for n in names if n not in NAMES]
-    if unknown:
-        print(f"unknown model(s) {', '.join(unknown)}; known: {', '.join(NAMES)}", file=sys.stderr)
+    names = select_names(args.only, NAMES, "model")
+    if names is None:
         return 1
     exporter = resolve_exporter(args.exporter)
     out = Path(args.out)

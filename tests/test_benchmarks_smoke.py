@@ -264,51 +264,46 @@ def test_shape_sweep_runs_with_run_time_operands(tmp_path):
     assert "geometric mean tf/ort over 3 cases" in proc.stdout
 
 
+def _export_one_and_compile(tmp_path, script: str, name: str, atol: float):
+    """Run benchmarks/SCRIPT DIR --only NAME, compile DIR/NAME.onnx and match ONNX Runtime on
+    DIR/NAME.npz; then an unknown name must be a one-line error (its stderr returned)."""
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    import tensorforge
+    from tensorforge.frontend import from_onnx
+    proc = subprocess.run([sys.executable, str(BENCH / script), str(tmp_path), "--only", name],
+                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    feeds = dict(np.load(tmp_path / f"{name}.npz"))
+    model = tensorforge.compile(from_onnx(str(tmp_path / f"{name}.onnx")))
+    want = ort.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_allclose(model(*[feeds[n] for n in model.input_names])[0], want[0], rtol=1e-3, atol=atol)
+    bad = subprocess.run([sys.executable, str(BENCH / script), str(tmp_path), "--only", "nope"],
+                         capture_output=True, text=True, timeout=300, env=_env(tmp_path))
+    assert bad.returncode == 1 and len(bad.stderr.strip().splitlines()) == 1
+    return bad.stderr
+
+
 def test_architectures_export_a_model_e2e_can_read(tmp_path):
     """benchmarks/architectures.py writes NAME.onnx + NAME.npz from a transformers configuration;
     tensorforge compiles the file and matches ONNX Runtime on its inputs.  An unknown name is a
     one-line error."""
     pytest.importorskip("transformers", reason="benchmarks/architectures.py builds transformers models")
-    ort = pytest.importorskip("onnxruntime")
-    import numpy as np
-
-    import tensorforge
-    from tensorforge.frontend import from_onnx
-    proc = subprocess.run([sys.executable, str(BENCH / "architectures.py"), str(tmp_path), "--only", "distilbert"],
-                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    feeds = dict(np.load(tmp_path / "distilbert.npz"))
-    model = tensorforge.compile(from_onnx(str(tmp_path / "distilbert.onnx")))
-    want = ort.InferenceSession(str(tmp_path / "distilbert.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
-    np.testing.assert_allclose(model(*[feeds[n] for n in model.input_names])[0], want[0], rtol=1e-3, atol=1e-3)
-    bad = subprocess.run([sys.executable, str(BENCH / "architectures.py"), str(tmp_path), "--only", "nope"],
-                         capture_output=True, text=True, timeout=300, env=_env(tmp_path))
-    assert bad.returncode == 1 and "unknown architecture(s) nope" in bad.stderr
+    error = _export_one_and_compile(tmp_path, "architectures.py", "distilbert", atol=1e-3)
+    assert "unknown architecture(s) nope" in error
 
 
 def test_plain_torch_exports_a_model_e2e_can_read(tmp_path):
-    """benchmarks/plain_torch.py writes NAME.onnx + NAME.npz from a plain torch.nn module;
-    tensorforge compiles the file and matches ONNX Runtime on its inputs.  An unknown name is a
-    one-line error."""
+    """benchmarks/plain_torch.py writes NAME.onnx + NAME.npz from a plain torch.nn module, its
+    metadata naming the model (e2e.py's PyTorch peer); tensorforge compiles the file and matches
+    ONNX Runtime on its inputs.  An unknown name is a one-line error."""
     pytest.importorskip("torch", reason="benchmarks/plain_torch.py builds torch modules")
-    ort = pytest.importorskip("onnxruntime")
-    import numpy as np
-
-    import tensorforge
-    from tensorforge.frontend import from_onnx
-    proc = subprocess.run([sys.executable, str(BENCH / "plain_torch.py"), str(tmp_path), "--only", "espcn"],
-                          capture_output=True, text=True, timeout=600, env=_env(tmp_path))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    import onnx
+    onnx = pytest.importorskip("onnx")
+    error = _export_one_and_compile(tmp_path, "plain_torch.py", "espcn", atol=1e-4)
+    assert "unknown model(s) nope" in error
     meta = {p.key: p.value for p in onnx.load(str(tmp_path / "espcn.onnx")).metadata_props}
-    assert meta["tensorforge.benchmarks.workload"] == "plain_torch:espcn"      # e2e.py's PyTorch peer
-    feeds = dict(np.load(tmp_path / "espcn.npz"))
-    model = tensorforge.compile(from_onnx(str(tmp_path / "espcn.onnx")))
-    want = ort.InferenceSession(str(tmp_path / "espcn.onnx"), providers=["CPUExecutionProvider"]).run(None, feeds)
-    np.testing.assert_allclose(model(*[feeds[n] for n in model.input_names])[0], want[0], rtol=1e-3, atol=1e-4)
-    bad = subprocess.run([sys.executable, str(BENCH / "plain_torch.py"), str(tmp_path), "--only", "nope"],
-                         capture_output=True, text=True, timeout=300, env=_env(tmp_path))
-    assert bad.returncode == 1 and "unknown model(s) nope" in bad.stderr
+    assert meta["tensorforge.benchmarks.workload"] == "plain_torch:espcn"
 
 
 def test_op_sweep_runs_its_cases():

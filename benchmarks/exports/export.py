@@ -119,6 +119,17 @@ def export(name: str, out_dir: Path, exporter: str = "auto", seed: int = 0) -> P
     return out_dir / f"{name}.onnx"
 
 
+def select_names(only: str | None, known, what: str) -> list | None:
+    """The comma-separated names of `--only` (default: all `known`), or None after a one-line
+    error naming the unknown ones (`what`: "model", "architecture")."""
+    names = only.split(",") if only else list(known)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        print(f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(known)}", file=sys.stderr)
+        return None
+    return names
+
+
 def export_each(names: list, out: Path, export_one) -> int:
     """`export_one(name)` for each name, a failure reported on one line while the rest still
     export; each written file's path printed.  The exit status: 1 if any failed."""

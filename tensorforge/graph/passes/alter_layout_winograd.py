@@ -70,6 +70,11 @@ def winograd_tile(c: int, k: int, oh: int, ow: int, min_channels: int = MIN_CHAN
     return 4 if min(oh, ow) >= 8 else 2
 
 
+def channel_floor(target: Target) -> int:
+    """The input-channel floor of `winograd_tile` on this target's register file."""
+    return MIN_CHANNELS if target.vector_registers >= 32 else MIN_CHANNELS_16_REGISTERS
+
+
 def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
     if not target.prefers("winograd"):
         return graph
@@ -86,8 +91,8 @@ def alter_layout_winograd(graph: Graph, target: Target) -> Graph:
             data = blocked
         return nodes + [Node("conv2d_winograd_nchwc", (data, u), n.outputs, _winograd_attrs(n, m, layout), n.name)]
 
-    min_channels = MIN_CHANNELS if target.vector_registers >= 32 else MIN_CHANNELS_16_REGISTERS
-    return rewrite_winograd(graph, lambda n, params: _tile_for(n, params, min_channels), transform_weight, emit)
+    floor = channel_floor(target)
+    return rewrite_winograd(graph, lambda n, params: _tile_for(n, params, floor), transform_weight, emit)
 
 
 def rewrite_winograd(graph: Graph, tile_for: Callable, transform: Callable, emit: Callable) -> Graph:

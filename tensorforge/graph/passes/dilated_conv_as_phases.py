@@ -24,7 +24,7 @@ import math
 
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_winograd import MIN_CHANNELS, MIN_CHANNELS_16_REGISTERS, winograd_tile
+from .alter_layout_winograd import channel_floor, winograd_tile
 from .rewrite import constant_weight_window, rewrite_nodes
 
 MIN_PHASE = 4      # phase outputs per side below which 2x2 Winograd tiles waste too much
@@ -33,11 +33,11 @@ MIN_PHASE = 4      # phase outputs per side below which 2x2 Winograd tiles waste
 def dilated_conv_as_phases(graph: Graph, target: Target) -> Graph:
     if not target.prefers("winograd"):
         return graph
-    min_channels = MIN_CHANNELS if target.vector_registers >= 32 else MIN_CHANNELS_16_REGISTERS
-    return rewrite_nodes(graph, lambda n, params: _rewrite(n, params, min_channels))
+    floor = channel_floor(target)
+    return rewrite_nodes(graph, lambda n, params: _rewrite(n, params, floor))
 
 
-def _rewrite(n: Node, params: dict, min_channels: int) -> list[Node] | None:
+def _rewrite(n: Node, params: dict, floor: int) -> list[Node] | None:
     window = constant_weight_window(n, params, {"conv2d": 2})
     if window is None:
         return None
@@ -54,7 +54,7 @@ def _rewrite(n: Node, params: dict, min_channels: int) -> list[Node] | None:
     qh, qw = pads[0] // dh, pads[1] // dw
     oh, ow = math.ceil(out_h / dh), math.ceil(out_w / dw)            # outputs each phase must give
     eh, ew = max(0, oh + 2 - h - qh), max(0, ow + 2 - wd - qw)        # its trailing padding
-    if min(oh, ow) < MIN_PHASE or not winograd_tile(channels, filters, oh, ow, min_channels):
+    if min(oh, ow) < MIN_PHASE or not winograd_tile(channels, filters, oh, ow, floor):
         return None
     ph, pw = h + qh + eh - 2, wd + qw + ew - 2                       # what the phase conv gives
     name = n.name or y.name

@@ -119,6 +119,8 @@ def schedule_elementwise_stage(s, t, target, parallel: bool = True) -> None:
 
 ROW_MIN_VECTORS = 4     # a last axis this many vectors long or more runs as rows (see above)
 
+ROW_MIN_ROWS = 4        # ... when its vectors divide it, with at least this many rows per core
+
 
 def _planes_read_as_rows(s, t) -> bool:
     """Whether `t`'s last two axes (a plane of H x W, W short and no multiple of the vector width)
@@ -131,8 +133,7 @@ def _planes_read_as_rows(s, t) -> bool:
     loop that worked out channel, row and column from the flat index per element, with gathers:
     0.048 ms of its 0.085, for what is a copy of contiguous rows of 196 per channel."""
     from ...arith import Analyzer
-    from ...ir.expr import TensorLoad, Var
-    from ...ir.functor import post_order_visit, substitute
+    from ...ir.functor import substitute, uses_var
 
     axes = list(s[t].op.axis)
     shape = known_shape(t)
@@ -147,30 +148,8 @@ def _planes_read_as_rows(s, t) -> bool:
     for iv, n in zip(axes, shape):
         flat = flat * n + iv.var
     flat = analyzer.simplify(flat)
-    reads: list = []
-
-    def visit(expr) -> None:
-        def fn(n):
-            if not isinstance(n, TensorLoad):
-                return
-            st = s.stage_map.get(n.tensor.op)
-            if st is not None and st.attach_type == "inline":
-                visit(substitute(st.op.body[n.tensor.value_index],
-                                 {iv.var: i for iv, i in zip(st.op.axis, n.indices)}))
-            else:
-                reads.append(n)
-        post_order_visit(expr, fn)
-
-    for b in s[t].op.body:
-        visit(b)
-
-    def uses(expr, var) -> bool:
-        found = []
-        post_order_visit(expr, lambda n: found.append(n) if isinstance(n, Var) and n is var else None)
-        return bool(found)
-
     moved = False
-    for load in reads:
+    for load in _reads_through_inlined(s, t):
         dims = known_shape(load.tensor)
         if None in dims or len(dims) != len(load.indices):
             return False
@@ -178,16 +157,16 @@ def _planes_read_as_rows(s, t) -> bool:
         for i, n in zip(load.indices, dims):
             offset = offset * n + i
         offset = analyzer.simplify(offset)
-        if not (uses(offset, h) or uses(offset, w)):
+        if not (uses_var(offset, h) or uses_var(offset, w)):
             moved = True
             continue
         base = analyzer.simplify(substitute(offset, {h: IntImm(h.dtype, 0), w: IntImm(w.dtype, 0)}))
         rest = analyzer.simplify(offset - base - (h * width + w))
-        if not (isinstance(rest, IntImm) and rest.value == 0) or uses(base, h) or uses(base, w):
+        if not (isinstance(rest, IntImm) and rest.value == 0) or uses_var(base, h) or uses_var(base, w):
             return False
         moved = moved or not isinstance(analyzer.simplify(offset - flat), IntImm)
     return moved
-ROW_MIN_ROWS = 4        # ... when its vectors divide it, with at least this many rows per core
+
 
 
 def schedule_rows(s, t, target, parallel: bool = True) -> None:
@@ -287,9 +266,10 @@ def schedule_pad(s, t, target, parallel: bool = True) -> None:
 
 # Epilogues that read the master stage --------------------------------------------------------
 
-def master_reads(s, out, master) -> list:
-    """The index tuples (over `out`'s axis variables) at which `out`, through its inlined stages,
-    reads `master`."""
+def _reads_through_inlined(s, out, stop=None) -> list:
+    """The tensor loads by which `out`, through its inlined stages, reads stages that are not
+    inlined (or the stage `stop`, which is not looked into), with indices over `out`'s axis
+    variables."""
     from ...ir.expr import TensorLoad
     from ...ir.functor import post_order_visit, substitute
 
@@ -299,18 +279,23 @@ def master_reads(s, out, master) -> list:
         def fn(n):
             if not isinstance(n, TensorLoad):
                 return
-            if n.tensor.op is master.op:
-                found.append(n.indices)
-                return
             st = s.stage_map.get(n.tensor.op)
-            if st is not None and st.attach_type == "inline":
+            if n.tensor.op is not stop and st is not None and st.attach_type == "inline":
                 visit(substitute(st.op.body[n.tensor.value_index],
                                  {iv.var: i for iv, i in zip(st.op.axis, n.indices)}))
+            else:
+                found.append(n)
         post_order_visit(expr, fn)
 
     for b in s[out].op.body:
         visit(b)
     return found
+
+
+def master_reads(s, out, master) -> list:
+    """The index tuples (over `out`'s axis variables) at which `out`, through its inlined stages,
+    reads `master`."""
+    return [n.indices for n in _reads_through_inlined(s, out, master.op) if n.tensor.op is master.op]
 
 
 def reads_only_at(s, out, master, expected) -> bool:

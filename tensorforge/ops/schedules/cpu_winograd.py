@@ -223,7 +223,6 @@ ROWS_FROM_L2 = 2
 U_FROM_MEMORY = 16       # a transformed weight this many times L2 or more is read from memory
 
 
-
 def _by_rows_default(wv, target) -> bool:
     """Whether the transformed input V of one image exceeds ROWS_FROM_L2 times the L2 cache:
     then the three nests run a row of tiles at a time."""

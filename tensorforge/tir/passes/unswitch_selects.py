@@ -8,18 +8,18 @@ every vector, then blends: a 12-way concat read twelve vectors to write one (Den
 concatenations with their batch norm and ReLU took 8 ms of its 28, ONNX Runtime's concats 0.9).
 Unswitched, each copy of the row loop reads its one source with contiguous vectors.
 
-For each loop that is or holds a vectorized loop, top down, a select under it whose condition reads only variables bound outside the
-loop (no loads: a loaded value could change inside it) is hoisted: the loop becomes
-`if (cond) loop[select -> true side] else loop[select -> false side]`, and each copy is searched
-again, so a chain of k choices gives k copies.  A loop whose copies would exceed MAX_COPIES is
-left as it is.  Only the chosen side of a select was evaluated before, and only its copy runs
+For each loop that is or holds a vectorized loop, top down, a select under it whose condition
+reads only variables bound outside the loop (no loads: a loaded value could change inside it)
+is hoisted: the loop becomes `if (cond) loop[select -> true side] else loop[select -> false
+side]`, and each copy is searched again, so a chain of k choices gives k copies.  A loop whose
+copies would exceed MAX_COPIES is left as it is.  Only the chosen side of a select was evaluated before, and only its copy runs
 after: meaning is unchanged.
 """
 from __future__ import annotations
 
 from ...arith import structural_equal
 from ...ir import expr as E
-from ...ir.functor import Mutator, Visitor, post_order_visit
+from ...ir.functor import Mutator, Visitor, post_order_visit, uses_var
 from .. import nodes as N
 
 MAX_COPIES = 64
@@ -45,13 +45,10 @@ def _bound_inside(stmt) -> set:
 
 def _invariant(cond, inside: set) -> bool:
     """A condition of variables bound outside and constants only."""
-    ok = [True]
-
-    def fn(n) -> None:
-        if isinstance(n, (E.TensorLoad, E.Call, N.BufferLoad, N.CallExtern)) or (isinstance(n, E.Var) and n in inside):
-            ok[0] = False
-    post_order_visit(cond, fn)
-    return ok[0]
+    loads: list = []
+    post_order_visit(cond, lambda n: loads.append(n) if isinstance(
+        n, (E.TensorLoad, E.Call, N.BufferLoad, N.CallExtern)) else None)
+    return not loads and not uses_var(cond, lambda v: v in inside)
 
 
 class _FirstSelect(Visitor):
@@ -79,7 +76,8 @@ def _first_select(stmt, inside: set):
 
 
 class _Decide(Mutator):
-    """Each select on `cond` (the same node) replaced by the side `value` picks."""
+    """Each select on `cond` (or a structurally equal condition) replaced by the side `value`
+    picks."""
 
     def __init__(self, cond, value: bool):
         self.cond, self.value = cond, value
@@ -88,19 +86,6 @@ class _Decide(Mutator):
         if node.condition is self.cond or structural_equal(node.condition, self.cond):
             return self.visit(node.true_value if self.value else node.false_value)
         return self.generic_visit(node)
-
-
-def _count_choices(loop: N.For, inside: set) -> int:
-    """Copies unswitching `loop` would make (stopping once past MAX_COPIES)."""
-    cond = _first_select(loop.body, inside)
-    if cond is None:
-        return 1
-    total = 0
-    for value in (True, False):
-        total += _count_choices(_Decide(cond, value).visit(loop), inside)
-        if total > MAX_COPIES:
-            break
-    return total
 
 
 def _vector_loop_within(loop: N.For) -> bool:
@@ -113,14 +98,24 @@ class _Unswitch(Mutator):
     def visit_For(self, node: N.For):
         if node.kind == N.THREAD_BINDING or not _vector_loop_within(node):
             return self.generic_visit(node)
-        inside = _bound_inside(node)
-        if _first_select(node.body, inside) is None or _count_choices(node, inside) > MAX_COPIES:
-            return self.generic_visit(node)
-        return self._split(node, inside)
+        tree = _choices(node, _bound_inside(node), [0])
+        return self.generic_visit(node) if tree is None or isinstance(tree, N.For) else self._build(tree)
 
-    def _split(self, loop: N.For, inside: set):
-        cond = _first_select(loop.body, inside)
-        if cond is None:
-            return self.generic_visit(loop)
-        return N.IfThenElse(cond, self._split(_Decide(cond, True).visit(loop), inside),
-                            self._split(_Decide(cond, False).visit(loop), inside))
+    def _build(self, tree):
+        """The `if` over the copies of a tree from `_choices`, each copy's inner loops visited."""
+        if isinstance(tree, N.For):
+            return self.generic_visit(tree)
+        cond, then, other = tree
+        return N.IfThenElse(cond, self._build(then), self._build(other))
+
+
+def _choices(loop: N.For, inside: set, copies: list):
+    """`loop` if no invariant select is left in it, else (cond, tree if cond, tree if not), or
+    None once the copies (counted in `copies`) exceed MAX_COPIES."""
+    cond = _first_select(loop.body, inside)
+    if cond is None:
+        copies[0] += 1
+        return None if copies[0] > MAX_COPIES else loop
+    then = _choices(_Decide(cond, True).visit(loop), inside, copies)
+    other = None if then is None else _choices(_Decide(cond, False).visit(loop), inside, copies)
+    return None if other is None else (cond, then, other)
