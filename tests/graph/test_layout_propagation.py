@@ -375,3 +375,64 @@ def test_a_group_norm_whose_grouped_value_has_another_reader_stays_nchw():
     graph, x = _group_norm_net(2, reader_of_mid=True)
     assert _ops(optimize(graph, AVX512)).count("nchwc_to_nchw") > 1
     _check(graph, x)
+
+
+def _branches_net(reader: str, channels=(32, 32), plain_branch: bool = False):
+    """Two conv branches of `x` (or a conv and `x` itself), concatenated over channels, then
+    read by `reader`: a 1x1 conv, a 3x3 average pool, a relu, or a reshape (a channel shuffle
+    needs NCHW)."""
+    rng = np.random.default_rng(len(reader) + sum(channels))
+    b = GraphBuilder("branches")
+    cin = channels[1] if plain_branch else 16
+    x = b.input("x", (1, cin, 9, 7), "float32")
+    parts = []
+    for k, c in enumerate(channels):
+        if plain_branch and k == 1:
+            parts.append(x)
+            continue
+        w = b.const(rng.standard_normal((c, cin, 3, 3)).astype("float32") * 0.2, f"w{k}")
+        parts.append(b.add1("relu", [b.add1("conv2d", [x, w], CONV)]))
+    cat = b.add1("concat", parts, {"axis": 1})
+    total = sum(channels)
+    if reader == "conv":
+        w = b.const(rng.standard_normal((32, total, 1, 1)).astype("float32") * 0.2, "wr")
+        y = b.add1("conv2d", [cat, w], dict(CONV, padding=(0, 0, 0, 0)))
+    elif reader == "pool":
+        y = b.add1("avg_pool2d", [cat], {"kernel": (3, 3), "strides": (1, 1), "padding": (1, 1, 1, 1),
+                                         "count_include_pad": True})
+    elif reader == "relu":
+        y = b.add1("relu", [cat])
+    else:
+        y = b.add1("reshape", [cat], {"shape": (1, 2, total // 2, 9, 7)})
+    return b.finish([y]), rng.standard_normal((1, cin, 9, 7)).astype("float32")
+
+
+@pytest.mark.parametrize("reader", ["conv", "pool", "relu"])
+def test_a_channel_concat_of_blocked_values_runs_on_the_twins(reader):
+    """Inception's, DenseNet's and a U-Net's concatenations: the blocked branches are
+    concatenated along the block axis and the readers take the result blocked; the only layout
+    change left is the graph output's."""
+    graph, x = _branches_net(reader)
+    g = _check(graph, x)
+    (cat,) = [n for n in g.nodes if n.op == "concat"]
+    assert cat.outputs[0].ndim == 5 and all(v.ndim == 5 for v in cat.inputs) and cat.attrs["axis"] == 1
+    assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)
+    if reader == "conv":
+        (conv,) = [n for n in g.nodes if n.inputs[0] is cat.outputs[0]]
+        assert conv.op == "conv2d_nchwc" and conv.attrs["data_layout"] == f"NCHW{HOST_BLOCK}c"
+
+
+@pytest.mark.parametrize("case", ["nchw reader", "nchw input", "other blocks"])
+def test_a_channel_concat_stays_nchw_where_its_twin_would_not_serve(case):
+    """Read only by an op that needs NCHW (a channel shuffle's reshape), with an input that has
+    no blocked twin (the graph input), or with twins of different blocks, the concat runs on
+    NCHW values as before."""
+    if case == "nchw reader":
+        graph, x = _branches_net("reshape")
+    elif case == "nchw input":
+        graph, x = _branches_net("relu", plain_branch=True)
+    else:
+        graph, x = _branches_net("relu", channels=(32, 8))
+    g = _check(graph, x)
+    (cat,) = [n for n in g.nodes if n.op == "concat"]
+    assert cat.outputs[0].ndim == 4

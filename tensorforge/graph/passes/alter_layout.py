@@ -32,7 +32,7 @@
   two vectors) stays NCHW too, for alter_layout_im2col's GEMM (`_narrow_strided_product`).
 - A pointwise conv2d (1x1, stride 1, no padding, at least 64 positions) whose input
   will not be blocked (a graph input, or the output of an op that needs NCHW: a reshape, a
-  concat, a resize) and whose output no blocked conv reads stays NCHW as well:
+  resize, a concat of values not all blocked) and whose output no blocked conv reads stays NCHW as well:
   alter_layout_im2col makes it W times the image, read and written in NCHW.  The blocked conv
   would broadcast each input value from a channel plane of its own and write NCHW back element
   by element (72 -> 72 channels on 45x45, alone in a graph: 1.64x ONNX Runtime's time blocked,
@@ -246,7 +246,8 @@ KEEPS_BLOCKS = (*WINDOW_POOLS, *GLOBAL_POOLS, "batch_norm")
 
 class _LayoutGuess:
     """Which values alter_layout_propagate will hand on in the blocked layout: those that come
-    from a blocked conv through elementwise ops, pools and depthwise convs (`fed_blocked`), and
+    from a blocked conv through elementwise ops, pools, depthwise convs and channel concats of
+    such values only (`fed_blocked`), and
     those that such a path leads into a blocked or depthwise conv (`read_blocked`); a layout
     transform already in the graph counts as its blocked side (the pass cancels a pair).  A
     guess that follows that pass's rules, cached per value."""
@@ -284,6 +285,8 @@ class _LayoutGuess:
                 found = True                # the transform pair cancels: the blocked value is read
             elif node is not None and node.op in ("conv1d", "conv2d") and not _depthwise(node):
                 found = _blockable(node, self.params, self.target) and not self.stays_nchw(node)
+            elif node is not None and _channel_concat(node):
+                found = all(self.fed_blocked(u) for u in node.inputs)
             elif node is not None and self._keeps_layout(node, v):
                 found = any(self.fed_blocked(u) for u in node.inputs if u is not None and u not in self.params)
             self._fed[v] = found
@@ -298,12 +301,21 @@ class _LayoutGuess:
                     found = True
                 elif r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
                     found = _depthwise(r) or _blockable(r, self.params, self.target)
+                elif _channel_concat(r):
+                    found = self.fed_blocked(r.outputs[0]) and self.read_blocked(r.outputs[0])
                 elif self._keeps_layout(r, v):
                     found = self.read_blocked(r.outputs[0])
                 if found:
                     break
             self._read[v] = found
         return self._read[v]
+
+
+def _channel_concat(n: Node) -> bool:
+    """A concat of 4-D values over channels, which alter_layout_propagate runs on blocked twins
+    where all its inputs have them."""
+    return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 == 1 \
+        and all(v is not None for v in n.inputs)
 
 
 def _depthwise(n: Node) -> bool:

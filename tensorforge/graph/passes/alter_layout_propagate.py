@@ -19,6 +19,8 @@ the blocked layout when it can:
   spatial axes, which are the global pools;
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants;
+- a concat over channels of values whose twins share a block concatenates the twins along the
+  block axis, where one of its readers takes the result blocked;
 - a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
   instance_norm over each group, reshape back) whose groups are whole blocks reads the twin
   through a reshape: a group's elements are the same set in either memory order, and the
@@ -192,6 +194,8 @@ class _Propagation:
             return self._depthwise(n)
         if n.op == "batch_norm":
             return self._batch_norm(n)
+        if n.op == "concat":
+            return self._concat(n)
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
         if n.op == "reshape" and self._group_norm(n):
@@ -282,6 +286,36 @@ class _Propagation:
             return False
         self.squeezed[y] = y4
         return True
+
+    def _concat(self, n: Node) -> bool:
+        """A concat over channels of values whose twins have one block (Inception's branches,
+        DenseNet's growth, a U-Net's skip and up-sampled halves) concatenates the twins along the
+        block axis: the NCHW[b]c layout of the concatenation is the blocks of its inputs in
+        order.  Only where a reader of the result takes the twin (`_reads_twin`); a concat only
+        NCHW readers read (ShuffleNet's channel shuffle) stays in NCHW, its inputs' transforms
+        fused into their producers."""
+        y = n.outputs[0]
+        if y.ndim != 4 or int(n.attrs.get("axis", 0)) % 4 != 1 or not all(v is not None for v in n.inputs):
+            return False
+        twins = [self._twin(v) for v in n.inputs]
+        if any(t is None for t in twins) or len({t.shape[4] for t in twins}) != 1:
+            return False
+        if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
+            return False
+        self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),), {"axis": 1}, n.name))
+        return True
+
+    def _reads_twin(self, r: Node, v: Value) -> bool:
+        """Whether `r`, a reader of `v`, will read `v`'s blocked twin: a blocked conv, a pool, a
+        spatial reduction, a depthwise conv, a batch norm, another such concat, or an
+        elementwise op on `v`'s shape (the guess of alter_layout's `_LayoutGuess`)."""
+        if r.op == "conv2d_nchwc":
+            return r.inputs[0] is v and not layout_block(r.attrs.get("data_layout", "NCHW"))
+        if r.op in WINDOW_POOLS or r.op in GLOBAL_POOLS or r.op in SPATIAL_REDUCES or r.op in ("batch_norm", "concat"):
+            return True
+        if r.op == "conv2d":
+            return int(r.attrs.get("groups", 1)) == v.shape[1] > 1
+        return len(r.outputs) == 1 and r.outputs[0].shape == v.shape and is_elementwise(r)
 
     def _conv(self, n: Node) -> bool:
         x = n.inputs[0]
