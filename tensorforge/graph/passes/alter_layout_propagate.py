@@ -297,8 +297,8 @@ class _Propagation:
         y = n.outputs[0]
         if y.ndim != 4 or int(n.attrs.get("axis", 0)) % 4 != 1 or not all(v is not None for v in n.inputs):
             return False
-        twins = [self._twin(v) for v in n.inputs]
-        if any(t is None for t in twins) or len({t.shape[4] for t in twins}) != 1:
+        twins = [t for t in map(self._twin, n.inputs) if t is not None]
+        if len(twins) != len(n.inputs) or len({t.shape[4] for t in twins}) != 1:
             return False
         if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
             return False
