@@ -436,3 +436,39 @@ def test_a_channel_concat_stays_nchw_where_its_twin_would_not_serve(case):
     g = _check(graph, x)
     (cat,) = [n for n in g.nodes if n.op == "concat"]
     assert cat.outputs[0].ndim == 4
+
+
+@pytest.mark.parametrize("mode,ctm", [("nearest", "asymmetric"), ("linear", "half_pixel"),
+                                      ("linear", "align_corners"), ("cubic", "pytorch_half_pixel")])
+def test_an_up_sampling_read_by_a_conv_resizes_the_blocked_planes(mode, ctm):
+    """A YOLO neck's or a U-Net's up-sampling between blocked convs resizes the twin's planes (its
+    lanes are channels: every tap one contiguous block) and the next conv reads the result
+    blocked; the values are the reference's."""
+    rng = np.random.default_rng(3)
+    b = GraphBuilder("upsample")
+    x = b.input("x", (1, 16, 6, 5), "float32")
+    w1 = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w1")
+    w2 = b.const(rng.standard_normal((32, 32, 3, 3)).astype("float32") * 0.2, "w2")
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], CONV)])
+    up = b.add1("resize", [h], {"sizes": (1, 32, 12, 9), "scales": (1.0, 1.0, 2.0, 1.8), "mode": mode,
+                                "coordinate_transformation_mode": ctm})
+    graph = b.finish([b.add1("conv2d", [up, w2], CONV)])
+    g = _check(graph, rng.standard_normal((1, 16, 6, 5)).astype("float32"))
+    (resize,) = [n for n in g.nodes if n.op == "resize"]
+    assert resize.outputs[0].shape == (1, 32 // HOST_BLOCK, 12, 9, HOST_BLOCK)
+    assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)
+
+
+def test_an_up_sampling_read_in_nchw_stays_nchw():
+    """Up-sampled to a graph output (DeepLab's last resize), the resize converts its smaller input
+    back to NCHW, not its output."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("upsample_out")
+    x = b.input("x", (1, 16, 6, 5), "float32")
+    w1 = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "w1")
+    h = b.add1("relu", [b.add1("conv2d", [x, w1], CONV)])
+    graph = b.finish([b.add1("resize", [h], {"sizes": (1, 32, 24, 20), "scales": (1.0, 1.0, 4.0, 4.0),
+                                             "mode": "linear"})])
+    g = _check(graph, rng.standard_normal((1, 16, 6, 5)).astype("float32"))
+    (resize,) = [n for n in g.nodes if n.op == "resize"]
+    assert resize.outputs[0].ndim == 4

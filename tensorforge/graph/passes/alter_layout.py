@@ -31,8 +31,8 @@
 - With 16 vector registers, a strided conv whose output row fits one register tile (7 columns of
   two vectors) stays NCHW too, for alter_layout_im2col's GEMM (`_narrow_strided_product`).
 - A pointwise conv2d (1x1, stride 1, no padding, at least 64 positions) whose input
-  will not be blocked (a graph input, or the output of an op that needs NCHW: a reshape, a
-  resize, a concat of values not all blocked) and whose output no blocked conv reads stays NCHW as well:
+  will not be blocked (a graph input, or the output of an op that needs NCHW: a reshape, or a
+  resize or concat of values not all blocked) and whose output no blocked conv reads stays NCHW as well:
   alter_layout_im2col makes it W times the image, read and written in NCHW.  The blocked conv
   would broadcast each input value from a channel plane of its own and write NCHW back element
   by element (72 -> 72 channels on 45x45, alone in a graph: 1.64x ONNX Runtime's time blocked,
@@ -273,7 +273,7 @@ class _LayoutGuess:
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
-        return n.op in KEEPS_BLOCKS or _depthwise(n) or (
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or (
             len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
@@ -316,6 +316,13 @@ def _channel_concat(n: Node) -> bool:
     where all its inputs have them."""
     return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 == 1 \
         and all(v is not None for v in n.inputs)
+
+
+def _plane_resize(n: Node) -> bool:
+    """A resize of a 4-D value's planes only, which alter_layout_propagate runs on a blocked twin."""
+    sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
+    return n.op == "resize" and n.inputs[0].ndim == 4 and len(sizes) == 4 and len(scales) == 4 \
+        and sizes[:2] == n.inputs[0].shape[:2] and all(s == 1.0 for s in scales[:2]) and n.attrs.get("roi") is None
 
 
 def _depthwise(n: Node) -> bool:

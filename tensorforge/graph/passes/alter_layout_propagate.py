@@ -20,7 +20,8 @@ the blocked layout when it can:
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants;
 - a concat over channels of values whose twins share a block concatenates the twins along the
-  block axis, where one of its readers takes the result blocked;
+  block axis, and a resize of the planes resizes the twin's, where one of their readers takes
+  the result blocked;
 - a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
   instance_norm over each group, reshape back) whose groups are whole blocks reads the twin
   through a reshape: a group's elements are the same set in either memory order, and the
@@ -196,6 +197,8 @@ class _Propagation:
             return self._batch_norm(n)
         if n.op == "concat":
             return self._concat(n)
+        if n.op == "resize":
+            return self._resize(n)
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
         if n.op == "reshape" and self._group_norm(n):
@@ -305,13 +308,36 @@ class _Propagation:
         self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),), {"axis": 1}, n.name))
         return True
 
+    def _resize(self, n: Node) -> bool:
+        """A resize of the planes only (the up-sampling of a U-Net, a YOLO neck, an FPN) on a value
+        with a twin resizes the twin's planes, where a reader takes the result blocked: its
+        vector lanes are then channels, and every tap a contiguous load of one block instead of
+        a lane-by-lane gather of a plane's positions."""
+        x, y = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or len(n.inputs) != 1 or x.ndim != 4 or not y.dtype.startswith("float"):
+            return False
+        sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
+        if len(sizes) != 4 or len(scales) != 4 or sizes[:2] != x.shape[:2] or any(s != 1.0 for s in scales[:2]):
+            return False
+        if n.attrs.get("roi") is not None or n.attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+            return False
+        if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
+            return False
+        block = t.shape[4]
+        attrs = dict(n.attrs, sizes=(sizes[0], sizes[1] // block, sizes[2], sizes[3], block),
+                     scales=(1.0, 1.0, float(scales[2]), float(scales[3]), 1.0))
+        self._emit(Node("resize", (t,), (self._new_twin(y, block),), attrs, n.name))
+        return True
+
     def _reads_twin(self, r: Node, v: Value) -> bool:
         """Whether `r`, a reader of `v`, will read `v`'s blocked twin: a blocked conv, a pool, a
         spatial reduction, a depthwise conv, a batch norm, another such concat, or an
         elementwise op on `v`'s shape (the guess of alter_layout's `_LayoutGuess`)."""
         if r.op == "conv2d_nchwc":
             return r.inputs[0] is v and not layout_block(r.attrs.get("data_layout", "NCHW"))
-        if r.op in WINDOW_POOLS or r.op in GLOBAL_POOLS or r.op in SPATIAL_REDUCES or r.op in ("batch_norm", "concat"):
+        if r.op in WINDOW_POOLS or r.op in GLOBAL_POOLS or r.op in SPATIAL_REDUCES or r.op in ("batch_norm", "concat",
+                                                                                              "resize"):
             return True
         if r.op == "conv2d":
             return int(r.attrs.get("groups", 1)) == v.shape[1] > 1
