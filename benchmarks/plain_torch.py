@@ -28,6 +28,14 @@ out patterns these have:
                 GroupNorm and SiLU
   tr_decoder    nn.TransformerDecoder (4 layers of width 512, causal self-attention and
                 cross-attention over 64 memory tokens, 48 target tokens)
+  squeezenet    SqueezeNet 1.1 (fire modules: 1x1 squeeze, concatenated 1x1 and 3x3 expands;
+                ceil-mode max pools, a 1x1 conv classifier)
+  googlenet     GoogLeNet (Inception v1: four-branch concatenations with a max-pool branch)
+  vgg11         VGG-11 (3x3 convs with biases, 2x2 max pools, 25088 -> 4096 -> 4096 -> 1000)
+  fpn           an FPN segmenter on 1x3x256x512 (laterals, nearest up-sampling and adds, every
+                level up-sampled bilinearly to stride 4 and summed)
+  wavenet       WaveNet (gated tanh x sigmoid dilated causal conv1d, dilations 1..512 twice,
+                residual and skip 1x1 convs) over 4000 samples
 
 Weights: PyTorch's own initialization under a fixed seed, batch norms with non-trivial running
 statistics (benchmarks/exports/models.py's randomize_batch_norms).  Each export is run by ONNX
@@ -429,6 +437,136 @@ def _modules():
         def forward(self, tgt, memory):
             return self.dec(tgt, memory, tgt_mask=self.mask, tgt_is_causal=True)
 
+    # -- SqueezeNet 1.1 -------------------------------------------------------------------------
+    class Fire(nn.Module):
+        def __init__(self, cin, squeeze, expand):
+            super().__init__()
+            self.s = nn.Conv2d(cin, squeeze, 1)
+            self.e1, self.e3 = nn.Conv2d(squeeze, expand, 1), nn.Conv2d(squeeze, expand, 3, padding=1)
+
+        def forward(self, x):
+            x = F.relu(self.s(x))
+            return torch.cat([F.relu(self.e1(x)), F.relu(self.e3(x))], 1)
+
+    class SqueezeNet(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+            self.features = nn.Sequential(nn.Conv2d(3, 64, 3, 2), nn.ReLU(), pool, Fire(64, 16, 64), Fire(128, 16, 64),
+                                          pool, Fire(128, 32, 128), Fire(256, 32, 128), pool, Fire(256, 48, 192),
+                                          Fire(384, 48, 192), Fire(384, 64, 256), Fire(512, 64, 256))
+            self.classifier = nn.Conv2d(512, classes, 1)
+
+        def forward(self, x):
+            return F.adaptive_avg_pool2d(F.relu(self.classifier(self.features(x))), 1).flatten(1)
+
+    # -- GoogLeNet (Inception v1) ---------------------------------------------------------------
+    class InceptionA(nn.Module):
+        def __init__(self, cin, c1, c3r, c3, c5r, c5, pp):
+            super().__init__()
+            self.b1 = cbr(cin, c1, 1)
+            self.b3 = nn.Sequential(cbr(cin, c3r, 1), cbr(c3r, c3, 3))
+            self.b5 = nn.Sequential(cbr(cin, c5r, 1), cbr(c5r, c5, 3))    # torchvision's 3x3 in place of 5x5
+            self.bp = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), cbr(cin, pp, 1))
+
+        def forward(self, x):
+            return torch.cat([self.b1(x), self.b3(x), self.b5(x), self.bp(x)], 1)
+
+    class GoogLeNet(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            pool = nn.MaxPool2d(3, 2, ceil_mode=True)
+            self.stem = nn.Sequential(cbr(3, 64, 7, 2), pool, cbr(64, 64, 1), cbr(64, 192, 3), pool)
+            self.body = nn.Sequential(
+                InceptionA(192, 64, 96, 128, 16, 32, 32), InceptionA(256, 128, 128, 192, 32, 96, 64), pool,
+                InceptionA(480, 192, 96, 208, 16, 48, 64), InceptionA(512, 160, 112, 224, 24, 64, 64),
+                InceptionA(512, 128, 128, 256, 24, 64, 64), InceptionA(512, 112, 144, 288, 32, 64, 64),
+                InceptionA(528, 256, 160, 320, 32, 128, 128), nn.MaxPool2d(2, 2, ceil_mode=True),
+                InceptionA(832, 256, 160, 320, 32, 128, 128), InceptionA(832, 384, 192, 384, 48, 128, 128))
+            self.fc = nn.Linear(1024, classes)
+
+        def forward(self, x):
+            return self.fc(self.body(self.stem(x)).mean((2, 3)))
+
+    # -- VGG-11 ---------------------------------------------------------------------------------
+    class Vgg(nn.Module):
+        def __init__(self, classes=1000):
+            super().__init__()
+            layers, cin = [], 3
+            for c in (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"):
+                if c == "M":
+                    layers.append(nn.MaxPool2d(2))
+                else:
+                    layers += [nn.Conv2d(cin, c, 3, padding=1), nn.ReLU(inplace=True)]
+                    cin = c
+            self.features = nn.Sequential(*layers)
+            self.classifier = nn.Sequential(nn.Linear(512 * 7 * 7, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(),
+                                            nn.Linear(4096, classes))
+
+        def forward(self, x):
+            return self.classifier(torch.flatten(self.features(x), 1))
+
+    # -- FPN segmenter --------------------------------------------------------------------------
+    class Fpn(nn.Module):
+        """A ResNet-style backbone (strides 4-32), an FPN (1x1 laterals, nearest 2x up-sampling
+        and adds, 3x3 smoothing), the levels up-sampled bilinearly to stride 4, summed and
+        classified per pixel (a panoptic-FPN-style semantic head)."""
+
+        def __init__(self, classes=19, width=128):
+            super().__init__()
+            self.stem = nn.Sequential(cbr(3, 32, 3, 2), cbr(32, 64, 3, 2))
+            chans = (64, 128, 256, 512)
+            self.stages = nn.ModuleList(nn.Sequential(cbr(cin, c, 3, 1 if k == 0 else 2), cbr(c, c))
+                                        for k, (cin, c) in enumerate(zip((64,) + chans[:-1], chans)))
+            self.lateral = nn.ModuleList(nn.Conv2d(c, width, 1) for c in chans)
+            self.smooth = nn.ModuleList(cbr(width, width) for _ in chans)
+            self.classify = nn.Conv2d(width, classes, 1)
+
+        def forward(self, x):
+            feats, x = [], self.stem(x)
+            for stage in self.stages:
+                x = stage(x)
+                feats.append(x)
+            p = self.lateral[-1](feats[-1])
+            levels = [p]
+            for k in (2, 1, 0):
+                p = self.lateral[k](feats[k]) + F.interpolate(p, scale_factor=2.0, mode="nearest")
+                levels.insert(0, p)
+            size = levels[0].shape[-2:]
+            total = sum(F.interpolate(s(q), size=size, mode="bilinear", align_corners=False) if k else s(q)
+                        for k, (s, q) in enumerate(zip(self.smooth, levels)))
+            return self.classify(total)
+
+    # -- WaveNet --------------------------------------------------------------------------------
+    class WaveBlock(nn.Module):
+        def __init__(self, c, skip, d):
+            super().__init__()
+            self.d = d
+            self.filt, self.gate = nn.Conv1d(c, c, 2, dilation=d), nn.Conv1d(c, c, 2, dilation=d)
+            self.res, self.skip = nn.Conv1d(c, c, 1), nn.Conv1d(c, skip, 1)
+
+        def forward(self, x):
+            h = F.pad(x, (self.d, 0))
+            z = torch.tanh(self.filt(h)) * torch.sigmoid(self.gate(h))
+            return x + self.res(z), self.skip(z)
+
+    class WaveNet(nn.Module):
+        """Gated dilated causal conv1d layers (dilations 1..512, twice), residual and skip 1x1s,
+        over 4000 samples of 32 input channels."""
+
+        def __init__(self, c=64, skip=128):
+            super().__init__()
+            self.inp = nn.Conv1d(32, c, 1)
+            self.blocks = nn.ModuleList(WaveBlock(c, skip, 2 ** (k % 10)) for k in range(20))
+            self.out = nn.Sequential(nn.ReLU(), nn.Conv1d(skip, skip, 1), nn.ReLU(), nn.Conv1d(skip, 256, 1))
+
+        def forward(self, x):
+            x, total = self.inp(x), 0
+            for block in self.blocks:
+                x, s = block(x)
+                total = total + s
+            return self.out(total)
+
     return {
         "unet": (UNet, [(1, 3, 256, 256)]),
         "yolo": (Yolo, [(1, 3, 320, 320)]),
@@ -444,11 +582,16 @@ def _modules():
         "espcn": (Espcn, [(1, 1, 224, 224)]),
         "vae_decoder": (VaeDecoder, [(1, 128)]),
         "tr_decoder": (TrDecoder, [(1, 48, 512), (1, 64, 512)]),
+        "squeezenet": (SqueezeNet, [(1, 3, 224, 224)]),
+        "googlenet": (GoogLeNet, [(1, 3, 224, 224)]),
+        "vgg11": (Vgg, [(1, 3, 224, 224)]),
+        "fpn": (Fpn, [(1, 3, 256, 512)]),
+        "wavenet": (WaveNet, [(1, 32, 4000)]),
     }
 
 
 NAMES = ("unet", "yolo", "shufflenet", "mobilenet_v3", "densenet", "alexnet", "deeplab", "inception", "r3d",
-         "gru_asr", "tcn", "espcn", "vae_decoder", "tr_decoder")
+         "gru_asr", "tcn", "espcn", "vae_decoder", "tr_decoder", "squeezenet", "googlenet", "vgg11", "fpn", "wavenet")
 
 
 WORKLOAD_PREFIX = "plain_torch:"     # the metadata's workload name: e2e.py times this very module
