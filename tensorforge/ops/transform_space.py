@@ -5,6 +5,10 @@ depth_to_space with block b turns (N, C*b*b, H, W) into (N, C, H*b, W*b); output
 reads channel  ((y % b) * b + x % b) * C + c   (DCR: depth, column, row)
           or   c * b * b + (y % b) * b + x % b  (CRD: column, row, depth)
 at (y // b, x // b).  space_to_depth is the inverse, in either order.
+
+depth_to_space in DCR order also takes blocked data, NCHW[k]c (5-D: N, C*b*b/k, H, W, k; written
+by alter_layout_propagate where C is whole blocks of k): output block (n, cb, y, x) is input
+block  ((y % b) * b + x % b) * C/k + cb  at (y // b, x // b), the k lanes copied whole.
 """
 from __future__ import annotations
 
@@ -23,6 +27,10 @@ def _check(shape: tuple, blocksize: int, op_name: str) -> None:
 
 
 def depth_to_space_shape(shape: tuple, blocksize: int, mode: str) -> tuple:
+    if len(shape) == 5 and mode == "DCR":      # NCHW[k]c
+        n, c, h, w, k = shape
+        _check((n, c, h, w), blocksize, "depth_to_space")
+        return (*depth_to_space_shape((n, c, h, w), blocksize, mode), k)
     _check(shape, blocksize, "depth_to_space")
     if mode not in ("DCR", "CRD"):
         raise OpError(f"depth_to_space: mode must be DCR or CRD, got {mode!r}")
@@ -53,16 +61,24 @@ class depth_to_space:
         out_shape = depth_to_space_shape(const_shape(x), blocksize, mode)
         b, c_out = int(blocksize), out_shape[1]
 
-        def f(n, c, y, xx):
+        def source(n, c, y, xx) -> tuple:
             block = (y % b) * b + xx % b
             channel = block * c_out + c if mode == "DCR" else c * (b * b) + block
-            return x[n, channel, y // b, xx // b]
+            return (n, channel, y // b, xx // b)
 
-        return te.compute(out_shape, f, name="depth_to_space", tag="depth_to_space")
+        if len(out_shape) == 5:
+            return te.compute(out_shape, lambda n, c, y, xx, lane: x[(*source(n, c, y, xx), lane)],
+                              name="depth_to_space", tag="depth_to_space")
+        return te.compute(out_shape, lambda n, c, y, xx: x[source(n, c, y, xx)], name="depth_to_space",
+                          tag="depth_to_space")
 
     def reference(x: np.ndarray, blocksize: int, mode: str = "DCR") -> np.ndarray:
-        n, c, h, w = depth_to_space_shape(x.shape, blocksize, mode)
         b = int(blocksize)
+        if x.ndim == 5:
+            n, c, h, w, k = depth_to_space_shape(x.shape, blocksize, mode)
+            t = x.reshape(n, b, b, c, h // b, w // b, k).transpose(0, 3, 4, 1, 5, 2, 6)
+            return t.reshape(n, c, h, w, k)
+        n, c, h, w = depth_to_space_shape(x.shape, blocksize, mode)
         if mode == "DCR":
             t = x.reshape(n, b, b, c, h // b, w // b).transpose(0, 3, 4, 1, 5, 2)
         else:

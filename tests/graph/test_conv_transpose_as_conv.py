@@ -53,14 +53,14 @@ def test_strides_above_one_and_padding_beyond_the_span_stay_transposed():
 
 @pytest.mark.parametrize("s, cin, cout, size", [(2, 8, 16, 9), (3, 5, 4, 6), (4, 16, 3, 8)])
 def test_kernel_equal_to_stride_becomes_a_pointwise_conv_and_a_depth_to_space(s, cin, cout, size):
-    """Each output takes the one tap of its place in its s x s cell: a 1x1 conv to (o, a, b)
-    channels, then depth_to_space (CRD); the same values, in the reference and compiled."""
+    """Each output takes the one tap of its place in its s x s cell: a 1x1 conv to (a, b, o)
+    channels, then depth_to_space (DCR); the same values, in the reference and compiled."""
     graph, x = _graph(2, cin, cout, 1, (s, s), (1, 1), (0, 0, 0, 0), (s, s), size=size)
     rewritten = conv_transpose_as_conv(graph, Target.parse("c"))
     assert [n.op for n in rewritten.nodes] == ["conv2d", "depth_to_space", "relu"]
     conv, d2s = rewritten.nodes[:2]
     assert conv.inputs[1].shape == (cout * s * s, cin, 1, 1)
-    assert d2s.attrs == {"blocksize": s, "mode": "CRD"}
+    assert d2s.attrs == {"blocksize": s, "mode": "DCR"}
     want = run_reference(graph, x)[0]
     np.testing.assert_allclose(run_reference(rewritten, x)[0], want, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tensorforge.compile(graph)(x)[0], want, rtol=1e-4, atol=1e-4)

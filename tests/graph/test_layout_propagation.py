@@ -472,3 +472,34 @@ def test_an_up_sampling_read_in_nchw_stays_nchw():
     g = _check(graph, rng.standard_normal((1, 16, 6, 5)).astype("float32"))
     (resize,) = [n for n in g.nodes if n.op == "resize"]
     assert resize.outputs[0].ndim == 4
+
+
+@pytest.mark.parametrize("cout, blocked", [(32, True), (24, False)])
+def test_a_unet_up_sampling_moves_blocks_of_the_twin(cout, blocked):
+    """A 2x2 stride-2 transposed conv (a 1x1 conv and a depth-to-space, conv_transpose_as_conv),
+    concatenated with the skip and read by a conv: where its output channels are whole blocks,
+    the depth-to-space moves blocks of the conv's twin and the concat and the next conv stay
+    blocked; the values are the reference's either way."""
+    rng = np.random.default_rng(cout)
+    b = GraphBuilder("unet_up")
+    x = b.input("x", (1, 16, 10, 6), "float32")
+    skip = b.input("skip", (1, 16, 20, 12), "float32")
+    w0 = b.const(rng.standard_normal((64, 16, 3, 3)).astype("float32") * 0.2, "w0")
+    ws = b.const(rng.standard_normal((32, 16, 3, 3)).astype("float32") * 0.2, "ws")
+    wt = b.const(rng.standard_normal((64, cout, 2, 2)).astype("float32") * 0.2, "wt")
+    w1 = b.const(rng.standard_normal((32, cout + 32, 3, 3)).astype("float32") * 0.2, "w1")
+    h = b.add1("relu", [b.add1("conv2d", [x, w0], CONV)])
+    up = b.add1("conv_transpose2d", [h, wt], {"strides": (2, 2), "padding": (0, 0, 0, 0), "output_padding": (0, 0),
+                                              "dilations": (1, 1), "groups": 1})
+    s = b.add1("relu", [b.add1("conv2d", [skip, ws], CONV)])
+    cat = b.add1("concat", [up, s], {"axis": 1})
+    graph = b.finish([b.add1("conv2d", [cat, w1], CONV)])
+    feeds = [rng.standard_normal(v.shape).astype("float32") for v in graph.inputs]
+    model = tensorforge.compile(graph, target="c", opt_level=2)
+    for got, want in zip(model(*feeds), run_reference(graph, *feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    g = model.info["graph"]
+    (d2s,) = [n for n in g.nodes if n.op == "depth_to_space"]
+    assert (d2s.outputs[0].ndim == 5) == blocked
+    if blocked:
+        assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)

@@ -106,6 +106,17 @@ def test_depth_space():
         np.testing.assert_array_equal(back, x)
 
 
+@pytest.mark.parametrize("block, b", [(8, 2), (16, 3)])
+def test_depth_to_space_on_blocked_data_moves_whole_blocks(block, b):
+    """DCR depth_to_space on NCHW[k]c data is the blocked layout of the NCHW result, compiled as
+    in the reference."""
+    from tensorforge.ops.nn_conv_nchwc import to_nchwc
+    x = RNG.standard_normal((2, 2 * block * b * b, 3, 4)).astype("float32")
+    want = check_op("depth_to_space", [x], {"blocksize": b, "mode": "DCR"})[0]
+    got = check_op("depth_to_space", [to_nchwc(x, block)], {"blocksize": b, "mode": "DCR"})[0]
+    np.testing.assert_array_equal(got, to_nchwc(want, block))
+
+
 @pytest.mark.parametrize("name, types, attrs, message", [
     ("reshape", [TensorType((2, 3), "float32")], {"shape": (4, -1)}, "cannot reshape"),
     ("reshape", [TensorType((2, 3), "float32")], {"shape": (-1, -1)}, "more than one -1"),

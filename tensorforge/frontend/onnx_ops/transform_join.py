@@ -99,6 +99,8 @@ def convert_pad(ctx, inputs, attrs):
 
 @converter("DepthToSpace")
 def convert_depth_to_space(ctx, inputs, attrs):
+    if inputs[0].ndim != 4:      # the op's 5-D form is the blocked layout's, not ONNX's
+        raise OpError(f"DepthToSpace: input must be 4-D (N, C, H, W), got shape {tuple(inputs[0].shape)}")
     return ctx.add1("depth_to_space", [inputs[0]], {"blocksize": int(attrs["blocksize"]),
                                                     "mode": attrs.get("mode", "DCR")})
 

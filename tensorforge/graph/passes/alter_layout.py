@@ -273,7 +273,7 @@ class _LayoutGuess:
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
-        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or (
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or _dcr_depth_to_space(n) or (
             len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
@@ -323,6 +323,12 @@ def _plane_resize(n: Node) -> bool:
     sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
     return n.op == "resize" and n.inputs[0].ndim == 4 and len(sizes) == 4 and len(scales) == 4 \
         and sizes[:2] == n.inputs[0].shape[:2] and all(s == 1.0 for s in scales[:2]) and n.attrs.get("roi") is None
+
+
+def _dcr_depth_to_space(n: Node) -> bool:
+    """A depth-to-space in DCR order, which alter_layout_propagate runs on a blocked twin whose
+    blocks its output channels fill."""
+    return n.op == "depth_to_space" and n.inputs[0].ndim == 4 and n.attrs.get("mode", "DCR") == "DCR"
 
 
 def _depthwise(n: Node) -> bool:

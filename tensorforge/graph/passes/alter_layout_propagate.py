@@ -20,8 +20,9 @@ the blocked layout when it can:
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants;
 - a concat over channels of values whose twins share a block concatenates the twins along the
-  block axis, and a resize of the planes resizes the twin's, where one of their readers takes
-  the result blocked;
+  block axis, a resize of the planes resizes the twin's, and a depth-to-space in DCR order
+  whose output channels are whole blocks moves the twin's blocks, where one of their readers
+  takes the result blocked;
 - a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
   instance_norm over each group, reshape back) whose groups are whole blocks reads the twin
   through a reshape: a group's elements are the same set in either memory order, and the
@@ -199,6 +200,8 @@ class _Propagation:
             return self._concat(n)
         if n.op == "resize":
             return self._resize(n)
+        if n.op == "depth_to_space":
+            return self._depth_to_space(n)
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
         if n.op == "reshape" and self._group_norm(n):
@@ -328,6 +331,21 @@ class _Propagation:
         attrs = dict(n.attrs, sizes=(sizes[0], sizes[1] // block, sizes[2], sizes[3], block),
                      scales=(1.0, 1.0, float(scales[2]), float(scales[3]), 1.0))
         self._emit(Node("resize", (t,), (self._new_twin(y, block),), attrs, n.name))
+        return True
+
+    def _depth_to_space(self, n: Node) -> bool:
+        """A depth-to-space in DCR order (conv_transpose_as_conv's U-Net up-sampling) whose output
+        channels are whole blocks of its input's twin moves whole blocks: cell offset k's output
+        channel block cb is the twin's block k * C/b + cb (ops/transform_space.py), so it reads
+        the twin, where a reader takes the result blocked.  In NCHW the conv's output went back
+        from blocks, then every output lane was gathered."""
+        x, y = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or x.ndim != 4 or n.attrs.get("mode", "DCR") != "DCR" or y.shape[1] % t.shape[4]:
+            return False
+        if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
+            return False
+        self._emit(Node("depth_to_space", (t,), (self._new_twin(y, t.shape[4]),), n.attrs, n.name))
         return True
 
     def _reads_twin(self, r: Node, v: Value) -> bool:
