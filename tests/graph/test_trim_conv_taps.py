@@ -42,10 +42,12 @@ def test_trimmed_conv_computes_the_same(rank, size, k, stride, dilation, pad_beg
     trimmed = trim_conv_taps(graph, Target.parse("c"))
     want = run_reference(graph, x)[0]
     np.testing.assert_allclose(run_reference(trimmed, x)[0], want, rtol=1e-5, atol=1e-5)
-    if trimmed is not graph:
-        (conv,) = [n for n in trimmed.nodes if n.op.startswith("conv")]
+    convs = [n for n in trimmed.nodes if n.op.startswith("conv")]
+    if trimmed is not graph and len(convs) == 1:
         first, last = live_taps(size, want.shape[2], k, stride, dilation, pad_begin)
-        assert conv.inputs[1].shape[2] == last - first + 1 < k
+        assert convs[0].inputs[1].shape[2] == last - first + 1 < k
+    elif trimmed is not graph:          # cut into bands (tests/graph/test_conv_tap_bands.py): fewer taps each
+        assert rank == 2 and all(n.inputs[1].shape[2] < k for n in convs)
 
 
 def test_a_wide_kernel_on_a_column_runs_as_its_live_column():

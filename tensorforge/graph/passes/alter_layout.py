@@ -46,7 +46,7 @@ import numpy as np
 from ...ops.nn_conv_nchwc import pack_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise
+from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise, plane_slice
 
 
 def alter_layout(graph: Graph, target: Target) -> Graph:
@@ -273,7 +273,7 @@ class _LayoutGuess:
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
-        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or _dcr_depth_to_space(n) or (
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or _dcr_depth_to_space(n) or plane_slice(n) or (
             len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
@@ -312,9 +312,9 @@ class _LayoutGuess:
 
 
 def _channel_concat(n: Node) -> bool:
-    """A concat of 4-D values over channels, which alter_layout_propagate runs on blocked twins
-    where all its inputs have them."""
-    return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 == 1 \
+    """A concat of 4-D values over channels, rows or columns, which alter_layout_propagate runs
+    on blocked twins where all its inputs have them."""
+    return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 != 0 \
         and all(v is not None for v in n.inputs)
 
 

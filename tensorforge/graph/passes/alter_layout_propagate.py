@@ -19,8 +19,8 @@ the blocked layout when it can:
   spatial axes, which are the global pools;
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants;
-- a concat over channels of values whose twins share a block concatenates the twins along the
-  block axis, a resize of the planes resizes the twin's, and a depth-to-space in DCR order
+- a concat of values whose twins share a block concatenates the twins (over channels: along
+  the block axis), a slice of the planes slices the twin's, a resize of the planes resizes the twin's, and a depth-to-space in DCR order
   whose output channels are whole blocks moves the twin's blocks, where one of their readers
   takes the result blocked;
 - a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
@@ -202,6 +202,8 @@ class _Propagation:
             return self._resize(n)
         if n.op == "depth_to_space":
             return self._depth_to_space(n)
+        if n.op == "slice":
+            return self._slice(n)
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
         if n.op == "reshape" and self._group_norm(n):
@@ -297,18 +299,31 @@ class _Propagation:
         """A concat over channels of values whose twins have one block (Inception's branches,
         DenseNet's growth, a U-Net's skip and up-sampled halves) concatenates the twins along the
         block axis: the NCHW[b]c layout of the concatenation is the blocks of its inputs in
-        order.  Only where a reader of the result takes the twin (`_reads_twin`); a concat only
+        order.  Over rows or columns (trim_conv_taps' bands), along the same axis of the twins.  Only where a reader of the result takes the twin (`_reads_twin`); a concat only
         NCHW readers read (ShuffleNet's channel shuffle) stays in NCHW, its inputs' transforms
         fused into their producers."""
         y = n.outputs[0]
-        if y.ndim != 4 or int(n.attrs.get("axis", 0)) % 4 != 1 or not all(v is not None for v in n.inputs):
+        axis = int(n.attrs.get("axis", 0)) % 4 if y.ndim == 4 else 0
+        if not axis or not all(v is not None for v in n.inputs):
             return False
         twins = [t for t in map(self._twin, n.inputs) if t is not None]
         if len(twins) != len(n.inputs) or len({t.shape[4] for t in twins}) != 1:
             return False
         if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
             return False
-        self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),), {"axis": 1}, n.name))
+        self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),), {"axis": axis}, n.name))
+        return True
+
+    def _slice(self, n: Node) -> bool:
+        """A slice of the planes (trim_conv_taps' regions of a banded atrous conv) slices the twin's
+        planes, where a reader takes the result blocked."""
+        x, y = n.inputs[0], n.outputs[0]
+        t = self._twin(x)
+        if t is None or len(n.inputs) != 1 or x.ndim != 4 or not plane_slice(n):
+            return False
+        if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
+            return False
+        self._emit(Node("slice", (t,), (self._new_twin(y, t.shape[4]),), n.attrs, n.name))
         return True
 
     def _resize(self, n: Node) -> bool:
@@ -355,7 +370,7 @@ class _Propagation:
         if r.op == "conv2d_nchwc":
             return r.inputs[0] is v and not layout_block(r.attrs.get("data_layout", "NCHW"))
         if r.op in WINDOW_POOLS or r.op in GLOBAL_POOLS or r.op in SPATIAL_REDUCES or r.op in ("batch_norm", "concat",
-                                                                                              "resize"):
+                                                                                              "resize", "slice"):
             return True
         if r.op == "conv2d":
             return int(r.attrs.get("groups", 1)) == v.shape[1] > 1
@@ -548,6 +563,17 @@ def fold_memory_order_chains(graph: Graph) -> Graph:
                 changed = True
         nodes.append(n)
     return eliminate_dead_code(graph.with_nodes(nodes)) if changed else graph
+
+
+def plane_slice(n: Node) -> bool:
+    """Whether `n` is a slice of a 4-D value's rows or columns only, with steps of 1."""
+    x = n.inputs[0]
+    if n.op != "slice" or x is None or x.ndim != 4:
+        return False
+    starts = tuple(n.attrs.get("starts") or ())
+    axes = tuple(n.attrs.get("axes") or range(len(starts)))
+    steps = tuple(n.attrs.get("steps") or (1,) * len(starts))
+    return all(a % 4 in (2, 3) for a in axes) and all(s == 1 for s in steps)
 
 
 def _blocked(v: Value, block: int) -> Value:
