@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conv_graphs import conv_relu_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorforge
-from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.passes.trim_conv_taps import BAND_MAX_LIVE, tap_bands, trim_conv_taps
 from tensorforge.graph.reference import run_reference
 from tensorforge.target import Target
@@ -19,14 +19,6 @@ from tensorforge.target import Target
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 
-def _graph(cin, cout, size, dilations, pads, kernel=(3, 3), strides=(1, 1), groups=1, seed=0):
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder("bands")
-    x = b.input("x", (1, cin, *size), "float32")
-    w = b.const(rng.standard_normal((cout, cin // groups, *kernel)).astype("float32") * 0.1, "w")
-    y = b.add1("conv2d", [x, w], {"strides": strides, "padding": pads, "dilations": dilations, "groups": groups})
-    graph = b.finish([b.add1("relu", [y])])
-    return graph, rng.standard_normal((1, cin, *size)).astype("float32")
 
 
 def test_tap_bands_of_an_aspp_rate():
@@ -38,7 +30,7 @@ def test_tap_bands_of_an_aspp_rate():
 
 
 def test_an_aspp_conv_becomes_nine_regions_of_its_live_taps():
-    graph, x = _graph(16, 32, (32, 32), (18, 18), (18, 18, 18, 18))
+    graph, x = conv_relu_graph(16, 32, (32, 32), (18, 18), (18, 18, 18, 18))
     after = trim_conv_taps(graph, AVX512)
     convs = [n for n in after.nodes if n.op == "conv2d"]
     assert len(convs) == 9 and all(n.attrs["padding"] == (0, 0, 0, 0) for n in convs)
@@ -61,7 +53,7 @@ def test_bands_compute_the_conv(dh, dw, h, w, s, groups, k, data):
     pads = tuple(data.draw(st.integers(0, d * (kk - 1))) for d, kk in ((dh, k[0]), (dw, k[1]))) * 2
     if (h + pads[0] + pads[2] - dh * (k[0] - 1)) < 1 or (w + pads[1] + pads[3] - dw * (k[1] - 1)) < 1:
         return
-    graph, x = _graph(16, 16, (h, w), (dh, dw), pads, kernel=k, strides=(s, s), groups=groups)
+    graph, x = conv_relu_graph(16, 16, (h, w), (dh, dw), pads, kernel=k, strides=(s, s), groups=groups)
     after = trim_conv_taps(graph, AVX512)
     want = run_reference(graph, x)[0]
     np.testing.assert_allclose(run_reference(after, x)[0], want, rtol=1e-5, atol=1e-5)
@@ -70,6 +62,6 @@ def test_bands_compute_the_conv(dh, dw, h, w, s, groups, k, data):
 
 @pytest.mark.parametrize("size, dilation", [((32, 32), 1), ((32, 32), 4), ((17, 17), 2)])
 def test_convs_whose_products_mostly_meet_data_are_left_alone(size, dilation):
-    graph, _ = _graph(16, 16, size, (dilation, dilation), (dilation,) * 4)
+    graph, _ = conv_relu_graph(16, 16, size, (dilation, dilation), (dilation,) * 4)
     assert trim_conv_taps(graph, AVX512) is graph
     assert BAND_MAX_LIVE < 1

@@ -5,11 +5,11 @@ reference and compiled, and the convs the Winograd path would not take are left 
 from __future__ import annotations
 
 import numpy as np
+from conv_graphs import conv_relu_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tensorforge
-from tensorforge.graph.builder import GraphBuilder
 from tensorforge.graph.passes.dilated_conv_as_phases import dilated_conv_as_phases
 from tensorforge.graph.reference import run_reference
 from tensorforge.target import Target
@@ -17,14 +17,6 @@ from tensorforge.target import Target
 AVX512 = Target.parse("c -mcpu=x86-64-v4")
 
 
-def _graph(cin, cout, size, dilations, pads, kernel=(3, 3), strides=(1, 1), groups=1, seed=0):
-    rng = np.random.default_rng(seed)
-    b = GraphBuilder("dil")
-    x = b.input("x", (1, cin, *size), "float32")
-    w = b.const(rng.standard_normal((cout, cin // groups, *kernel)).astype("float32") * 0.1, "w")
-    y = b.add1("conv2d", [x, w], {"strides": strides, "padding": pads, "dilations": dilations, "groups": groups})
-    graph = b.finish([b.add1("relu", [y])])
-    return graph, rng.standard_normal((1, cin, *size)).astype("float32")
 
 
 @settings(max_examples=12, deadline=None)
@@ -34,7 +26,7 @@ def test_phases_compute_the_dilated_conv(dh, dw, h, w, qb, extra, data):
     if (dh, dw) == (1, 1):
         dh = 2
     pads = (qb * dh, qb * dw, data.draw(st.integers(0, 2 * dh)), data.draw(st.integers(0, 2 * dw)))
-    graph, x = _graph(16, 16, (h, w), (dh, dw), pads)
+    graph, x = conv_relu_graph(16, 16, (h, w), (dh, dw), pads)
     out_h, out_w = graph.nodes[0].outputs[0].shape[2:]
     rewritten = dilated_conv_as_phases(graph, AVX512)
     ops = [n.op for n in rewritten.nodes]
@@ -49,7 +41,7 @@ def test_phases_compute_the_dilated_conv(dh, dw, h, w, qb, extra, data):
 
 
 def test_the_expected_graph_of_a_same_padded_atrous_conv():
-    graph, x = _graph(16, 32, (10, 13), (2, 3), (2, 3, 2, 3))
+    graph, x = conv_relu_graph(16, 32, (10, 13), (2, 3), (2, 3, 2, 3))
     after = dilated_conv_as_phases(graph, AVX512)
     assert [n.op for n in after.nodes] == ["pad", "reshape", "transpose", "reshape", "conv2d", "reshape",
                                            "transpose", "reshape", "slice", "relu"]
@@ -69,7 +61,7 @@ def test_convs_the_winograd_path_would_not_take_stay_dilated():
              dict(pads=(2, 2, 2, 2), cin=4)]                        # too few channels
     for case in cases:
         cin = case.pop("cin", 16)
-        graph, _ = _graph(cin, 16, (20, 20), (2, 2), **case)
+        graph, _ = conv_relu_graph(cin, 16, (20, 20), (2, 2), **case)
         assert dilated_conv_as_phases(graph, AVX512) is graph, case
-    graph, _ = _graph(16, 16, (12, 12), (6, 6), (6, 6, 6, 6))    # phases of 2 x 2 outputs
+    graph, _ = conv_relu_graph(16, 16, (12, 12), (6, 6), (6, 6, 6, 6))    # phases of 2 x 2 outputs
     assert dilated_conv_as_phases(graph, AVX512) is graph
