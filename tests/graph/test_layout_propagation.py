@@ -300,7 +300,8 @@ def test_a_conv1d_bias_and_activation_run_on_the_blocked_twin(residual):
     """A conv1d runs as a blocked conv2d of height 1 followed by a squeeze: its bias and
     activation (Whisper's first layer: conv1d 80 -> 384, GELU) run on the blocked twin, not on
     the squeezed NCHW values it gathered back with strided loads (12 -> 6 ms on 3000 frames).
-    An operand the twin cannot take (a run-time value of the output's shape) keeps the ops 3-D."""
+    A run-time operand of the output's shape keeps the ops 3-D where no conv reads the result
+    (here a graph output: converting the operand to blocks would cost a pass more)."""
     rng = np.random.default_rng(4)
     b = GraphBuilder("g")
     x = b.input("x", (1, 48, 300), "float32")
@@ -503,3 +504,40 @@ def test_a_unet_up_sampling_moves_blocks_of_the_twin(cout, blocked):
     assert (d2s.outputs[0].ndim == 5) == blocked
     if blocked:
         assert _ops(g).count("nchwc_to_nchw") == 1 and "nchw_to_nchwc" not in _ops(g)
+
+
+def test_a_slice_keeping_every_step_between_conv1d_layers_runs_on_the_twin():
+    """A slice of a conv1d's steps that keeps them all (EnCodec's padding removal where the
+    padding is zero) reads the output at its own index: it runs on the blocked twin like any
+    elementwise op (not as a slice of planes), and the next conv reads the result blocked."""
+    rng = np.random.default_rng(11)
+    b = GraphBuilder("trim")
+    x = b.input("x", (1, 64, 40), "float32")
+    w1 = b.const(rng.standard_normal((32, 64, 3)).astype("float32") * 0.2, "w1")
+    w2 = b.const(rng.standard_normal((32, 32, 3)).astype("float32") * 0.2, "w2")
+    conv1d = {"strides": (1,), "padding": (2, 2), "dilations": (1,), "groups": 1}
+    h = b.add1("elu", [b.add1("conv1d", [x, w1], conv1d)])
+    t = b.add1("slice", [h], {"starts": (0,), "ends": (42,), "axes": (2,)})
+    graph = b.finish([b.add1("conv1d", [t, w2], conv1d)])
+    g = _check(graph, rng.standard_normal((1, 64, 40)).astype("float32"))
+    (cut,) = [n for n in g.nodes if n.op == "slice"]
+    assert cut.outputs[0].ndim == 5 and _ops(g).count("nchwc_to_nchw") == 1
+
+
+def test_a_tcn_residual_add_runs_on_the_twin():
+    """A temporal conv net's residual block (conv1d, relu, conv1d, relu, + its input): the add
+    reads its plain input as [N, C, 1, W] converted to blocks, so the next block's convs read
+    blocked data; the values are the reference's."""
+    rng = np.random.default_rng(12)
+    b = GraphBuilder("tcn")
+    x = b.input("x", (1, 32, 50), "float32")
+    conv1d = {"strides": (1,), "padding": (2, 0), "dilations": (1,), "groups": 1}
+    h = x
+    for k in range(2):
+        w1 = b.const(rng.standard_normal((32, 32, 3)).astype("float32") * 0.2, f"w{k}a")
+        w2 = b.const(rng.standard_normal((32, 32, 3)).astype("float32") * 0.2, f"w{k}b")
+        y = b.add1("relu", [b.add1("conv1d", [b.add1("relu", [b.add1("conv1d", [h, w1], conv1d)]), w2], conv1d)])
+        h = b.add1("relu", [b.add1("add", [h, y])])
+    g = _check(b.finish([h]), rng.standard_normal((1, 32, 50)).astype("float32"))
+    adds = [n for n in g.nodes if n.op == "add" and len(n.inputs) == 2 and n.inputs[0].ndim == n.inputs[1].ndim]
+    assert all(n.outputs[0].ndim == 5 for n in adds) and _ops(g).count("nchw_to_nchwc") == 1

@@ -196,14 +196,16 @@ class _Propagation:
             return self._depthwise(n)
         if n.op == "batch_norm":
             return self._batch_norm(n)
-        if n.op == "concat":
-            return self._concat(n)
-        if n.op == "resize":
-            return self._resize(n)
-        if n.op == "depth_to_space":
-            return self._depth_to_space(n)
-        if n.op == "slice":
-            return self._slice(n)
+        # (each of these may still be elementwise where its own form does not apply: a slice
+        # that cuts padded filters off the channels)
+        if n.op == "concat" and self._concat(n):
+            return True
+        if n.op == "resize" and self._resize(n):
+            return True
+        if n.op == "depth_to_space" and self._depth_to_space(n):
+            return True
+        if n.op == "slice" and self._slice(n):
+            return True
         if n.op in ("squeeze", "reshape") and self._height_squeeze(n):
             return True
         if n.op == "reshape" and self._group_norm(n):
@@ -287,6 +289,14 @@ class _Propagation:
                 inputs.append(v4)
             elif v.size == 1:
                 inputs.append(v)
+            elif v.shape == y.shape and v.dtype == y.dtype and self._feeds_conv(y):
+                # a plain operand of the output's shape (a TCN block's residual input) where a
+                # conv reads the result: viewed as [N, C, 1, W], which _elementwise converts to
+                # blocks once the op goes blocked (a reshape nothing reads is dropped with the
+                # dead code); before a graph output, converting it would cost a pass more
+                v4 = Value(v.name + "_h1", (v.shape[0], v.shape[1], 1, v.shape[2]), v.dtype)
+                self._emit(Node("reshape", (self._plain(v),), (v4,), {"shape": v4.shape}, v4.name))
+                inputs.append(v4)
             else:
                 return False
         y4 = Value(y.name + "_h1", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
@@ -375,6 +385,18 @@ class _Propagation:
         if r.op == "conv2d":
             return int(r.attrs.get("groups", 1)) == v.shape[1] > 1
         return len(r.outputs) == 1 and r.outputs[0].shape == v.shape and is_elementwise(r)
+
+    def _feeds_conv(self, v: Value, depth: int = 4) -> bool:
+        """Whether a blocked conv reads `v`, directly, through the unsqueeze of a conv1d, or after
+        at most `depth` elementwise ops of its shape."""
+        for r in self.readers.get(v, ()):
+            if r.op == "conv2d_nchwc" or (r.op in ("unsqueeze", "reshape") and any(
+                    c.op == "conv2d_nchwc" for c in self.readers.get(r.outputs[0], ()))):
+                return True
+            if depth and len(r.outputs) == 1 and r.outputs[0].shape == v.shape and is_elementwise(r) \
+                    and self._feeds_conv(r.outputs[0], depth - 1):
+                return True
+        return False
 
     def _conv(self, n: Node) -> bool:
         x = n.inputs[0]
