@@ -46,7 +46,7 @@ import numpy as np
 from ...ops.nn_conv_nchwc import pack_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise, plane_slice
+from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise, plane_resize, plane_slice
 
 
 def alter_layout(graph: Graph, target: Target) -> Graph:
@@ -273,7 +273,7 @@ class _LayoutGuess:
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
-        return n.op in KEEPS_BLOCKS or _depthwise(n) or _plane_resize(n) or _dcr_depth_to_space(n) or plane_slice(n) or (
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or plane_resize(n) or _dcr_depth_to_space(n) or plane_slice(n) or (
             len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
@@ -316,13 +316,6 @@ def _channel_concat(n: Node) -> bool:
     on blocked twins where all its inputs have them."""
     return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 != 0 \
         and all(v is not None for v in n.inputs)
-
-
-def _plane_resize(n: Node) -> bool:
-    """A resize of a 4-D value's planes only, which alter_layout_propagate runs on a blocked twin."""
-    sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
-    return n.op == "resize" and n.inputs[0].ndim == 4 and len(sizes) == 4 and len(scales) == 4 \
-        and sizes[:2] == n.inputs[0].shape[:2] and all(s == 1.0 for s in scales[:2]) and n.attrs.get("roi") is None
 
 
 def _dcr_depth_to_space(n: Node) -> bool:

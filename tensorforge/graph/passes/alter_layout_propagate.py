@@ -20,9 +20,9 @@ the blocked layout when it can:
 - batch_norm over channels with constant statistics becomes a blocked multiply and add by
   per-channel constants;
 - a concat of values whose twins share a block concatenates the twins (over channels: along
-  the block axis), a slice of the planes slices the twin's, a resize of the planes resizes the twin's, and a depth-to-space in DCR order
-  whose output channels are whole blocks moves the twin's blocks, where one of their readers
-  takes the result blocked;
+  the block axis), a slice of the planes slices the twin's, a resize of the planes resizes the
+  twin's, and a depth-to-space in DCR order whose output channels are whole blocks moves the
+  twin's blocks, where one of their readers takes the result blocked;
 - a group norm as torch.onnx.export writes nn.GroupNorm (reshape to (N, G, -1), an
   instance_norm over each group, reshape back) whose groups are whole blocks reads the twin
   through a reshape: a group's elements are the same set in either memory order, and the
@@ -309,9 +309,10 @@ class _Propagation:
         """A concat over channels of values whose twins have one block (Inception's branches,
         DenseNet's growth, a U-Net's skip and up-sampled halves) concatenates the twins along the
         block axis: the NCHW[b]c layout of the concatenation is the blocks of its inputs in
-        order.  Over rows or columns (trim_conv_taps' bands), along the same axis of the twins.  Only where a reader of the result takes the twin (`_reads_twin`); a concat only
-        NCHW readers read (ShuffleNet's channel shuffle) stays in NCHW, its inputs' transforms
-        fused into their producers."""
+        order.  Over rows or columns (trim_conv_taps' bands), along the same axis of the twins.
+        Only where a reader of the result takes the twin (`_reads_twin`); a concat only NCHW
+        readers read (ShuffleNet's channel shuffle) stays in NCHW, its inputs' transforms fused
+        into their producers."""
         y = n.outputs[0]
         axis = int(n.attrs.get("axis", 0)) % 4 if y.ndim == 4 else 0
         if not axis or not all(v is not None for v in n.inputs):
@@ -343,15 +344,11 @@ class _Propagation:
         a lane-by-lane gather of a plane's positions."""
         x, y = n.inputs[0], n.outputs[0]
         t = self._twin(x)
-        if t is None or len(n.inputs) != 1 or x.ndim != 4 or not y.dtype.startswith("float"):
-            return False
-        sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
-        if len(sizes) != 4 or len(scales) != 4 or sizes[:2] != x.shape[:2] or any(s != 1.0 for s in scales[:2]):
-            return False
-        if n.attrs.get("roi") is not None or n.attrs.get("coordinate_transformation_mode") == "tf_crop_and_resize":
+        if t is None or len(n.inputs) != 1 or not plane_resize(n) or not y.dtype.startswith("float"):
             return False
         if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
             return False
+        sizes, scales = n.attrs["sizes"], n.attrs["scales"]
         block = t.shape[4]
         attrs = dict(n.attrs, sizes=(sizes[0], sizes[1] // block, sizes[2], sizes[3], block),
                      scales=(1.0, 1.0, float(scales[2]), float(scales[3]), 1.0))
@@ -585,6 +582,16 @@ def fold_memory_order_chains(graph: Graph) -> Graph:
                 changed = True
         nodes.append(n)
     return eliminate_dead_code(graph.with_nodes(nodes)) if changed else graph
+
+
+def plane_resize(n: Node) -> bool:
+    """Whether `n` is a resize of a 4-D value's planes only (no crop-and-resize region)."""
+    x = n.inputs[0] if n.inputs else None
+    if n.op != "resize" or x is None or x.ndim != 4:
+        return False
+    sizes, scales = tuple(n.attrs.get("sizes") or ()), tuple(n.attrs.get("scales") or ())
+    return len(sizes) == 4 and len(scales) == 4 and sizes[:2] == x.shape[:2] and all(s == 1.0 for s in scales[:2]) \
+        and n.attrs.get("roi") is None and n.attrs.get("coordinate_transformation_mode") != "tf_crop_and_resize"
 
 
 def plane_slice(n: Node) -> bool:

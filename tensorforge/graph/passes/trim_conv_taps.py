@@ -103,7 +103,7 @@ def _banded(n: Node, params: dict) -> list[Node] | None:
             taps = (ky0, ky1, kx0, kx1)
             if taps not in weights:
                 arr = np.ascontiguousarray(params[w][:, :, ky0:ky1 + 1, kx0:kx1 + 1])
-                weights[taps] = Value(f"{w.name}_taps{ky0}{ky1}{kx0}{kx1}", arr.shape, w.dtype)
+                weights[taps] = Value(f"{w.name}_taps{ky0}_{ky1}_{kx0}_{kx1}", arr.shape, w.dtype)
                 params[weights[taps]] = arr
             part = x
             if (r0, r1, c0, c1) != (0, x.shape[2], 0, x.shape[3]):
