@@ -46,7 +46,15 @@ import numpy as np
 from ...ops.nn_conv_nchwc import pack_weight
 from ...target import Target
 from ..ir import Graph, Node, Value
-from .alter_layout_propagate import GLOBAL_POOLS, WINDOW_POOLS, is_elementwise, plane_resize, plane_slice
+from .alter_layout_propagate import (
+    GLOBAL_POOLS,
+    WINDOW_POOLS,
+    blocked_concat,
+    dcr_depth_to_space,
+    is_elementwise,
+    plane_resize,
+    plane_slice,
+)
 
 
 def alter_layout(graph: Graph, target: Target) -> Graph:
@@ -246,8 +254,8 @@ KEEPS_BLOCKS = (*WINDOW_POOLS, *GLOBAL_POOLS, "batch_norm")
 
 class _LayoutGuess:
     """Which values alter_layout_propagate will hand on in the blocked layout: those that come
-    from a blocked conv through elementwise ops, pools, depthwise convs and channel concats of
-    such values only (`fed_blocked`), and
+    from a blocked conv through elementwise ops, pools, depthwise convs and concats of such
+    values only (`fed_blocked`), and
     those that such a path leads into a blocked or depthwise conv (`read_blocked`); a layout
     transform already in the graph counts as its blocked side (the pass cancels a pair).  A
     guess that follows that pass's rules, cached per value."""
@@ -273,8 +281,8 @@ class _LayoutGuess:
 
     def _keeps_layout(self, n: Node, v: Value) -> bool:
         """Whether `n` (a reader or the producer of `v`) runs in the layout `v` comes in."""
-        return n.op in KEEPS_BLOCKS or _depthwise(n) or plane_resize(n) or _dcr_depth_to_space(n) or plane_slice(n) or (
-            len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
+        return n.op in KEEPS_BLOCKS or _depthwise(n) or plane_resize(n) or plane_slice(n) or dcr_depth_to_space(n) \
+            or (len(n.outputs) == 1 and n.outputs[0].shape == v.shape and is_elementwise(n))
 
     def fed_blocked(self, v: Value) -> bool:
         if v not in self._fed:
@@ -285,7 +293,7 @@ class _LayoutGuess:
                 found = True                # the transform pair cancels: the blocked value is read
             elif node is not None and node.op in ("conv1d", "conv2d") and not _depthwise(node):
                 found = _blockable(node, self.params, self.target) and not self.stays_nchw(node)
-            elif node is not None and _channel_concat(node):
+            elif node is not None and blocked_concat(node):
                 found = all(self.fed_blocked(u) for u in node.inputs)
             elif node is not None and self._keeps_layout(node, v):
                 found = any(self.fed_blocked(u) for u in node.inputs if u is not None and u not in self.params)
@@ -301,7 +309,7 @@ class _LayoutGuess:
                     found = True
                 elif r.op in ("conv1d", "conv2d") and r.inputs[0] is v:
                     found = _depthwise(r) or _blockable(r, self.params, self.target)
-                elif _channel_concat(r):
+                elif blocked_concat(r):
                     found = self.fed_blocked(r.outputs[0]) and self.read_blocked(r.outputs[0])
                 elif self._keeps_layout(r, v):
                     found = self.read_blocked(r.outputs[0])
@@ -309,19 +317,6 @@ class _LayoutGuess:
                     break
             self._read[v] = found
         return self._read[v]
-
-
-def _channel_concat(n: Node) -> bool:
-    """A concat of 4-D values over channels, rows or columns, which alter_layout_propagate runs
-    on blocked twins where all its inputs have them."""
-    return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 != 0 \
-        and all(v is not None for v in n.inputs)
-
-
-def _dcr_depth_to_space(n: Node) -> bool:
-    """A depth-to-space in DCR order, which alter_layout_propagate runs on a blocked twin whose
-    blocks its output channels fill."""
-    return n.op == "depth_to_space" and n.inputs[0].ndim == 4 and n.attrs.get("mode", "DCR") == "DCR"
 
 
 def _depthwise(n: Node) -> bool:

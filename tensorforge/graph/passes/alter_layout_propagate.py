@@ -314,15 +314,15 @@ class _Propagation:
         readers read (ShuffleNet's channel shuffle) stays in NCHW, its inputs' transforms fused
         into their producers."""
         y = n.outputs[0]
-        axis = int(n.attrs.get("axis", 0)) % 4 if y.ndim == 4 else 0
-        if not axis or not all(v is not None for v in n.inputs):
+        if not blocked_concat(n):
             return False
         twins = [t for t in map(self._twin, n.inputs) if t is not None]
         if len(twins) != len(n.inputs) or len({t.shape[4] for t in twins}) != 1:
             return False
         if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
             return False
-        self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),), {"axis": axis}, n.name))
+        self._emit(Node("concat", tuple(twins), (self._new_twin(y, twins[0].shape[4]),),
+                        {"axis": int(n.attrs.get("axis", 0)) % 4}, n.name))
         return True
 
     def _slice(self, n: Node) -> bool:
@@ -363,7 +363,7 @@ class _Propagation:
         from blocks, then every output lane was gathered."""
         x, y = n.inputs[0], n.outputs[0]
         t = self._twin(x)
-        if t is None or x.ndim != 4 or n.attrs.get("mode", "DCR") != "DCR" or y.shape[1] % t.shape[4]:
+        if t is None or not dcr_depth_to_space(n) or y.shape[1] % t.shape[4]:
             return False
         if not any(self._reads_twin(r, y) for r in self.readers.get(y, ())):
             return False
@@ -582,6 +582,19 @@ def fold_memory_order_chains(graph: Graph) -> Graph:
                 changed = True
         nodes.append(n)
     return eliminate_dead_code(graph.with_nodes(nodes)) if changed else graph
+
+
+def blocked_concat(n: Node) -> bool:
+    """Whether `n` is a concat of 4-D values over channels, rows or columns (not the batch), which
+    runs on blocked twins where all its inputs have them of one block."""
+    return n.op == "concat" and n.outputs[0].ndim == 4 and int(n.attrs.get("axis", 0)) % 4 != 0 \
+        and all(v is not None for v in n.inputs)
+
+
+def dcr_depth_to_space(n: Node) -> bool:
+    """Whether `n` is a depth-to-space of a 4-D value in DCR order, which moves whole blocks of a
+    twin whose blocks its output channels fill."""
+    return n.op == "depth_to_space" and n.inputs[0].ndim == 4 and n.attrs.get("mode", "DCR") == "DCR"
 
 
 def plane_resize(n: Node) -> bool:

@@ -120,10 +120,8 @@ def _banded(n: Node, params: dict) -> list[Node] | None:
                                                  y.dtype)
         nodes.append(Node("concat", tuple(cols), (row,), {"axis": 3}, row.name))
         rows.append(row)
-    if len(rows) > 1:
+    if len(rows) > 1:           # (one row run has several column runs: its concat wrote y)
         nodes.append(Node("concat", tuple(rows), (y,), {"axis": 2}, n.name))
-    elif rows[0] is not y:
-        return None
     return nodes
 
 

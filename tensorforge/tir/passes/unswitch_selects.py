@@ -12,8 +12,8 @@ For each loop that is or holds a vectorized loop, top down, a select under it wh
 reads only variables bound outside the loop (no loads: a loaded value could change inside it)
 is hoisted: the loop becomes `if (cond) loop[select -> true side] else loop[select -> false
 side]`, and each copy is searched again, so a chain of k choices gives k copies.  A loop whose
-copies would exceed MAX_COPIES is left as it is.  Only the chosen side of a select was evaluated before, and only its copy runs
-after: meaning is unchanged.
+copies would exceed MAX_COPIES is left as it is.  Only the chosen side of a select was evaluated
+before, and only its copy runs after: meaning is unchanged.
 """
 from __future__ import annotations
 
