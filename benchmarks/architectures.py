@@ -25,6 +25,8 @@ Weights: convolutions and linear layers get PyTorch's default initialization (Hu
 N(0, 0.02) makes the activations of deep convnets vanish, so that a wrong answer would hide under
 the tolerance), batch norms non-trivial statistics.  Each export is run by ONNX Runtime and
 checked against eager PyTorch before it is kept (rtol 1e-3, atol 1e-4 of the output's scale).
+The file's metadata names the architecture, so that `e2e.py --onnx` times the very module that
+was exported as the PyTorch peer (`get(name)` rebuilds it, with the same weights).
 """
 from __future__ import annotations
 
@@ -164,9 +166,12 @@ def _more(name: str, torch, tr):
     return None
 
 
-def export(name: str, out: Path) -> None:
-    import onnx
-    import onnxruntime as ort
+WORKLOAD_PREFIX = "architectures:"   # the metadata's workload name: e2e.py times this very module
+
+
+def get(name: str) -> tuple:
+    """(module in eval mode returning the model's first output, its example inputs, their
+    names): the module that `export` writes, with the same weights on every call."""
     import torch
 
     module, args, names = build(name)
@@ -182,7 +187,16 @@ def export(name: str, out: Path) -> None:
         def forward(self, *xs):
             return self.inner(*xs)[0]
 
-    wrapped = FirstOutput(module.eval()).eval()
+    return FirstOutput(module.eval()).eval(), args, names
+
+
+def export(name: str, out: Path) -> None:
+    import onnx
+    import onnxruntime as ort
+    import torch
+    from export import META_SEED, META_WORKLOAD
+
+    wrapped, args, names = get(name)
     feeds = {n: a.numpy() for n, a in zip(names, args)}
     path = out / f"{name}.onnx"
     for stale in (path, out / f"{name}.onnx.data"):
@@ -196,10 +210,13 @@ def export(name: str, out: Path) -> None:
     got = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * (float(np.abs(expected).max()) or 1.0),
                                err_msg=f"{name}: the export run by ONNX Runtime differs from eager PyTorch")
-    if dynamo:       # the dynamo exporter's file: its weights beside it, under one name
-        proto = onnx.load(str(path))
-        (out / f"{name}.onnx.data").unlink(missing_ok=True)
-        onnx.save(proto, str(path), save_as_external_data=True, location=f"{name}.onnx.data")
+    proto = onnx.load(str(path))
+    for key, value in ((META_WORKLOAD, WORKLOAD_PREFIX + name), (META_SEED, "0")):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+    # the dynamo exporter's file keeps its weights beside it, under one name
+    (out / f"{name}.onnx.data").unlink(missing_ok=True)
+    onnx.save(proto, str(path), **({"save_as_external_data": True, "location": f"{name}.onnx.data"} if dynamo else {}))
     np.savez(out / f"{name}.npz", **feeds)
 
 

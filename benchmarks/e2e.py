@@ -27,8 +27,9 @@ is compiled once per thread count, with that count set: compile applies only the
 measured with the thread count it runs with, so records tuned with 1 thread leave the 2-thread
 "tuned" model at its defaults.
 
-PyTorch.  For a file exported by benchmarks/exports/export.py or benchmarks/plain_torch.py (its
-metadata names the workload), the peer is the very torch.nn module that was exported; otherwise the ONNX graph rebuilt with
+PyTorch.  For a file exported by benchmarks/exports/export.py, benchmarks/plain_torch.py or
+benchmarks/architectures.py (its metadata names the workload; the last needs `transformers`), the
+peer is the very torch.nn module that was exported; otherwise the ONNX graph rebuilt with
 PyTorch ops (benchmarks/torch_peer.py), which covers the zoo's ops (for other files the column
 says n/a and why).  It runs under torch.inference_mode() with torch.set_num_threads(threads); per
 model and thread count it uses the fastest of eager, torch.jit.freeze and
@@ -56,6 +57,7 @@ import os
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -163,6 +165,13 @@ def _peer_of_export(proto, feeds, torch_peer):
 
         module, example = plain_torch.get(origin[0].split(":", 1)[1], origin[1])
         return torch_peer.module_variants(module, [feeds[n] for n in example])
+    if origin[0].startswith("architectures:"):
+        import architectures  # noqa: E402  (benchmarks/architectures.py: needs transformers)
+
+        module, _, names = architectures.get(origin[0].split(":", 1)[1])
+        with warnings.catch_warnings():     # transformers' deprecation notes while tracing
+            warnings.simplefilter("ignore", FutureWarning)
+            return torch_peer.module_variants(module, [feeds[n] for n in names])
     import models as export_models  # noqa: E402  (benchmarks/exports/models.py)
 
     module, _ = export_models.get(*origin)
