@@ -22,6 +22,7 @@ from .passes.alter_layout_rnn import alter_layout_rnn
 from .passes.alter_layout_winograd import alter_layout_winograd
 from .passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from .passes.conv3d_as_conv2d import conv3d_as_conv2d
+from .passes.conv_as_tap_planes import conv_as_tap_planes
 from .passes.conv_transpose_as_conv import conv_transpose_as_conv
 from .passes.dilated_conv_as_phases import dilated_conv_as_phases
 from .passes.einsum_as_matmul import einsum_as_matmul
@@ -61,6 +62,7 @@ PASSES: list[tuple[str, Callable[[Graph, Target], Graph], int]] = [
     ("dilated_conv_as_phases", dilated_conv_as_phases, 3),   # atrous 3x3 convs: undilated on each phase
     ("trim_conv_taps", trim_conv_taps, 2),              # taps that only read padding
     ("alter_layout_column_conv", alter_layout_column_conv, 2),   # (k, 1) convs on width-1 data run along rows
+    ("conv_as_tap_planes", conv_as_tap_planes, 2),   # few filters, many taps: a GEMM per tap, then a sum
     ("alter_layout", alter_layout, 2),
     ("alter_layout_im2col", alter_layout_im2col, 2),  # convs no blocked template serves: one GEMM
     ("alter_layout_propagate", alter_layout_propagate, 2),

@@ -41,24 +41,33 @@ def test_im2col_conv_matches_reference(rank, n, c, m, size, k, stride, pad, dila
     model = tensorforge.compile(graph, target="c -O1")
     if k == 1 and stride == 1 and pad == 0:      # pointwise: a product on the image itself, no windows
         assert not any("im2col" in label for label in model.spec.labels), model.spec.labels
-    else:   # im2col, or (rank 2, overlapping windows) the blocked conv on filters padded to a block
-        assert any("im2col" in label or "conv2d_nchwc" in label for label in model.spec.labels), model.spec.labels
+    else:   # im2col, or (overlapping windows) the blocked conv on filters padded to a block, or (stride 1,
+        # few filters) a product per tap and the sum of the tap planes (conv_as_tap_planes)
+        assert any(p in label for p in ("im2col", "conv2d_nchwc", "tap_sum") for label in model.spec.labels), \
+            model.spec.labels
     np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("shape,path", [
     (((8, 1, 832), (258, 1, 256), (128,)), "im2col"),          # an STFT as conv1d: 2 taps per stride
-    (((2, 64, 40, 3), (6, 64, 16, 1), (1, 1)), "conv2d_nchwc"),  # tall kernel, 6 outputs
-    (((1, 24, 30, 8), (7, 24, 3, 1), (1, 1)), "conv2d_nchwc"),   # 3 taps, 7 filters
+    (((2, 64, 40, 3), (6, 64, 16, 1), (1, 1)), "taps"),          # tall kernel, 6 outputs
+    (((1, 24, 30, 8), (7, 24, 3, 1), (1, 1)), "taps"),           # 3 taps, 7 filters
     (((1, 16, 20, 20), (5, 16, 3, 3), (2, 2)), "conv2d_nchwc"),  # 3x3 at stride 2, 5 filters
     (((1, 16, 20, 20), (5, 16, 2, 2), (2, 2)), "im2col"),        # patches: no overlap
 ])
 def test_user_shapes(shape, path):
     """Which path a conv whose filters do not fill a block takes: padded to a block where its
-    windows overlap (with few filters, from 1.5 taps per stride), else one GEMM on its windows."""
+    windows overlap (with few filters, from 1.5 taps per stride), else one GEMM on its windows;
+    "taps": at stride 1 with filters under half a vector's lanes (7 with AVX-512, 3 with AVX2), a
+    product per tap and the sum of the tap planes, else padded to a block."""
+    from tensorforge.graph.passes.conv_as_tap_planes import conv_as_tap_planes
+
     xs, ws, stride = shape
     rank = len(xs) - 2
     graph, x = _conv_graph(rank, xs[0], xs[1], ws[0], xs[2:], ws[2:], stride, (0,) * (2 * rank), (1,) * rank)
+    if path == "taps":
+        native = Target.parse("c -mcpu=native")
+        path = "tap_sum" if conv_as_tap_planes(graph, native) is not graph else "conv2d_nchwc"
     model = tensorforge.compile(graph)
     assert any(path in label for label in model.spec.labels), model.spec.labels
     np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-3)

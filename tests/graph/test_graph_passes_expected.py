@@ -24,6 +24,7 @@ from tensorforge.graph.passes.alter_layout_rnn import alter_layout_rnn
 from tensorforge.graph.passes.alter_layout_winograd import alter_layout_winograd
 from tensorforge.graph.passes.alter_layout_winograd_nchw import alter_layout_winograd_nchw
 from tensorforge.graph.passes.conv3d_as_conv2d import conv3d_as_conv2d
+from tensorforge.graph.passes.conv_as_tap_planes import conv_as_tap_planes
 from tensorforge.graph.passes.conv_transpose_as_conv import conv_transpose_as_conv
 from tensorforge.graph.passes.einsum_as_matmul import einsum_as_matmul
 from tensorforge.graph.passes.eliminate_dead_code import eliminate_dead_code
@@ -51,7 +52,7 @@ TESTED = {"eliminate_dead_code", "fold_qdq", "fold_qdq_gather", "fold_qdq_tables
           "alter_layout_propagate", "alter_layout_winograd", "alter_layout_conv_transpose",
           "alter_layout_matmul", "alter_layout_rnn", "alter_layout_int8", "alter_layout_ops",
           "alter_layout_winograd_nchw", "alter_layout_half_blocks", "conv_transpose_as_conv", "conv3d_as_conv2d", "dilated_conv_as_phases",
-          "trim_conv_taps",
+          "trim_conv_taps", "conv_as_tap_planes",
           "einsum_as_matmul", "share_equal_params", "unique_names"}
 
 
@@ -731,6 +732,38 @@ def test_alter_layout_column_conv_leaves_wide_and_1x1_convs_alone():
     z = b.add1("conv2d", [col, b.const(rand(16, 4, 1, 1))], dict(CONV, padding=(0, 0, 0, 0)))  # 1x1
     g = b.finish([y, z])
     assert alter_layout_column_conv(g, AVX512) is g
+
+
+# -- conv_as_tap_planes ---------------------------------------------------------------------------
+
+def test_conv_as_tap_planes_makes_a_product_per_tap_and_sums_the_planes():
+    w = rand(2, 8, 3, 2)                       # 2 filters of 8 channels, 3x2 taps
+    b = builder()
+    x = b.input("x", (1, 8, 10, 12), "float32")
+    y = b.add1("conv2d", [x, b.const(w)], {"strides": (1, 1), "padding": (1, 0, 1, 1), "dilations": (2, 1),
+                                          "groups": 1})
+    before = b.finish([y])
+
+    e = builder()
+    x = e.input("x", (1, 8, 10, 12), "float32")
+    # plane m * 6 + ky * 2 + kx holds filter m's tap (ky, kx) over every input position
+    per_tap = np.stack([w[m, :, ky, kx] for m in range(2) for ky in range(3) for kx in range(2)])
+    planes = e.add1("conv2d", [x, e.const(per_tap.reshape(12, 8, 1, 1))], {"groups": 1})
+    y = e.add1("tap_sum", [planes], {"kernel": (3, 2), "padding": (1, 0, 1, 1), "dilations": (2, 1)})
+    after = conv_as_tap_planes(before, AVX512)
+    assert_graph_equal(after, e.finish([y]))
+    xs = rand(1, 8, 10, 12)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_conv_as_tap_planes_leaves_many_filters_strides_and_one_tap_alone():
+    b = builder()
+    x = b.input("x", (1, 8, 10, 12), "float32")
+    y = b.add1("conv2d", [x, b.const(rand(8, 8, 3, 3))], CONV)                       # 8 filters: a block
+    z = b.add1("conv2d", [x, b.const(rand(2, 8, 3, 3))], dict(CONV, strides=(2, 2)))  # strided
+    v = b.add1("conv2d", [x, b.const(rand(2, 8, 1, 1))], dict(CONV, padding=(0, 0, 0, 0)))  # one tap
+    g = b.finish([y, z, v])
+    assert conv_as_tap_planes(g, AVX512) is g
 
 
 # -- conv_transpose_as_conv ----------------------------------------------------------------------

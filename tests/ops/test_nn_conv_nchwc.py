@@ -8,6 +8,7 @@ import pytest
 
 import tensorforge
 from tensorforge.graph.builder import GraphBuilder
+from tensorforge.graph.passes import conv_as_tap_planes as tap_planes
 from tensorforge.graph.reference import run_reference
 from tensorforge.ops.nn_conv_nchwc import pack_weight, to_nchw, to_nchwc, unpack_weight
 from tensorforge.ops.testing import check_op
@@ -372,9 +373,12 @@ def test_compiled_grouped_conv_is_blocked(c, f, groups, k, dil):
     (5, 33, (5, 5), (1, 1), (1, 1)),      # 33 filters: padded to 48, three blocks of 16
     (8, 1, (7, 1), (1, 1), (1, 1)),       # one filter
 ])
-def test_few_filters_are_padded_to_a_block(c, f, k, stride, dil):
+def test_few_filters_are_padded_to_a_block(c, f, k, stride, dil, monkeypatch):
     """A conv whose filters do not fill half a vector runs blocked on zero-padded filters, the
-    padding sliced off (no im2col copy of overlapping windows), and equals the reference."""
+    padding sliced off (no im2col copy of overlapping windows), and equals the reference.  (At
+    stride 1, AVX-512 runs up to 7 filters as tap planes instead, AVX2 up to 3: conv_as_tap_planes,
+    turned off here so that this path is tested on every host.)"""
+    monkeypatch.setattr(tap_planes, "TAP_LANE_SHARE", float("inf"))
     rng = np.random.default_rng(8)
     b = GraphBuilder("few")
     x = b.input("x", (1, c, 40, 9), "float32")
@@ -437,9 +441,10 @@ def test_pointwise_few_filters_stay_a_gemm():
     ("conv1d", 24, 32, 4, (16,), (2,), (1,)),          # a grouped conv1d: blocked as height 1
     ("conv1d", 12, 7, 1, (64,), (1,), (2,)),           # a tall conv1d with 7 filters
 ])
-def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil):
+def test_grouped_and_1d_convs_run_blocked(op, c, f, groups, k, stride, dil, monkeypatch):
     """Filters padded per group (the padding sliced off per group) and conv1d as a conv2d of
-    height 1: blocked, equal to the reference."""
+    height 1: blocked, equal to the reference (conv_as_tap_planes off, as above)."""
+    monkeypatch.setattr(tap_planes, "TAP_LANE_SHARE", float("inf"))
     rng = np.random.default_rng(10)
     b = GraphBuilder("g")
     size = (30, 11) if op == "conv2d" else (90,)

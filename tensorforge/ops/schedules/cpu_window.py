@@ -1,5 +1,6 @@
 """CPU template `window2d.cpu` for per-channel sliding-window ops over NCHW planes: the
-depthwise convolution of ops/nn_depthwise.py and max_pool2d_rows (ops/nn_pool_rows.py).
+depthwise convolution of ops/nn_depthwise.py, max_pool2d_rows (ops/nn_pool_rows.py) and the
+sum of a conv's tap planes (ops/nn_tap_sum.py, whose output plane reads K padded planes).
 
 Per (image, channel) plane, on the thread pool when the op has PARALLEL_MIN_ELEMS multiply-adds
 (or maxes) or more: the plane's padded input (stage "pad", blocked
@@ -90,7 +91,8 @@ def window2d(s, master_outs, outs, target, cfg=None) -> None:
     nc = ost.fuse(n, c)
     for pad in pads:
         s[pad].compute_at(ost, nc)
-        if _elems(pad) // max(1, const_shape(pad)[0] * const_shape(pad)[1]) <= LOCAL_PLANE_ELEMS:
+        # the padded planes one output plane reads: its own (depthwise, pooling) or its K taps' (tap_sum)
+        if _elems(pad) // max(1, const_shape(pad)[0] * const_shape(conv)[1]) <= LOCAL_PLANE_ELEMS:
             s[pad].set_scope("local")      # on the stack: no allocation per plane
         *_, last = s[pad].op.axis
         if pad.op.tag == "pad_blocks":

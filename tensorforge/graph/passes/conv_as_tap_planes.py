@@ -1,0 +1,103 @@
+"""A conv with few filters and many taps becomes a GEMM to one plane per filter and tap, then
+the sum of the shifted planes (ops/nn_tap_sum.py):
+
+    conv2d(x, W) = tap_sum(conv2d(x, W'), kernel, padding, dilations)
+    W'[m * K + ky * KW + kx, c, 0, 0] = W[m, c, ky, kx]
+
+The 1x1 conv is a GEMM of M * K rows at the GEMM's speed (alter_layout makes it one on the
+image itself, or a blocked 1x1 conv on blocked data), and the sum costs one vector add per tap
+and output vector.  The forms this replaces wasted most of their work on few filters: padded
+to a block of 8 or 16 filters, 1 filter used 1 lane of 8; on the generic NCHW template
+(`alter_layout.rows_conv`) each product waited on the one before it.  Measured at one thread,
+ONNX Runtime 1.32 in the same run (benchmarks/shape_sweep.py's cases and a VAE's output layer):
+
+- 5 -> 1 channels, a 63x1 kernel on 512x14: 0.30 ms blocked, 0.16 here (ONNX Runtime 0.42);
+- 96 -> 4 channels, 16 taps over 1024 samples: 0.24 ms blocked, 0.08 here (0.30);
+- 48 -> 7 channels, 3x3 on 96x96: 0.80 ms blocked, 0.40 here (0.75);
+- 64 -> 1 channels, 3x3 on 224x224: 1.47 ms on the NCHW template, 0.72 here (5.75);
+- a VAE decoder's 64 -> 3 output conv on 128x128: 0.93 -> 0.51 ms (the model 0.68 -> 0.66 of
+  ONNX Runtime's time).
+
+Where it applies (`applies`): a float32 conv1d or conv2d with a constant weight, one group,
+stride 1, at most TAP_FILTERS filters, at least two taps and TAP_MIN_CHANNELS input channels
+(with fewer, the planes outnumber the input's channels and the product has too short a
+reduction to pay for writing them), and planes of at most TAP_PLANES_BYTES.  A conv1d runs as
+a conv2d of height 1.  Transposed convs of stride 1 arrive here as convs
+(conv_transpose_as_conv).  CPU targets only.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...target import Target
+from ..ir import Graph, Node, Value
+from .alter_layout import rows_conv
+from .rewrite import rewrite_nodes
+
+# filters times this at most a vector's float32 lanes: 7 filters with AVX-512's 16 (padded to a
+# block of 8, they use 7 of 16 lanes' work per multiply-add), 3 with AVX2's 8 (whose blocks of
+# 8 filters are whole vectors: 7 filters use 7 of 8)
+TAP_LANE_SHARE = 16 / 7
+# input channels from which the product pays for writing its planes; with at most ROW_FILTERS
+# filters over rows of two vectors or more, which the NCHW template serves without waste, from
+# TAP_MIN_CHANNELS_ROWS (1 filter, 3x3 on 128x128: 4 channels 0.026 -> 0.043 ms; 16 channels,
+# 7x7 on 64x64: 0.089 -> 0.086; 32 channels, 7 taps over 8192: 0.125 -> 0.073)
+TAP_MIN_CHANNELS = 4
+TAP_MIN_CHANNELS_ROWS = 24
+TAP_PLANES_BYTES = 16 << 20
+
+
+def conv_as_tap_planes(graph: Graph, target: Target) -> Graph:
+    if not target.prefers("NCHWc"):
+        return graph
+    return rewrite_nodes(graph, lambda n, params: _rewrite(n, params, target))
+
+
+def applies(n: Node, params: dict, target: Target) -> bool:
+    """The conv `n` runs as tap planes and their sum (module docstring)."""
+    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return False
+    x, w = n.inputs[0], n.inputs[1]
+    if x.dtype != "float32" or w.dtype != "float32" or int(n.attrs.get("groups", 1)) != 1:
+        return False
+    rank = w.ndim - 2
+    if any(s != 1 for s in n.attrs.get("strides") or (1,) * rank):
+        return False
+    if any(p < 0 for p in n.attrs.get("padding") or (0,)):
+        return False
+    filters, taps, channels = w.shape[0], int(np.prod(w.shape[2:])), x.shape[1]
+    if taps < 2 or TAP_LANE_SHARE * filters > target.simd_lanes("float32"):
+        return False
+    if 4 * x.shape[0] * filters * taps * int(np.prod(x.shape[2:])) > TAP_PLANES_BYTES:
+        return False
+    return channels >= (TAP_MIN_CHANNELS_ROWS if rows_conv(n, target) else TAP_MIN_CHANNELS)
+
+
+def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
+    if not applies(n, params, target):
+        return None
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    weight = params[w]
+    filters, channels = weight.shape[:2]
+    if n.op == "conv1d":
+        weight = weight[:, :, None, :]
+    kernel = weight.shape[2:]
+    taps = int(np.prod(kernel))
+    rank = w.ndim - 2
+    pads = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
+    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
+    if rank == 1:
+        pads, dilations = (0, pads[0], 0, pads[1]), (1, dilations[0])
+    per_tap = np.ascontiguousarray(weight.transpose(0, 2, 3, 1).reshape(filters * taps, channels, *([1] * rank)))
+    w_taps = Value(f"{w.name}_taps", per_tap.shape, per_tap.dtype.name)
+    params[w_taps] = per_tap
+    planes = Value(f"{y.name}_taps", (x.shape[0], filters * taps, *x.shape[2:]), y.dtype)
+    nodes = [Node(n.op, (x, w_taps), (planes,), {"groups": 1}, f"{n.name}_taps")]
+    attrs = {"kernel": tuple(int(k) for k in kernel), "padding": pads, "dilations": dilations}
+    if rank == 2:
+        return nodes + [Node("tap_sum", (planes,), (y,), attrs, n.name)]
+    rows = Value(f"{y.name}_taps_row", (x.shape[0], filters * taps, 1, x.shape[2]), y.dtype)
+    out_row = Value(f"{y.name}_row", (y.shape[0], y.shape[1], 1, y.shape[2]), y.dtype)
+    return nodes + [Node("reshape", (planes,), (rows,), {"shape": rows.shape}, f"{n.name}_taps_row"),
+                    Node("tap_sum", (rows,), (out_row,), attrs, n.name),
+                    Node("reshape", (out_row,), (y,), {"shape": y.shape}, f"{n.name}_row")]
