@@ -106,7 +106,8 @@ def test_a_few_filter_conv1d_runs_as_tap_planes_of_height_one():
     (32, 2, (20, 20), (3, 3), (2, 2), 1, AVX512),     # strided: the planes would be computed s^2 times over
     (32, 4, (20, 20), (3, 3), (1, 1), 2, AVX512),     # groups
     (32, 2, (20, 20), (1, 1), (1, 1), 1, AVX512),     # one tap: a GEMM already
-    (3, 1, (20, 20), (3, 3), (1, 1), 1, AVX512),      # too few channels to pay for the planes
+    (2, 1, (20, 20), (3, 3), (1, 1), 1, AVX512),      # too few channels to pay for the planes
+    (13, 7, (20, 20), (3, 3), (1, 1), 1, AVX512),     # ... for 7 filters: more than 14
     (16, 1, (64, 64), (7, 7), (1, 1), 1, AVX512),     # rows of 4 vectors: the NCHW template, from 24 channels
 ])
 def test_convs_it_leaves_alone(cin, cout, size, kernel, strides, groups, target):

@@ -19,9 +19,9 @@ ONNX Runtime 1.32 in the same run (benchmarks/shape_sweep.py's cases and a VAE's
   ONNX Runtime's time).
 
 Where it applies (`applies`): a float32 conv1d or conv2d with a constant weight, one group,
-stride 1, at most TAP_FILTERS filters, at least two taps and TAP_MIN_CHANNELS input channels
-(with fewer, the planes outnumber the input's channels and the product has too short a
-reduction to pay for writing them), and planes of at most TAP_PLANES_BYTES.  A conv1d runs as
+stride 1, few filters for the vector width (TAP_LANE_SHARE), at least two taps, enough input
+channels per filter for the product to pay for writing its planes (TAP_CHANNELS_PER_FILTER,
+TAP_MIN_CHANNELS_ROWS), and planes of at most TAP_PLANES_BYTES.  A conv1d runs as
 a conv2d of height 1.  Transposed convs of stride 1 arrive here as convs
 (conv_transpose_as_conv).  CPU targets only.
 """
@@ -38,11 +38,16 @@ from .rewrite import rewrite_nodes
 # block of 8, they use 7 of 16 lanes' work per multiply-add), 3 with AVX2's 8 (whose blocks of
 # 8 filters are whole vectors: 7 filters use 7 of 8)
 TAP_LANE_SHARE = 16 / 7
-# input channels from which the product pays for writing its planes; with at most ROW_FILTERS
-# filters over rows of two vectors or more, which the NCHW template serves without waste, from
+# input channels from which the product pays for writing its planes: more than
+# TAP_CHANNELS_PER_FILTER per filter.  The planes' traffic (written, padded, read: filters x taps
+# values per position) grows with the filters, what the product saves over a padded block with
+# the channels (each of the block's multiply-adds served channels x taps of one position): 7
+# filters of 5 channels, a 64x1 kernel on 512x7, took 0.20 ms blocked, 0.58 ms as planes; 4 of 5
+# channels, 5 taps over 4000: 0.025 and 0.030 ms.  With at most ROW_FILTERS filters over rows
+# of two vectors or more, which the NCHW template serves without waste, from
 # TAP_MIN_CHANNELS_ROWS (1 filter, 3x3 on 128x128: 4 channels 0.026 -> 0.043 ms; 16 channels,
 # 7x7 on 64x64: 0.089 -> 0.086; 32 channels, 7 taps over 8192: 0.125 -> 0.073)
-TAP_MIN_CHANNELS = 4
+TAP_CHANNELS_PER_FILTER = 2
 TAP_MIN_CHANNELS_ROWS = 24
 TAP_PLANES_BYTES = 16 << 20
 
@@ -70,7 +75,9 @@ def applies(n: Node, params: dict, target: Target) -> bool:
         return False
     if 4 * x.shape[0] * filters * taps * int(np.prod(x.shape[2:])) > TAP_PLANES_BYTES:
         return False
-    return channels >= (TAP_MIN_CHANNELS_ROWS if rows_conv(n, target) else TAP_MIN_CHANNELS)
+    if rows_conv(n, target):
+        return channels >= TAP_MIN_CHANNELS_ROWS
+    return channels > TAP_CHANNELS_PER_FILTER * filters
 
 
 def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
