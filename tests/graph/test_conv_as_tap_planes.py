@@ -118,3 +118,48 @@ def test_convs_it_leaves_alone(cin, cout, size, kernel, strides, groups, target)
 def test_avx2_takes_up_to_three_filters():
     graph, _ = conv_relu_graph(32, 3, (20, 20), (1, 1), (1, 1, 1, 1))
     assert "tap_sum" in _ops(conv_as_tap_planes(graph, AVX2))
+
+
+def _conv_transpose1d_graph(cin, cout, length, k, s, pads, out_pad=0, seed=3):
+    rng = np.random.default_rng(seed)
+    b = GraphBuilder("deconv")
+    x = b.input("x", (1, cin, length), "float32")
+    w = b.const(rng.standard_normal((cin, cout, k)).astype("float32") * 0.1, "w")
+    y = b.add1("conv_transpose1d", [x, w], {"strides": (s,), "padding": pads, "output_padding": (out_pad,)})
+    graph = b.finish([b.add1("relu", [y])])
+    return graph, rng.standard_normal((1, cin, length)).astype("float32")
+
+
+@settings(max_examples=12, deadline=None)
+@given(cout=st.integers(1, 4), s=st.integers(2, 8), j=st.integers(1, 4), short=st.integers(0, 1),
+       length=st.integers(1, 40), data=st.data())
+def test_a_strided_conv_transpose1d_runs_as_phase_sums_with_its_values(cout, s, j, short, length, data):
+    k = j * s - short if j * s - short >= 4 * (j * s) / 5 else j * s     # a kernel of at most 1.25x padding
+    pb, pe = data.draw(st.integers(0, k - 1)), data.draw(st.integers(0, k - 1))
+    out_pad = data.draw(st.integers(0, s - 1))
+    if s * (length - 1) + out_pad + k - pb - pe < 1:
+        return
+    graph, x = _conv_transpose1d_graph(16, cout, length, k, s, (pb, pe), out_pad)
+    after = conv_as_tap_planes(graph, AVX512)
+    assert _ops(after) == ["conv1d", "reshape", "tap_sum", "reshape", "transpose", "reshape", "slice", "relu"]
+    want = run_reference(graph, x)[0]
+    np.testing.assert_allclose(run_reference(after, x)[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tensorforge.compile(graph)(x)[0], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_speech_decoder_runs_as_phase_sums():
+    # Conv-TasNet's decoder: 512 -> 1 channel, 16 taps at stride 8 (2.1x ONNX Runtime's time on
+    # the phase template, 1.0x so)
+    graph, x = _conv_transpose1d_graph(512, 1, 300, 16, 8, (0, 0))
+    model = tensorforge.compile(graph)
+    assert "tap_sum" in _ops(model.info["graph"])
+    np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cin,cout,k,s", [(16, 8, 16, 8),     # 8 filters
+                                          (16, 1, 3, 2),      # 3 taps at stride 2: a third of the work on zero taps
+                                          (2, 1, 16, 8),      # too few channels
+                                          (16, 1, 16, 1)])    # stride 1: conv_transpose_as_conv's
+def test_conv_transposes_it_leaves_alone(cin, cout, k, s):
+    graph, _ = _conv_transpose1d_graph(cin, cout, 50, k, s, (0, 0))
+    assert conv_as_tap_planes(graph, AVX512) is graph

@@ -50,6 +50,7 @@ TAP_LANE_SHARE = 16 / 7
 TAP_CHANNELS_PER_FILTER = 2
 TAP_MIN_CHANNELS_ROWS = 24
 TAP_PLANES_BYTES = 16 << 20
+TAP_MAX_PADDED_KERNEL = 1.25
 
 
 def conv_as_tap_planes(graph: Graph, target: Target) -> Graph:
@@ -71,16 +72,23 @@ def applies(n: Node, params: dict, target: Target) -> bool:
     if any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
     filters, taps, channels = w.shape[0], int(np.prod(w.shape[2:])), x.shape[1]
-    if taps < 2 or TAP_LANE_SHARE * filters > target.simd_lanes("float32"):
-        return False
     if 4 * x.shape[0] * filters * taps * int(np.prod(x.shape[2:])) > TAP_PLANES_BYTES:
         return False
     if rows_conv(n, target):
-        return channels >= TAP_MIN_CHANNELS_ROWS
-    return channels > TAP_CHANNELS_PER_FILTER * filters
+        return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32") \
+            and channels >= TAP_MIN_CHANNELS_ROWS
+    return _few_filters(filters, channels, taps, target)
+
+
+def _few_filters(filters: int, channels: int, taps: int, target: Target) -> bool:
+    """Few enough filters for the vector width, at least two taps, channels enough per filter."""
+    return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32") \
+        and channels > TAP_CHANNELS_PER_FILTER * filters
 
 
 def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
+    if n.op in ("conv_transpose1d", "conv_transpose2d"):
+        return _transposed(n, params, target)
     if not applies(n, params, target):
         return None
     x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
@@ -108,3 +116,71 @@ def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
     return nodes + [Node("reshape", (planes,), (rows,), {"shape": rows.shape}, f"{n.name}_taps_row"),
                     Node("tap_sum", (rows,), (out_row,), attrs, n.name),
                     Node("reshape", (out_row,), (y,), {"shape": y.shape}, f"{n.name}_row")]
+
+
+def transposed_applies(n: Node, params: dict, target: Target) -> bool:
+    """The strided 1-D transposed conv `n` runs as tap planes, their sums per output phase, and
+    the phases interleaved (`_transposed`): where its kernel padded with zero taps to a multiple
+    of the stride grows by at most TAP_MAX_PADDED_KERNEL (a 3-tap kernel at stride 2 would do
+    a third more work; 2-D ones keep the phase template, which was as fast or faster on a
+    DCGAN's 64 -> 3 and a decoder's 32 -> 3 output layers)."""
+    if n.op != "conv_transpose1d" or len(n.inputs) != 2 or n.inputs[1] not in params:
+        return False
+    x, w = n.inputs[0], n.inputs[1]
+    (stride,) = tuple(n.attrs.get("strides") or (1,))
+    if x.dtype != "float32" or w.dtype != "float32" or int(n.attrs.get("groups", 1)) != 1 or stride == 1:
+        return False
+    if any(d != 1 for d in n.attrs.get("dilations") or (1,)) or any(p < 0 for p in n.attrs.get("padding") or (0,)):
+        return False
+    filters, taps = w.shape[1], w.shape[2]
+    if -(-taps // stride) * stride > TAP_MAX_PADDED_KERNEL * taps:
+        return False
+    if 4 * x.shape[0] * filters * taps * x.shape[2] > TAP_PLANES_BYTES:
+        return False
+    return _few_filters(filters, x.shape[1], taps, target)
+
+
+def _transposed(n: Node, params: dict, target: Target) -> list[Node] | None:
+    """A strided 1-D transposed conv with few filters: y[o] = sum over inputs i and taps k with
+    o = i * s + k - p of x[i] * w[k].  With the kernel padded with zero taps to J * s and tap
+    k = j * s + r, output o + p = q * s + r takes the taps j of its phase r from inputs q - j:
+
+        y'[m, r, q] = sum over j of planes[m, r, j][q - j],    y[o] = y'[(o + p) % s, (o + p) // s]
+
+    So: a pointwise conv1d to the planes (filter m, phase r, tap j), tap_sum over the J taps (the
+    filters of the sum being the (m, r) pairs), the phases interleaved by a transpose, and the
+    padding cut off."""
+    if not transposed_applies(n, params, target):
+        return None
+    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    weight = params[w]
+    (stride,) = tuple(n.attrs.get("strides"))
+    pad = tuple(n.attrs.get("padding") or (0, 0))[0]
+    channels, filters, kernel = weight.shape
+    taps = -(-kernel // stride)
+    full = np.zeros((channels, filters, taps * stride), weight.dtype)
+    full[:, :, :kernel] = weight
+    # plane (m, r, t) holds tap j = J - 1 - t of phase r: tap_sum's taps run from the farthest
+    # input (j = J - 1) to the nearest
+    per_tap = full.reshape(channels, filters, taps, stride)[:, :, ::-1, :]
+    per_tap = np.ascontiguousarray(per_tap.transpose(1, 3, 2, 0).reshape(-1, channels, 1))
+    rows = -(-(pad + y.shape[2]) // stride)        # phase rows q up to the last output's
+    if rows < x.shape[2]:
+        return None
+    batch, length = x.shape[0], x.shape[2]
+    w_taps = Value(f"{w.name}_taps", per_tap.shape, per_tap.dtype.name)
+    params[w_taps] = per_tap
+    planes = Value(f"{y.name}_taps", (batch, per_tap.shape[0], length), y.dtype)
+    planes4 = Value(f"{y.name}_taps_row", (batch, per_tap.shape[0], 1, length), y.dtype)
+    sums = Value(f"{y.name}_phases", (batch, filters * stride, 1, rows), y.dtype)
+    split = Value(f"{y.name}_phase_axis", (batch, filters, stride, rows), y.dtype)
+    moved = Value(f"{y.name}_phase_moved", (batch, filters, rows, stride), y.dtype)
+    grid = Value(f"{y.name}_grid", (batch, filters, rows * stride), y.dtype)
+    return [Node("conv1d", (x, w_taps), (planes,), {"groups": 1}, f"{n.name}_taps"),
+            Node("reshape", (planes,), (planes4,), {"shape": planes4.shape}, f"{n.name}_taps_row"),
+            Node("tap_sum", (planes4,), (sums,), {"kernel": (1, taps), "padding": (0, taps - 1, 0, rows - length)},
+                 f"{n.name}_phases"),
+            Node("reshape", (sums,), (split,), {"shape": split.shape}, f"{n.name}_phase_axis"),
+            Node("transpose", (split,), (moved,), {"perm": (0, 1, 3, 2)}, f"{n.name}_phase_moved"),
+            Node("reshape", (moved,), (grid,), {"shape": grid.shape}, f"{n.name}_grid"),
+            Node("slice", (grid,), (y,), {"starts": (pad,), "ends": (pad + y.shape[2],), "axes": (2,)}, n.name)]
