@@ -46,8 +46,10 @@ def test_trimmed_conv_computes_the_same(rank, size, k, stride, dilation, pad_beg
     if trimmed is not graph and len(convs) == 1:
         first, last = live_taps(size, want.shape[2], k, stride, dilation, pad_begin)
         assert convs[0].inputs[1].shape[2] == last - first + 1 < k
-    elif trimmed is not graph:          # cut into bands (tests/graph/test_conv_tap_bands.py): fewer taps each
-        assert rank == 2 and all(n.inputs[1].shape[2] < k for n in convs)
+    elif trimmed is not graph:          # cut into bands (tests/graph/test_conv_tap_bands.py): a band of the
+        # middle rows may keep every tap (2 rows, 2 taps, padding 1: rows 0 and 2 read one tap, row 1 both)
+        taps = [n.inputs[1].shape[2] for n in convs]
+        assert rank == 2 and max(taps) <= k and min(taps) < k
 
 
 def test_a_wide_kernel_on_a_column_runs_as_its_live_column():

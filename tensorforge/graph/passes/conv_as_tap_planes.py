@@ -154,7 +154,7 @@ def _transposed(n: Node, params: dict, target: Target) -> list[Node] | None:
         return None
     x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
     weight = params[w]
-    (stride,) = tuple(n.attrs.get("strides"))
+    (stride,) = tuple(n.attrs.get("strides") or (1,))
     pad = tuple(n.attrs.get("padding") or (0, 0))[0]
     channels, filters, kernel = weight.shape
     taps = -(-kernel // stride)
