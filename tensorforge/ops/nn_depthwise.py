@@ -70,6 +70,12 @@ def _block_padded(data: te.Tensor, pt: int, pl: int, rows: int, sx: int, owp: in
     v = 16
     while per_phase % v:
         v //= 2
+    if v == 2:
+        # GCC 12 at -O3 with AVX2 or AVX-512 miscompiles the copy's pair of guarded stores per
+        # block (its if-converted, vectorized loop wrote other rows' values into some blocks:
+        # a 3x3 depthwise conv with padding 2 on widths 18, 22, 26, ..., 38 gave wrong results);
+        # blocks of one column copy the same data, one guarded store each
+        v = 1
     phase_rows = -(-pl // sx)                   # ceil(pl / sx)
     front = -(-phase_rows // v)                 # blocks of zeros before each phase's data
     reach = owp - 1 + (last_tap - pl) // sx + front * v
