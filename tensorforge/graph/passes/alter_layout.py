@@ -23,6 +23,8 @@
   2x2 kernel at stride 2, 3x3 at stride 4, an STFT's 258 filters at 2 taps per stride).
 - A conv with at most ROW_FILTERS filters per group over output rows of two vectors or more
   stays NCHW on the generic template, which vectorizes the rows (`rows_conv`).
+  (Stride-1 convs of one group with few filters and enough input channels for them reach this
+  pass as a 1x1 conv and a tap_sum: conv_as_tap_planes, which runs before it.)
 - Where no blocked conv reads a conv's output (it goes to NCHW: a model output, a reshape),
   filters that would run in blocks of half a vector (24, 40 with AVX-512) are padded to whole
   vectors instead: twice the lanes per multiply-add for at most 1.5x the filters (`_whole_vectors`).
