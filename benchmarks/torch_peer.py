@@ -11,9 +11,12 @@ benchmarks/e2e.py can time PyTorch beside tensorforge and ONNX Runtime on the sa
 Converters are registered per ONNX op type with `@converter("Relu")`.  A converter runs once,
 when the module is built: it reads the node's attributes and constant inputs (shapes, axes) and
 returns the function that computes the node from its input tensors on every call.  Initializers
-become buffers.  The table covers exactly the ops of the zoo (`tensorforge.testing.models`); an
-op outside it, or an attribute value a converter does not implement, raises NotImplementedError
-naming the op, the node and the opset, before anything runs.
+and Constant nodes become buffers, and so does what a node computes from constants alone (a
+weight the exporter sliced), once, when the module is built.  The table covers the ops of the zoo
+(`tensorforge.testing.models`) and what exporters write around them in real models (shape
+arithmetic, masks, casts, slices, pads, resizes, clips); an op outside it (If, GRU, ...), or an
+attribute value a converter does not implement, raises NotImplementedError naming the op, the
+node and the opset, before anything runs.
 
 Why not onnx2torch: it needs torchvision, which does not import with the installed torch; this
 converter is short, so what the peer runs is plain to see.  Why trace and freeze: the eager module
@@ -133,14 +136,37 @@ class OnnxTorchModule(torch.nn.Module):
             self._buffers_of[name] = attr
         self._steps: list[tuple[Kernel, list[str], list[str]]] = []
         for proto in graph.node:
+            if proto.op_type == "Constant" and proto.domain in ("", "ai.onnx"):
+                # a constant node's value is an initializer of the module, seen as constant by
+                # the converters that read shapes and axes
+                name, array = proto.output[0], _constant_value(proto)
+                arrays[name] = array
+                attr = f"const{len(self._buffers_of)}"
+                self.register_buffer(attr, _layout(torch.from_numpy(np.array(array)), channels_last),
+                                     persistent=False)
+                self._buffers_of[name] = attr
+                continue
             attrs = {a.name: _attr_value(helper, a) for a in proto.attribute}
             consts = [arrays.get(name) for name in proto.input]
             node = Node(proto, attrs, consts, self.opset, self)
             kernel = _CONVERTERS[proto.op_type](node)
+            if proto.input and all(name == "" or name in arrays for name in proto.input):
+                # computed from constants only (a weight sliced or transposed by the exporter):
+                # computed once, here, and a constant for the converters after it
+                with torch.no_grad():
+                    result = kernel([torch.from_numpy(np.array(arrays[n])) if n else None for n in proto.input])
+                for name, value in zip(proto.output, result if isinstance(result, (tuple, list)) else (result,)):
+                    if name:
+                        arrays[name] = value.numpy()
+                        attr = f"const{len(self._buffers_of)}"
+                        self.register_buffer(attr, _layout(value.contiguous(), channels_last), persistent=False)
+                        self._buffers_of[name] = attr
+                continue
             self._steps.append((kernel, list(proto.input), list(proto.output)))
 
     def _check_supported(self, graph) -> None:
-        missing = [n for n in graph.node if n.domain not in ("", "ai.onnx") or n.op_type not in _CONVERTERS]
+        missing = [n for n in graph.node if n.domain not in ("", "ai.onnx")
+                   or (n.op_type not in _CONVERTERS and n.op_type != "Constant")]
         if missing:
             listed = ", ".join(f"{n.op_type if n.domain in ('', 'ai.onnx') else n.domain + '.' + n.op_type} "
                                f"(node {n.name!r}, opset {self.opset})" for n in missing[:10])
@@ -162,6 +188,20 @@ class OnnxTorchModule(torch.nn.Module):
                 if name:
                     env[name] = value
         return tuple(env[n] for n in self.output_names)
+
+
+def _constant_value(proto) -> np.ndarray:
+    """The value of an ONNX Constant node (any of its value attributes)."""
+    from onnx import helper, numpy_helper
+    (attr,) = proto.attribute
+    value = helper.get_attribute_value(attr)
+    if attr.name == "value":
+        return numpy_helper.to_array(value)
+    if attr.name in ("value_float", "value_floats"):
+        return np.array(value, np.float32)
+    if attr.name in ("value_int", "value_ints"):
+        return np.array(value, np.int64)
+    raise NotImplementedError(f"torch peer: Constant node {proto.name!r} with attribute {attr.name}")
 
 
 def _attr_value(helper, attr):
@@ -186,8 +226,14 @@ def to_torch(model, channels_last: bool = False) -> OnnxTorchModule:
 
 
 # -- elementwise -----------------------------------------------------------------------------------
-_UNARY = {"Relu": torch.relu, "Tanh": torch.tanh, "Erf": torch.erf}
-_BINARY = {"Add": torch.add, "Mul": torch.mul}
+_UNARY = {"Relu": torch.relu, "Tanh": torch.tanh, "Erf": torch.erf, "Sigmoid": torch.sigmoid, "Sqrt": torch.sqrt,
+          "Exp": torch.exp, "Log": torch.log, "Abs": torch.abs, "Neg": torch.neg, "Reciprocal": torch.reciprocal,
+          "Not": torch.logical_not, "HardSwish": F.hardswish, "Identity": lambda x: x}
+_BINARY = {"Add": torch.add, "Mul": torch.mul, "Sub": torch.sub, "Pow": torch.pow, "Equal": torch.eq,
+           "Greater": torch.gt, "GreaterOrEqual": torch.ge, "Less": torch.lt, "LessOrEqual": torch.le,
+           "And": torch.logical_and, "Or": torch.logical_or,
+           # ONNX divides integers truncating, as C does
+           "Div": lambda a, b: torch.div(a, b, rounding_mode="trunc") if not a.is_floating_point() else a / b}
 
 
 @converter(*_UNARY)
@@ -340,9 +386,10 @@ def _conv_transpose(node: Node) -> Kernel:
 def _max_pool(node: Node) -> Kernel:
     kernel, strides, dilations = _window(node, ())
     pool = _MAX_POOL.get(len(kernel)) or node.unsupported(f"{len(kernel)}-d pooling")
-    node.reject(ceil_mode=(0,), auto_pad=_AUTO_PADS)
+    node.reject(auto_pad=_AUTO_PADS)
     if node.has_output(1):
         node.unsupported("the Indices output")
+    ceil = bool(node.attrs.get("ceil_mode", 0))     # torch's rule for the last window is ONNX's
 
     static = _static_pads(node, kernel, strides, dilations)
 
@@ -351,9 +398,11 @@ def _max_pool(node: Node) -> Kernel:
         pads = static or _spatial_pads(node, kernel, strides, dilations, x.shape[2:])
         if all(b == e and 2 * b <= k for (b, e), k in zip(pads, kernel)):
             padding = [b for b, _ in pads]
+        elif ceil:
+            node.unsupported("ceil_mode with asymmetric padding")
         else:                                   # padded cells never win: pad with -inf by hand
             x, padding = F.pad(x, _f_pad(pads), value=float("-inf")), 0
-        return pool(x, kernel, strides, padding, dilations)
+        return pool(x, kernel, strides, padding, dilations, ceil_mode=ceil)
 
     return run
 
@@ -477,11 +526,12 @@ def _gather(node: Node) -> Kernel:
 
 @converter("Reshape")
 def _reshape(node: Node) -> Kernel:
-    target = [int(d) for d in node.const(1, "shape")]
+    const = node.consts[1]                  # a constant, or a shape computed at run time
     allow_zero = int(node.attrs.get("allowzero", 0))
 
     def run(xs):
         x = xs[0]                       # 0 copies the input's dimension unless allowzero is set
+        target = [int(d) for d in (const if const is not None else xs[1].tolist())]
         return x.reshape([x.shape[i] if d == 0 and not allow_zero else d for i, d in enumerate(target)])
 
     return run
@@ -518,6 +568,252 @@ def _squeeze(node: Node) -> Kernel:
     if axes is None:
         return lambda xs: torch.squeeze(xs[0])
     return lambda xs: torch.squeeze(xs[0], tuple(axes))
+
+
+# -- the rest of what exporters write (real models: shape arithmetic, masks, resizes, pads) --------
+_DTYPES = {1: torch.float32, 2: torch.uint8, 3: torch.int8, 5: torch.int16, 6: torch.int32, 7: torch.int64,
+           9: torch.bool, 10: torch.float16, 11: torch.float64, 16: torch.bfloat16}
+
+
+def _int_list(node: Node, k: int, attr: str, xs=None) -> list[int] | None:
+    """Input k (opsets that moved the attribute to an input) or attribute `attr` as ints; from
+    the run-time tensor in `xs` when the input is computed; None when absent."""
+    if node.has_input(k):
+        const = node.consts[k]
+        if const is None:
+            return None if xs is None else [int(v) for v in xs[k].tolist()]
+        return [int(v) for v in np.asarray(const).reshape(-1)]
+    return [int(v) for v in node.attrs[attr]] if attr in node.attrs else None
+
+
+@converter("Cast")
+def _cast(node: Node) -> Kernel:
+    dtype = _DTYPES.get(int(node.attrs["to"])) or node.unsupported(f"cast to ONNX type {node.attrs['to']}")
+    return lambda xs: xs[0].to(dtype)
+
+
+@converter("Concat")
+def _concat(node: Node) -> Kernel:
+    axis = int(node.attrs["axis"])
+    return lambda xs: torch.cat([x for x in xs if x is not None], dim=axis)
+
+
+@converter("Unsqueeze")
+def _unsqueeze(node: Node) -> Kernel:
+    def run(xs):
+        x = xs[0]
+        axes = _int_list(node, 1, "axes", xs)
+        rank = x.dim() + len(axes)
+        for a in sorted(a % rank for a in axes):
+            x = x.unsqueeze(a)
+        return x
+
+    return run
+
+
+@converter("Shape")
+def _shape(node: Node) -> Kernel:
+    start, end = node.attrs.get("start", 0), node.attrs.get("end")
+    return lambda xs: torch.tensor(xs[0].shape[start:end], dtype=torch.int64)
+
+
+@converter("ConstantOfShape")
+def _constant_of_shape(node: Node) -> Kernel:
+    from onnx import numpy_helper
+    value = numpy_helper.to_array(node.attrs["value"]) if "value" in node.attrs else np.zeros(1, np.float32)
+    fill = torch.from_numpy(np.array(value).reshape(()))
+    return lambda xs: fill.expand([int(d) for d in xs[0].tolist()]).clone()
+
+
+@converter("Slice")
+def _slice(node: Node) -> Kernel:
+    def run(xs):
+        x = xs[0]
+        if node.opset < 10:
+            starts, ends = list(node.attrs["starts"]), list(node.attrs["ends"])
+            axes, steps = list(node.attrs.get("axes", range(len(starts)))), [1] * len(starts)
+        else:
+            starts, ends = _int_list(node, 1, "", xs), _int_list(node, 2, "", xs)
+            axes = _int_list(node, 3, "", xs) or list(range(len(starts)))
+            steps = _int_list(node, 4, "", xs) or [1] * len(starts)
+        for a, b, e, st in zip(axes, starts, ends, steps):
+            a, n = a % x.dim(), x.shape[a % x.dim()]
+            b, e = b + n if b < 0 else b, e + n if e < 0 else e
+            if st > 0:
+                picked = range(max(0, min(n, b)), max(0, min(n, e)), st)
+            elif st < 0:                # ONNX clamps a backward slice to [n - 1, -1]
+                picked = range(max(-1, min(n - 1, b)), max(-1, min(n - 1, e)), st)
+            else:
+                node.unsupported("a step of 0")
+            x = torch.index_select(x, a, torch.tensor(list(picked), dtype=torch.int64))
+        return x
+
+    return run
+
+
+@converter("Split")
+def _split(node: Node) -> Kernel:
+    axis, count = int(node.attrs.get("axis", 0)), len(node.outputs)
+
+    def run(xs):
+        x = xs[0]
+        sizes = _int_list(node, 1, "split", xs)
+        if sizes is None:
+            n = x.shape[axis]
+            each = -(-n // count)
+            sizes = [min(each, n - k * each) for k in range(count)]
+        return torch.split(x, sizes, dim=axis)
+
+    return run
+
+
+@converter("Expand")
+def _expand(node: Node) -> Kernel:
+    def run(xs):                        # bidirectional broadcasting, as NumPy's
+        return xs[0].expand(torch.broadcast_shapes(xs[0].shape, tuple(int(d) for d in xs[1].tolist())))
+
+    return run
+
+
+@converter("Where")
+def _where(node: Node) -> Kernel:
+    return lambda xs: torch.where(xs[0], xs[1], xs[2])
+
+
+@converter("Clip")
+def _clip(node: Node) -> Kernel:
+    def run(xs):
+        if node.opset < 11:
+            lo, hi = node.attrs.get("min"), node.attrs.get("max")
+        else:
+            lo = xs[1] if len(xs) > 1 and xs[1] is not None else None
+            hi = xs[2] if len(xs) > 2 and xs[2] is not None else None
+        return torch.clamp(xs[0], lo, hi)
+
+    return run
+
+
+@converter("HardSigmoid")
+def _hard_sigmoid(node: Node) -> Kernel:
+    alpha, beta = float(node.attrs.get("alpha", 0.2)), float(node.attrs.get("beta", 0.5))
+    return lambda xs: torch.clamp(xs[0] * alpha + beta, 0.0, 1.0)
+
+
+@converter("Gelu")
+def _gelu(node: Node) -> Kernel:
+    approximate = node.attrs.get("approximate", "none")
+    return lambda xs: F.gelu(xs[0], approximate=approximate)
+
+
+@converter("LogSoftmax")
+def _log_softmax(node: Node) -> Kernel:
+    if node.opset < 13:
+        node.unsupported("opset below 13 (softmax over flattened axes)")
+    axis = int(node.attrs.get("axis", -1))
+    return lambda xs: F.log_softmax(xs[0], dim=axis)
+
+
+@converter("ReduceMean")
+def _reduce_mean(node: Node) -> Kernel:
+    keep = bool(node.attrs.get("keepdims", 1))
+
+    def run(xs):
+        axes = _int_list(node, 1, "axes", xs) if node.opset >= 18 else node.attrs.get("axes")
+        if not axes:
+            return torch.mean(xs[0], dim=list(range(xs[0].dim())), keepdim=keep)
+        return torch.mean(xs[0], dim=[int(a) for a in axes], keepdim=keep)
+
+    return run
+
+
+@converter("AveragePool")
+def _average_pool(node: Node) -> Kernel:
+    kernel, strides, _ = _window(node, ())
+    node.reject(auto_pad=("NOTSET", "VALID"))
+    pads = list(node.attrs.get("pads", (0,) * (2 * len(kernel))))
+    n = len(kernel)
+    pool = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+    if pads[:n] != pads[n:] or any(2 * p > k for p, k in zip(pads[:n], kernel)):
+        node.unsupported(f"pads {pads} (only symmetric ones up to half the kernel)")
+    include = bool(node.attrs.get("count_include_pad", 0))
+    ceil = bool(node.attrs.get("ceil_mode", 0))
+    return lambda xs: pool(xs[0], kernel, strides, pads[:n], ceil, include)
+
+
+@converter("Pad")
+def _pad(node: Node) -> Kernel:
+    mode = node.attrs.get("mode", "constant")
+    modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}
+    if mode not in modes:
+        node.unsupported(f"mode {mode!r}")
+    if node.has_input(3):
+        node.unsupported("the axes input")
+
+    def run(xs):
+        x = xs[0]
+        pads = _int_list(node, 1, "pads", xs) if node.opset >= 11 else list(node.attrs["pads"])
+        r = x.dim()
+        pairs = list(zip(pads[:r], pads[r:]))
+        while pairs and pairs[0] == (0, 0) and mode != "constant":
+            pairs.pop(0)                # reflect / replicate pad the trailing axes only
+        value = 0.0
+        if node.opset >= 11 and node.has_input(2):
+            value = float(xs[2].reshape(-1)[0]) if xs[2] is not None else 0.0
+        elif "value" in node.attrs:
+            value = float(node.attrs["value"])
+        flat = _f_pad(pairs)
+        return F.pad(x, flat, mode=modes[mode], value=value) if mode == "constant" else F.pad(x, flat, mode=modes[mode])
+
+    return run
+
+
+@converter("Resize")
+def _resize(node: Node) -> Kernel:
+    mode = node.attrs.get("mode", "nearest")
+    ctm = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    nearest = node.attrs.get("nearest_mode", "round_prefer_floor")
+    if mode == "nearest" and not (ctm == "asymmetric" and nearest == "floor"):
+        node.unsupported(f"nearest with {ctm} and {nearest} (only asymmetric and floor, as torch's nearest)")
+    if mode == "linear" and ctm not in ("half_pixel", "pytorch_half_pixel", "align_corners"):
+        node.unsupported(f"linear with {ctm}")
+    if mode not in ("nearest", "linear"):
+        node.unsupported(f"mode {mode!r}")
+    if node.opset < 11:
+        node.unsupported("opset below 11")
+
+    def run(xs):
+        x = xs[0]
+        sizes = _int_list(node, 3, "", xs) if node.has_input(3) else None
+        spatial = {1: "linear", 2: "bilinear", 3: "trilinear"}[x.dim() - 2]
+        kwargs = {"mode": "nearest"} if mode == "nearest" else \
+            {"mode": spatial, "align_corners": ctm == "align_corners"}
+        if sizes is not None:
+            return F.interpolate(x, size=sizes[2:], **kwargs)
+        scales = [float(v) for v in xs[2].tolist()]
+        return F.interpolate(x, scale_factor=scales[2:], recompute_scale_factor=False, **kwargs)
+
+    return run
+
+
+@converter("DepthToSpace")
+def _depth_to_space(node: Node) -> Kernel:
+    b, mode = int(node.attrs["blocksize"]), node.attrs.get("mode", "DCR")
+
+    def run(xs):
+        x = xs[0]
+        if mode == "CRD":
+            return F.pixel_shuffle(x, b)
+        n, c, h, w = x.shape
+        y = x.reshape(n, b, b, c // (b * b), h, w).permute(0, 3, 4, 1, 5, 2)
+        return y.reshape(n, c // (b * b), h * b, w * b)
+
+    return run
+
+
+@converter("InstanceNormalization")
+def _instance_norm(node: Node) -> Kernel:
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    return lambda xs: F.instance_norm(xs[0], weight=xs[1], bias=xs[2], eps=eps)
 
 
 # -- making it fast --------------------------------------------------------------------------------
