@@ -24,6 +24,13 @@ channels per filter for the product to pay for writing its planes (TAP_CHANNELS_
 TAP_MIN_CHANNELS_ROWS), and planes of at most TAP_PLANES_BYTES.  A conv1d runs as
 a conv2d of height 1.  Transposed convs of stride 1 arrive here as convs
 (conv_transpose_as_conv).  CPU targets only.
+
+A strided 1-D transposed conv with few filters runs on tap planes as well (`_transposed`): one
+plane per (filter, output phase, tap), a sum of each phase's taps, the phases interleaved.  The
+phase template it replaces ran such a layer as a 2-D conv of height 1, a block of filters per
+vector: Conv-TasNet's decoder (512 -> 1 channel, 16 taps at stride 8 over 2000 frames) 0.46 ms,
+0.21 ms here (ONNX Runtime 0.22); Demucs' output layer (64 -> 2, 8 taps at stride 4) 0.29 ->
+0.23 ms (0.21).
 """
 from __future__ import annotations
 
