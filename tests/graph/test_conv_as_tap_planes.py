@@ -70,13 +70,13 @@ def _ops(graph):
 
 
 @settings(max_examples=10, deadline=None)
-@given(cout=st.integers(1, 7), k=st.sampled_from([(3, 3), (5, 3), (1, 3), (7, 1), (2, 2)]), h=st.integers(3, 20),
-       w=st.integers(3, 40), dil=st.sampled_from([(1, 1), (2, 1), (1, 3)]), data=st.data())
+@given(cout=st.integers(1, 7), k=st.sampled_from([(3, 3), (5, 3), (1, 3), (7, 1), (2, 2)]), h=st.integers(24, 40),
+       w=st.integers(24, 48), dil=st.sampled_from([(1, 1), (2, 1), (1, 3)]), data=st.data())
 def test_a_few_filter_conv_runs_as_tap_planes_with_its_values(cout, k, h, w, dil, data):
     pads = tuple(data.draw(st.integers(0, d * (kk - 1))) for d, kk in ((dil[0], k[0]), (dil[1], k[1]))) * 2
     if h + pads[0] + pads[2] - dil[0] * (k[0] - 1) < 1 or w + pads[1] + pads[3] - dil[1] * (k[1] - 1) < 1:
         return
-    graph, x = conv_relu_graph(32, cout, (h, w), dil, pads, kernel=k)
+    graph, x = conv_relu_graph(64, cout, (h, w), dil, pads, kernel=k)
     after = conv_as_tap_planes(graph, AVX512)
     assert _ops(after) == ["conv2d", "tap_sum", "relu"]
     want = run_reference(graph, x)[0]
@@ -108,6 +108,7 @@ def test_a_few_filter_conv1d_runs_as_tap_planes_of_height_one():
     (32, 2, (20, 20), (1, 1), (1, 1), 1, AVX512),     # one tap: a GEMM already
     (2, 1, (20, 20), (3, 3), (1, 1), 1, AVX512),      # too few channels to pay for the planes
     (13, 7, (20, 20), (3, 3), (1, 1), 1, AVX512),     # ... for 7 filters: more than 14
+    (64, 1, (4, 4), (3, 3), (1, 1), 1, AVX512),       # too little work for two kernels
     (16, 1, (64, 64), (7, 7), (1, 1), 1, AVX512),     # rows of 4 vectors: the NCHW template, from 24 channels
 ])
 def test_convs_it_leaves_alone(cin, cout, size, kernel, strides, groups, target):
@@ -139,7 +140,7 @@ def test_a_strided_conv_transpose1d_runs_as_phase_sums_with_its_values(cout, s, 
     out_pad = data.draw(st.integers(0, s - 1))
     if s * (length - 1) + out_pad + k - pb - pe < 1:
         return
-    graph, x = _conv_transpose1d_graph(16, cout, length, k, s, (pb, pe), out_pad)
+    graph, x = _conv_transpose1d_graph(32, cout, length, k, s, (pb, pe), out_pad)
     after = conv_as_tap_planes(graph, AVX512)
     assert _ops(after) == ["conv1d", "reshape", "tap_sum", "reshape", "transpose", "reshape", "slice", "relu"]
     want = run_reference(graph, x)[0]
@@ -156,10 +157,10 @@ def test_a_speech_decoder_runs_as_phase_sums():
     np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("cin,cout,k,s", [(16, 8, 16, 8),     # 8 filters
-                                          (16, 1, 3, 2),      # 3 taps at stride 2: a third of the work on zero taps
-                                          (2, 1, 16, 8),      # too few channels
-                                          (16, 1, 16, 1)])    # stride 1: conv_transpose_as_conv's
+@pytest.mark.parametrize("cin,cout,k,s", [(64, 8, 16, 8),     # 8 filters
+                                          (64, 1, 3, 2),      # 3 taps at stride 2: a third of the work on zero taps
+                                          (16, 1, 16, 8),     # too few channels
+                                          (64, 1, 16, 1)])    # stride 1: conv_transpose_as_conv's
 def test_conv_transposes_it_leaves_alone(cin, cout, k, s):
     graph, _ = _conv_transpose1d_graph(cin, cout, 50, k, s, (0, 0))
     assert conv_as_tap_planes(graph, AVX512) is graph

@@ -739,20 +739,20 @@ def test_alter_layout_column_conv_leaves_wide_and_1x1_convs_alone():
 def test_conv_as_tap_planes_makes_a_product_per_tap_and_sums_the_planes():
     w = rand(2, 8, 3, 2)                       # 2 filters of 8 channels, 3x2 taps
     b = builder()
-    x = b.input("x", (1, 8, 10, 12), "float32")
+    x = b.input("x", (1, 8, 20, 24), "float32")
     y = b.add1("conv2d", [x, b.const(w)], {"strides": (1, 1), "padding": (1, 0, 1, 1), "dilations": (2, 1),
                                           "groups": 1})
     before = b.finish([y])
 
     e = builder()
-    x = e.input("x", (1, 8, 10, 12), "float32")
+    x = e.input("x", (1, 8, 20, 24), "float32")
     # plane m * 6 + ky * 2 + kx holds filter m's tap (ky, kx) over every input position
     per_tap = np.stack([w[m, :, ky, kx] for m in range(2) for ky in range(3) for kx in range(2)])
     planes = e.add1("conv2d", [x, e.const(per_tap.reshape(12, 8, 1, 1))], {"groups": 1})
     y = e.add1("tap_sum", [planes], {"kernel": (3, 2), "padding": (1, 0, 1, 1), "dilations": (2, 1)})
     after = conv_as_tap_planes(before, AVX512)
     assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 8, 10, 12)
+    xs = rand(1, 8, 20, 24)
     np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
 
 

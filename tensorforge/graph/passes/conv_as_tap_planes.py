@@ -21,7 +21,8 @@ ONNX Runtime 1.32 in the same run (benchmarks/shape_sweep.py's cases and a VAE's
 Where it applies (`applies`): a float32 conv1d or conv2d with a constant weight, one group,
 stride 1, few filters for the vector width (TAP_LANE_SHARE), at least two taps, enough input
 channels per filter for the product to pay for writing its planes (TAP_CHANNELS_PER_FILTER,
-TAP_MIN_CHANNELS_ROWS), and planes of at most TAP_PLANES_BYTES.  A conv1d runs as
+TAP_MIN_CHANNELS_ROWS), planes of at most TAP_PLANES_BYTES and work enough for two kernels
+(TAP_MIN_MACS).  A conv1d runs as
 a conv2d of height 1.  Transposed convs of stride 1 arrive here as convs
 (conv_transpose_as_conv).  CPU targets only.
 
@@ -57,7 +58,15 @@ TAP_LANE_SHARE = 16 / 7
 TAP_CHANNELS_PER_FILTER = 2
 TAP_MIN_CHANNELS_ROWS = 24
 TAP_PLANES_BYTES = 16 << 20
+# a conv of fewer multiply-adds stays one kernel: two cost more than the planes save (1 filter,
+# 64 channels, 3 taps over 64 samples: 0.0045 ms as one, 0.0063 ms as two)
+TAP_MIN_MACS = 1 << 15
 TAP_MAX_PADDED_KERNEL = 1.25
+# input channels from which a strided 1-D transposed conv runs on tap planes: below them the
+# phase template's blocks of filters were faster (1 filter of 16 taps at stride 2 over 4000
+# frames: 5 channels 0.011 -> 0.023 ms as planes, 16 channels 0.028 -> 0.032, 32 channels
+# 0.054 -> 0.044; Demucs' 64 and Conv-TasNet's 512 channels gain more)
+TAP_MIN_CHANNELS_TRANSPOSED = 32
 
 
 def conv_as_tap_planes(graph: Graph, target: Target) -> Graph:
@@ -80,6 +89,8 @@ def applies(n: Node, params: dict, target: Target) -> bool:
         return False
     filters, taps, channels = w.shape[0], int(np.prod(w.shape[2:])), x.shape[1]
     if 4 * x.shape[0] * filters * taps * int(np.prod(x.shape[2:])) > TAP_PLANES_BYTES:
+        return False
+    if filters * taps * channels * int(np.prod(n.outputs[0].shape[2:])) < TAP_MIN_MACS:
         return False
     if rows_conv(n, target):
         return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32") \
@@ -140,7 +151,7 @@ def transposed_applies(n: Node, params: dict, target: Target) -> bool:
     if any(d != 1 for d in n.attrs.get("dilations") or (1,)) or any(p < 0 for p in n.attrs.get("padding") or (0,)):
         return False
     filters, taps = w.shape[1], w.shape[2]
-    if -(-taps // stride) * stride > TAP_MAX_PADDED_KERNEL * taps:
+    if -(-taps // stride) * stride > TAP_MAX_PADDED_KERNEL * taps or x.shape[1] < TAP_MIN_CHANNELS_TRANSPOSED:
         return False
     if 4 * x.shape[0] * filters * taps * x.shape[2] > TAP_PLANES_BYTES:
         return False
