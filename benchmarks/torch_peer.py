@@ -127,24 +127,23 @@ class OnnxTorchModule(torch.nn.Module):
         arrays = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in arrays]
         self.output_names = [o.name for o in graph.output]
-        # initializer name -> buffer attribute (ONNX names may hold characters attributes can't)
+        # constant name -> buffer attribute (ONNX names may hold characters attributes can't)
         self._buffers_of: dict[str, str] = {}
-        for k, (name, array) in enumerate(arrays.items()):
-            attr = f"const{k}"
-            self.register_buffer(attr, _layout(torch.from_numpy(np.array(array)), channels_last),
-                                 persistent=False)
+
+        def constant(name: str, array: np.ndarray) -> None:
+            """A constant of the graph (an initializer, a Constant node's value, what a node
+            computes from constants): a buffer, and seen as constant by the converters after it."""
+            arrays[name] = array
+            attr = f"const{len(self._buffers_of)}"
+            self.register_buffer(attr, _layout(torch.from_numpy(np.array(array)), channels_last), persistent=False)
             self._buffers_of[name] = attr
+
+        for name, array in list(arrays.items()):
+            constant(name, array)
         self._steps: list[tuple[Kernel, list[str], list[str]]] = []
         for proto in graph.node:
             if proto.op_type == "Constant" and proto.domain in ("", "ai.onnx"):
-                # a constant node's value is an initializer of the module, seen as constant by
-                # the converters that read shapes and axes
-                name, array = proto.output[0], _constant_value(proto)
-                arrays[name] = array
-                attr = f"const{len(self._buffers_of)}"
-                self.register_buffer(attr, _layout(torch.from_numpy(np.array(array)), channels_last),
-                                     persistent=False)
-                self._buffers_of[name] = attr
+                constant(proto.output[0], _constant_value(proto))
                 continue
             attrs = {a.name: _attr_value(helper, a) for a in proto.attribute}
             consts = [arrays.get(name) for name in proto.input]
@@ -157,10 +156,7 @@ class OnnxTorchModule(torch.nn.Module):
                     result = kernel([torch.from_numpy(np.array(arrays[n])) if n else None for n in proto.input])
                 for name, value in zip(proto.output, result if isinstance(result, (tuple, list)) else (result,)):
                     if name:
-                        arrays[name] = value.numpy()
-                        attr = f"const{len(self._buffers_of)}"
-                        self.register_buffer(attr, _layout(value.contiguous(), channels_last), persistent=False)
-                        self._buffers_of[name] = attr
+                        constant(name, value.numpy())
                 continue
             self._steps.append((kernel, list(proto.input), list(proto.output)))
 

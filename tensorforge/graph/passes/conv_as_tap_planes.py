@@ -18,7 +18,7 @@ ONNX Runtime 1.32 in the same run (benchmarks/shape_sweep.py's cases and a VAE's
 - a VAE decoder's 64 -> 3 output conv on 128x128: 0.93 -> 0.51 ms (the model 0.68 -> 0.66 of
   ONNX Runtime's time).
 
-Where it applies (`applies`): a float32 conv1d or conv2d with a constant weight, one group,
+Where it applies (`_applies`): a float32 conv1d or conv2d with a constant weight, one group,
 stride 1, few filters for the vector width (TAP_LANE_SHARE), at least two taps, enough input
 channels per filter for the product to pay for writing its planes (TAP_CHANNELS_PER_FILTER,
 TAP_MIN_CHANNELS_ROWS), planes of at most TAP_PLANES_BYTES and work enough for two kernels
@@ -40,7 +40,7 @@ import numpy as np
 from ...target import Target
 from ..ir import Graph, Node, Value
 from .alter_layout import rows_conv
-from .rewrite import rewrite_nodes
+from .rewrite import constant_weight_window, rewrite_nodes
 
 # filters times this at most a vector's float32 lanes: 7 filters with AVX-512's 16 (padded to a
 # block of 8, they use 7 of 16 lanes' work per multiply-add), 3 with AVX2's 8 (whose blocks of
@@ -75,52 +75,48 @@ def conv_as_tap_planes(graph: Graph, target: Target) -> Graph:
     return rewrite_nodes(graph, lambda n, params: _rewrite(n, params, target))
 
 
-def applies(n: Node, params: dict, target: Target) -> bool:
-    """The conv `n` runs as tap planes and their sum (module docstring)."""
-    if n.op not in ("conv1d", "conv2d") or len(n.inputs) != 2 or n.inputs[1] not in params:
-        return False
-    x, w = n.inputs[0], n.inputs[1]
+_CONVS = {"conv1d": 1, "conv2d": 2}
+
+
+def _applies(n: Node, window: tuple, target: Target) -> bool:
+    """The conv `n` (its constant_weight_window) runs as tap planes and their sum (module docstring)."""
+    _, x, w, y, strides, _, pads = window
     if x.dtype != "float32" or w.dtype != "float32" or int(n.attrs.get("groups", 1)) != 1:
         return False
-    rank = w.ndim - 2
-    if any(s != 1 for s in n.attrs.get("strides") or (1,) * rank):
-        return False
-    if any(p < 0 for p in n.attrs.get("padding") or (0,)):
+    if any(s != 1 for s in strides) or any(p < 0 for p in pads):
         return False
     filters, taps, channels = w.shape[0], int(np.prod(w.shape[2:])), x.shape[1]
+    if not _few_filters(filters, taps, target):
+        return False
     if 4 * x.shape[0] * filters * taps * int(np.prod(x.shape[2:])) > TAP_PLANES_BYTES:
         return False
-    if filters * taps * channels * int(np.prod(n.outputs[0].shape[2:])) < TAP_MIN_MACS:
+    if filters * taps * channels * int(np.prod(y.shape[2:])) < TAP_MIN_MACS:
         return False
     if rows_conv(n, target):
-        return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32") \
-            and channels >= TAP_MIN_CHANNELS_ROWS
-    return _few_filters(filters, channels, taps, target)
+        return channels >= TAP_MIN_CHANNELS_ROWS
+    return channels > TAP_CHANNELS_PER_FILTER * filters
 
 
-def _few_filters(filters: int, channels: int, taps: int, target: Target) -> bool:
-    """Few enough filters for the vector width, at least two taps, channels enough per filter."""
-    return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32") \
-        and channels > TAP_CHANNELS_PER_FILTER * filters
+def _few_filters(filters: int, taps: int, target: Target) -> bool:
+    """Few enough filters for the vector width, and at least two taps."""
+    return taps >= 2 and TAP_LANE_SHARE * filters <= target.simd_lanes("float32")
 
 
 def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
-    if n.op in ("conv_transpose1d", "conv_transpose2d"):
-        return _transposed(n, params, target)
-    if not applies(n, params, target):
+    window = constant_weight_window(n, params, _TRANSPOSED)
+    if window is not None:
+        return _transposed(n, window, params) if _transposed_applies(n, window, target) else None
+    window = constant_weight_window(n, params, _CONVS)
+    if window is None or not _applies(n, window, target):
         return None
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    rank, x, w, y, _, dilations, pads = window
     weight = params[w]
     filters, channels = weight.shape[:2]
-    if n.op == "conv1d":
+    if rank == 1:
         weight = weight[:, :, None, :]
+        pads, dilations = (0, pads[0], 0, pads[1]), (1, dilations[0])
     kernel = weight.shape[2:]
     taps = int(np.prod(kernel))
-    rank = w.ndim - 2
-    pads = tuple(n.attrs.get("padding") or (0,) * (2 * rank))
-    dilations = tuple(n.attrs.get("dilations") or (1,) * rank)
-    if rank == 1:
-        pads, dilations = (0, pads[0], 0, pads[1]), (1, dilations[0])
     per_tap = np.ascontiguousarray(weight.transpose(0, 2, 3, 1).reshape(filters * taps, channels, *([1] * rank)))
     w_taps = Value(f"{w.name}_taps", per_tap.shape, per_tap.dtype.name)
     params[w_taps] = per_tap
@@ -136,29 +132,29 @@ def _rewrite(n: Node, params: dict, target: Target) -> list[Node] | None:
                     Node("reshape", (out_row,), (y,), {"shape": y.shape}, f"{n.name}_row")]
 
 
-def transposed_applies(n: Node, params: dict, target: Target) -> bool:
+_TRANSPOSED = {"conv_transpose1d": 1}
+
+
+def _transposed_applies(n: Node, window: tuple, target: Target) -> bool:
     """The strided 1-D transposed conv `n` runs as tap planes, their sums per output phase, and
     the phases interleaved (`_transposed`): where its kernel padded with zero taps to a multiple
     of the stride grows by at most TAP_MAX_PADDED_KERNEL (a 3-tap kernel at stride 2 would do
     a third more work; 2-D ones keep the phase template, which was as fast or faster on a
     DCGAN's 64 -> 3 and a decoder's 32 -> 3 output layers)."""
-    if n.op != "conv_transpose1d" or len(n.inputs) != 2 or n.inputs[1] not in params:
-        return False
-    x, w = n.inputs[0], n.inputs[1]
-    (stride,) = tuple(n.attrs.get("strides") or (1,))
+    _, x, w, _, (stride,), dilations, pads = window
     if x.dtype != "float32" or w.dtype != "float32" or int(n.attrs.get("groups", 1)) != 1 or stride == 1:
         return False
-    if any(d != 1 for d in n.attrs.get("dilations") or (1,)) or any(p < 0 for p in n.attrs.get("padding") or (0,)):
+    if any(d != 1 for d in dilations) or any(p < 0 for p in pads):
         return False
     filters, taps = w.shape[1], w.shape[2]
+    if not _few_filters(filters, taps, target) or x.shape[1] <= TAP_CHANNELS_PER_FILTER * filters:
+        return False
     if -(-taps // stride) * stride > TAP_MAX_PADDED_KERNEL * taps or x.shape[1] < TAP_MIN_CHANNELS_TRANSPOSED:
         return False
-    if 4 * x.shape[0] * filters * taps * x.shape[2] > TAP_PLANES_BYTES:
-        return False
-    return _few_filters(filters, x.shape[1], taps, target)
+    return 4 * x.shape[0] * filters * taps * x.shape[2] <= TAP_PLANES_BYTES
 
 
-def _transposed(n: Node, params: dict, target: Target) -> list[Node] | None:
+def _transposed(n: Node, window: tuple, params: dict) -> list[Node] | None:
     """A strided 1-D transposed conv with few filters: y[o] = sum over inputs i and taps k with
     o = i * s + k - p of x[i] * w[k].  With the kernel padded with zero taps to J * s and tap
     k = j * s + r, output o + p = q * s + r takes the taps j of its phase r from inputs q - j:
@@ -168,12 +164,8 @@ def _transposed(n: Node, params: dict, target: Target) -> list[Node] | None:
     So: a pointwise conv1d to the planes (filter m, phase r, tap j), tap_sum over the J taps (the
     filters of the sum being the (m, r) pairs), the phases interleaved by a transpose, and the
     padding cut off."""
-    if not transposed_applies(n, params, target):
-        return None
-    x, w, y = n.inputs[0], n.inputs[1], n.outputs[0]
+    _, x, w, y, (stride,), _, (pad, _) = window
     weight = params[w]
-    (stride,) = tuple(n.attrs.get("strides") or (1,))
-    pad = tuple(n.attrs.get("padding") or (0, 0))[0]
     channels, filters, kernel = weight.shape
     taps = -(-kernel // stride)
     full = np.zeros((channels, filters, taps * stride), weight.dtype)
