@@ -194,7 +194,7 @@ def export(name: str, out: Path) -> None:
     import onnx
     import onnxruntime as ort
     import torch
-    from export import META_SEED, META_WORKLOAD
+    from export import name_workload
 
     wrapped, args, names = get(name)
     feeds = {n: a.numpy() for n, a in zip(names, args)}
@@ -211,9 +211,7 @@ def export(name: str, out: Path) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-3, atol=1e-4 * (float(np.abs(expected).max()) or 1.0),
                                err_msg=f"{name}: the export run by ONNX Runtime differs from eager PyTorch")
     proto = onnx.load(str(path))
-    for key, value in ((META_WORKLOAD, WORKLOAD_PREFIX + name), (META_SEED, "0")):
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, value
+    name_workload(proto, WORKLOAD_PREFIX + name, 0)
     # the dynamo exporter's file keeps its weights beside it, under one name
     (out / f"{name}.onnx.data").unlink(missing_ok=True)
     onnx.save(proto, str(path), **({"save_as_external_data": True, "location": f"{name}.onnx.data"} if dynamo else {}))

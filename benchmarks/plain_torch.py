@@ -616,7 +616,7 @@ def export(name: str, out: Path, exporter: str, seed: int = 0) -> None:
     import onnx
     import onnxruntime as ort
     import torch
-    from export import META_SEED, META_WORKLOAD, quiet_export
+    from export import name_workload, quiet_export
 
     module, feeds = get(name, seed)
     args = tuple(torch.from_numpy(a) for a in feeds.values())
@@ -626,9 +626,7 @@ def export(name: str, out: Path, exporter: str, seed: int = 0) -> None:
     data.unlink(missing_ok=True)
     quiet_export(module, args, str(path), list(feeds), ["output"], exporter)
     proto = onnx.load(str(path))
-    for key, value in ((META_WORKLOAD, WORKLOAD_PREFIX + name), (META_SEED, str(seed))):
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, value
+    name_workload(proto, WORKLOAD_PREFIX + name, seed)
     external = data.exists()
     data.unlink(missing_ok=True)
     onnx.save(proto, str(path), **({"save_as_external_data": True, "location": data.name} if external else {}))

@@ -43,6 +43,14 @@ EXPORTERS = ("auto", "dynamo", "torchscript")
 META_WORKLOAD, META_SEED = "tensorforge.benchmarks.workload", "tensorforge.benchmarks.seed"
 
 
+def name_workload(proto, workload: str, seed: int) -> None:
+    """Write into the ModelProto's metadata the workload and seed its module was built from, which
+    e2e.py --onnx reads to time that very module as the PyTorch peer."""
+    for key, value in ((META_WORKLOAD, workload), (META_SEED, str(seed))):
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+
+
 def resolve_exporter(exporter: str) -> str:
     """`auto` -> dynamo when torch.onnx's dynamo exporter can run here (onnxscript installed and
     torch new enough to take dynamo=), else torchscript."""
@@ -102,9 +110,7 @@ def export(name: str, out_dir: Path, exporter: str = "auto", seed: int = 0) -> P
         raw = os.path.join(tmp, f"{name}.raw.onnx")
         quiet_export(module, args, raw, models.input_names(name), models.output_names(name), exporter)
         proto = onnx.load(raw)
-        for key, value in ((META_WORKLOAD, name), (META_SEED, str(seed))):
-            entry = proto.metadata_props.add()
-            entry.key, entry.value = key, value
+        name_workload(proto, name, seed)
         sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
         got = sess.run(None, feeds)
         for k, (a, b) in enumerate(zip(got, expected)):
