@@ -31,7 +31,8 @@ PyTorch.  For a file exported by benchmarks/exports/export.py, benchmarks/plain_
 benchmarks/architectures.py (its metadata names the workload; the last needs `transformers`), the
 peer is the very torch.nn module that was exported; otherwise the ONNX graph rebuilt with
 PyTorch ops (benchmarks/torch_peer.py), which covers the zoo's ops and what exporters write
-around them in real models (for a file with other ops, such as If, the column says n/a and why).  It runs under torch.inference_mode() with torch.set_num_threads(threads); per
+around them in real models (for a file with other ops, such as If, the column says n/a and
+why).  It runs under torch.inference_mode() with torch.set_num_threads(threads); per
 model and thread count it uses the fastest of eager, torch.jit.freeze and
 torch.jit.optimize_for_inference (for CNNs also each in channels_last memory order) that agrees
 with eager, and names it in the torch column.  Its output is checked against ONNX Runtime before
