@@ -16,6 +16,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from . import build_records, parallel_lowering
 from .backends import backend_for
 from .batch_buckets import DEFAULT_BATCH_BUCKETS
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
@@ -113,10 +114,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     configs = _apply_records(groups, records, host, threads)
     with _timed(timings, "placement"):
         placed = backend.place(groups, tgt) if backend.place else {}
-    with _timed(timings, "lowering"):
-        kernels = lower_groups(groups, host, configs, placed)
-    with _timed(timings, "compile"):
-        module, runs = build_kernels(kernels, host)
+    kernels = plan_kernels(groups, host, configs, placed)
+    module, runs = build_or_restore(kernels, host, timings)
     plan = plan_values(graph, groups, views)
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views,
                       output_views)
@@ -189,14 +188,32 @@ class Kernels:
     funcs: list = field(default_factory=list)
     labels: list = field(default_factory=list)
     texts: dict = field(default_factory=dict)
+    pending: list = field(default_factory=list)     # PendingKernel, one per distinct signature
+
+
+@dataclass(frozen=True)
+class PendingKernel:
+    """A kernel to lower: its name, the group it computes, the group's config and the path of
+    its lowering cache entry."""
+    name: str
+    group: object
+    config: object
+    path: object
 
 
 def lower_groups(groups, target: Target, configs: dict, placed: dict | None = None) -> Kernels:
     """Lower every fused group to a loop program (from the lowering cache when it has it).
     Groups with one signature share one kernel.  `placed` ({group index: device step}) holds
     the groups another device runs: they become its steps, not kernels."""
+    kernels = plan_kernels(groups, target, configs, placed)
+    lower_pending(kernels, target)
+    return kernels
+
+
+def plan_kernels(groups, target: Target, configs: dict, placed: dict | None = None) -> Kernels:
+    """The steps and labels of `groups`, and the kernels they call (`pending`), not lowered yet."""
     out = Kernels()
-    symbols: dict = {}      # group signature -> name of the kernel already lowered for it
+    symbols: dict = {}      # group signature -> name of the kernel for it
     for k, g in enumerate(groups):
         node = g.nodes[0]
         if placed and k in placed:
@@ -214,9 +231,7 @@ def lower_groups(groups, target: Target, configs: dict, placed: dict | None = No
         sig = _group_signature(g, configs.get(id(g)))
         if sig not in symbols:
             fname = f"k{k}_{g.nodes[-1].op if g.master is None else g.master.op}".replace(".", "_")
-            path = cache_path(sig, target)
-            out.funcs.append(lower_group_cached(g, target, fname, configs.get(id(g)), path))
-            out.texts[fname] = CachedText(text_path(path))
+            out.pending.append(PendingKernel(fname, g, configs.get(id(g)), cache_path(sig, target)))
             symbols[sig] = fname
         # the same computation on values of the same shapes: one kernel serves both
         out.steps.append({"kind": "kernel", "symbol": symbols[sig], "args": args})
@@ -224,10 +239,21 @@ def lower_groups(groups, target: Target, configs: dict, placed: dict | None = No
     return out
 
 
-def build_kernels(kernels: Kernels, target: Target):
+def lower_pending(kernels: Kernels, target: Target) -> None:
+    """Lower the kernels `plan_kernels` left pending, into `kernels.funcs` (in their order);
+    those the lowering cache lacks on all cores when there are enough (parallel_lowering.py)."""
+    lowered = parallel_lowering.prelower(kernels.pending, target, backend_for(target))
+    for p in kernels.pending:
+        func = lowered.get(p.name)
+        kernels.funcs.append(func if func is not None else lower_group_cached(p.group, target, p.name, p.config, p.path))
+        kernels.texts[p.name] = CachedText(text_path(p.path))
+
+
+def build_kernels(kernels: Kernels, target: Target, key: str | None = None):
     """Build every kernel into one library with the target's backend; returns (module, runs).
     Where the backend supports them, consecutive kernel steps are also compiled into one C
-    function each (`runs`, see _kernel_runs); kernel steps then name the built symbols."""
+    function each (`runs`, see _kernel_runs); kernel steps then name the built symbols.  With
+    a build record `key` (build_records.py), the build is recorded under it."""
     if not kernels.funcs:
         return None, []
     backend = backend_for(target)
@@ -236,12 +262,39 @@ def build_kernels(kernels: Kernels, target: Target):
         sequences = _kernel_runs(kernels.steps)
     module = backend.build(kernels.funcs, target, sequences=[(r["symbol"], r["calls"]) for r in sequences],
                            text_cache=kernels.texts)
-    buffers = {f.name: _buffer_record(f) for f in kernels.funcs}
+    if key is not None:
+        build_records.keep(key, kernels, backend, target, module, bool(sequences))
+    buffers = {f.name: build_records.buffer_record(f) for f in kernels.funcs}
     for step in kernels.steps:
         if step["kind"] == "kernel":
             step["params"] = buffers[step["symbol"]]    # checked when an exported model is loaded
             step["symbol"] = _symbol(module, step["symbol"])
     return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
+
+
+def build_or_restore(kernels: Kernels, target: Target, timings: dict):
+    """(module, runs) of `kernels` (plan_kernels): from the build recorded for them when the
+    backend can load it again (nothing is lowered; kernels.funcs reads the loop programs back
+    when looked at), else lowered (timed as "lowering") and built (as "compile")."""
+    backend = backend_for(target)
+    key = None
+    if kernels.pending and backend.restore is not None:
+        with _timed(timings, "restore"):
+            key = build_records.record_key(kernels, [r["calls"] for r in _kernel_runs(kernels.steps)], target, backend)
+            found = build_records.restore(key, kernels, backend, target)
+        if found is not None:
+            module, record = found
+            runs = _kernel_runs(kernels.steps) if record.get("sequences") else []
+            for step in kernels.steps:
+                if step["kind"] == "kernel":
+                    step["params"] = record["kernels"][step["symbol"]]
+                    step["symbol"] = _symbol(module, step["symbol"])
+            kernels.funcs = build_records.LazyFuncs(kernels.pending, target)
+            return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in runs]
+    with _timed(timings, "lowering"):
+        lower_pending(kernels, target)
+    with _timed(timings, "compile"):
+        return build_kernels(kernels, target, key)
 
 
 # ops whose output, for a row-major tensor, is its input's bytes under another shape
@@ -395,12 +448,6 @@ def _group_signature(group, config) -> tuple:
             where[v] = ("node", k, j)
     return (group.pattern, tuple(nodes), tuple((tuple(v.shape), v.dtype) for v in group.inputs),
             tuple(where[v] for v in group.outputs), None if config is None else repr(config.to_json()))
-
-
-def _buffer_record(func) -> list:
-    """[[shape, dtype], ...] of a kernel's buffers, in parameter order (runtime/validate.py)."""
-    from .ir.expr import IntImm
-    return [[[int(d.value) if isinstance(d, IntImm) else str(d) for d in b.shape], b.dtype] for b in func.params]
 
 
 def _symbol(module, name: str) -> str:

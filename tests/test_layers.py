@@ -30,9 +30,9 @@ LAYERS: list[set[str]] = [
     {"backends"},
     # record application (autotune.dispatch and what it reads) sits with lowering: compile
     # applies records without importing the tuner
-    {"frontend", "lowering", "build_module", "calibrate", "autotune.dispatch", "autotune.algorithms", "autotune.records",
+    {"frontend", "lowering", "parallel_lowering", "build_module", "calibrate", "autotune.dispatch", "autotune.algorithms", "autotune.records",
      "autotune.task"},
-    {"driver", "staged", "batch_buckets", "sequence_buckets", "frontend.torch_dynamo"},   # torch_dynamo compiles what it converts
+    {"driver", "build_records", "staged", "batch_buckets", "sequence_buckets", "frontend.torch_dynamo"},   # torch_dynamo compiles what it converts
     {"autotune", "testing", "ops.testing"},
     {"cli"},               # with the package's __init__ (the public API, loaded lazily)
 ]

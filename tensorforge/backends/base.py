@@ -49,6 +49,11 @@ class Backend:
     host_target, place: for a device that runs only some of a graph's kernels (the accelerator):
         the target of the rest, and place(groups, target) -> {group index: step}, the groups it
         takes, each as a callable executor step with a `.step` dict (driver.compile).
+    describe, restore: for a device whose built programs stay in the on-disk cache:
+        describe(module, target) -> a JSON-able record of what `load` made (None when it cannot
+        be restored so), and restore(record, target) -> that Module again, or None when its files
+        are gone or were built by another compiler (build_records.py: a warm compile that
+        lowers nothing).
     """
 
     name: str
@@ -64,6 +69,8 @@ class Backend:
     supports_sequences: bool = False
     host_target: str | None = None
     place: Callable[..., dict] | None = None
+    describe: Callable[[Any, Target], dict | None] | None = None
+    restore: Callable[[dict, Target], Any] | None = None
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.passes) - set(PHASES))

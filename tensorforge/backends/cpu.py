@@ -9,6 +9,7 @@ ctypes, host memory (NumPy arrays), the timer and the graph executor of runtime/
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from typing import Sequence
 
@@ -18,7 +19,7 @@ from ..ir.functor import post_order_visit
 from ..runtime.compile import compile_source
 from ..runtime.memory import HOST
 from ..runtime.model import Model
-from ..runtime.module import Module
+from ..runtime.module import KernelSignature, Module, ParamSpec
 from ..target import Target
 from ..tir import nodes as N
 from .base import Backend
@@ -87,6 +88,49 @@ def load(lib_path: str, funcs: Sequence[N.PrimFunc], source, target: Target) -> 
                   target=target)
 
 
+def describe(module: Module, target: Target) -> dict | None:
+    """The record `restore` makes `module` again from: its library's manifest and source file,
+    each kernel's signature and C symbol, the compiler flags and the compiler's identity.  None
+    for kernels with shape variables (their shapes are expressions, not numbers)."""
+    from ..ir.expr import IntImm
+    from ..runtime.compile import compiler_identity, library_entry
+    kernels = []
+    for sig in module.signatures:
+        if sig.shape_vars or not all(isinstance(d, IntImm) for p in sig.params for d in p.shape):
+            return None
+        kernels.append({"name": sig.name, "symbol": module.get_function(sig.name)._cfunc.__name__,
+                        "params": [[p.name, p.dtype, [int(d.value) for d in p.shape], bool(p.written)]
+                                   for p in sig.params]})
+    manifest, source = library_entry(module.lib_path)
+    return {"manifest": manifest.name, "source": source.name, "kernels": kernels,
+            "flags": compile_flags(target), "compiler": compiler_identity()}
+
+
+def restore(record: dict, target: Target) -> Module | None:
+    """The Module `describe` recorded, when its library and source are still in the cache and
+    the same compiler with the same flags would build them; None otherwise."""
+    from ..ir.expr import const
+    from ..runtime.cache_files import DamagedEntry, cache_dir, verified_library
+    from ..runtime.compile import compiler_identity
+    if record.get("flags") != compile_flags(target) or record.get("compiler") != compiler_identity():
+        return None
+    names = (record.get("manifest"), record.get("source"))
+    if not all(isinstance(n, str) and n and os.path.basename(n) == n for n in names):
+        return None                                  # files of the cache folder only
+    directory = cache_dir()
+    try:
+        lib = verified_library(directory / record["manifest"])
+        text = (directory / record["source"]).read_text(encoding="utf-8") if lib is not None else None
+    except (DamagedEntry, OSError):
+        return None         # the build that follows finds the damage again and reports it
+    if lib is None or text is None:
+        return None
+    signatures = [KernelSignature(k["name"], tuple(ParamSpec(name, dtype, tuple(const(d) for d in shape), written)
+                                                   for name, dtype, shape, written in k["params"]))
+                  for k in record["kernels"]]
+    return Module(signatures, lib, text, symbols={k["name"]: k["symbol"] for k in record["kernels"]}, target=target)
+
+
 def timer(module: Module, name: str, number: int = 10, repeat: int = 3, min_repeat_ms: float = 0):
     return module.time_evaluator(name, number=number, repeat=repeat, min_repeat_ms=min_repeat_ms)
 
@@ -113,7 +157,7 @@ def make_model(spec, module: Module | None, params: dict, info: dict | None = No
 
 
 BACKEND = Backend(name="cpu", dialect="c", render=render, compile=compile, load=load, memory=HOST,
-                  timer=timer, make_model=make_model, supports_sequences=True)
+                  timer=timer, make_model=make_model, supports_sequences=True, describe=describe, restore=restore)
 
 
 def build(funcs: Sequence[N.PrimFunc], target: Target | str = "c", sequences=(), text_cache=None) -> Module:

@@ -67,6 +67,22 @@ def cache_key(source: str, flags: list[str], cc: list[str]) -> str:
     return h.hexdigest()
 
 
+def compiler_identity(cc: str | None = None) -> str:
+    """The compiler command and a hash of its `--version` text: what a library built earlier
+    must have been built with to be used again without its source (build_records.py)."""
+    compiler = find_compiler(cc)
+    version = hashlib.sha256(compiler_version(tuple(compiler)).encode("utf-8")).hexdigest()[:16]
+    return f"{shlex.join(compiler)} {version}"
+
+
+def library_entry(lib_path: str) -> tuple[Path, Path]:
+    """(manifest, source file) of a library `compile_source` returned: `tf_<key>-<hash>.so` is
+    recorded in `tf_<key>.json` and was built from `tf_<key>.c`."""
+    lib = Path(lib_path)
+    stem = lib.name.rsplit("-", 1)[0]
+    return lib.with_name(stem + ".json"), lib.with_name(stem + ".c")
+
+
 def compile_source(source: str, flags: list[str], cc: str | None = None, units: Sequence[str] = ()) -> str:
     """Compile C `source` into a shared library with `flags`; returns the library's path.
 

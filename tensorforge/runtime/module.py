@@ -257,6 +257,7 @@ class Module:
     def __init__(self, funcs: Sequence[KernelSignature], lib_path: str, source: str,
                  symbols: dict | None = None, target=None):
         self.lib_path, self.source, self.target = lib_path, str(source), target
+        self.signatures = tuple(funcs)
         self._lib = load_library(lib_path)
         symbols = symbols or {}
         self._functions: dict[str, Function] = {}

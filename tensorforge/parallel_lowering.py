@@ -1,0 +1,198 @@
+"""Lowering a graph's kernels on every core: the kernels the lowering cache lacks are lowered (and
+printed) by worker processes, which leave them in the cache, where the compile then finds them.
+
+Lowering is Python: a cold compile of GoogLeNet spent 9.4 s lowering 68 kernels and 2-3 s
+printing them as C, on one core of two.  When a compile misses at least MIN_KERNELS kernels in
+the lowering cache and this process may run on more than one core, a pool of worker processes
+(one per core, at most one per missing kernel; started once per process and kept) lowers them,
+each kernel as one job, the largest groups first.  A worker writes the loop program to its
+lowering cache entry, prints the C into its text entry beside it (lowering.py) and returns the
+loop program (pickled: reading the cache entry's JSON back costs the compiling process about
+40 ms a kernel); the compile lowers in its own process any kernel a worker could not (the
+error, if any, is raised there as without workers).
+
+Workers are fresh interpreters (`python -m tensorforge.parallel_lowering`) that read pickled
+jobs on stdin and write pickled results on stdout: a fork of a process with OpenMP or kernel
+threads can deadlock, and multiprocessing's "spawn" would run the user's script again in each
+worker when it has no `if __name__ == "__main__"` guard.  A new worker imports tensorforge
+(about 0.5 s), which is why fewer missing kernels are lowered in the compiling process.  A
+worker that dies or answers garbage is dropped with its job, which the compile then lowers
+itself.  A worker whose machine defaults (calibrated GEMM kernel, core
+count) differ from the compiling process's writes nothing: its kernels would be cached under a
+key they do not match.  TENSORFORGE_LOWERING_WORKERS sets the number of workers (1: lower in the
+compiling process only, as the test suite does so that monkeypatched templates apply).
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from .lowering import CachedText, lower_group_cached, machine_defaults, text_path
+
+MIN_KERNELS = 6      # fewer missing kernels are lowered here: a worker's start costs ~0.5 s
+
+_workers: list["_Worker"] = []
+_lock = threading.Lock()
+
+
+def worker_count() -> int:
+    """Worker processes a compile may use: TENSORFORGE_LOWERING_WORKERS, else the cores this
+    process may run on."""
+    env = os.environ.get("TENSORFORGE_LOWERING_WORKERS")
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            raise ValueError(f"TENSORFORGE_LOWERING_WORKERS must be an integer, got {env!r}") from None
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def prelower(pending: list, target, backend) -> dict:
+    """{kernel name: loop program} of the kernels of `pending` (driver.PendingKernel) that the
+    lowering cache lacked, lowered in worker processes when there are enough of them ({}
+    otherwise, and without the kernels a worker failed to lower)."""
+    missing = [p for p in pending if not Path(p.path).exists()]
+    count = min(worker_count(), len(missing))
+    if count < 2 or len(missing) < MIN_KERNELS:
+        return {}
+    defaults = machine_defaults(target)
+    # the largest groups first, so that no long job starts last
+    order = sorted(missing, key=lambda p: -sum(n.outputs[0].size if n.outputs else 0 for n in p.group.nodes))
+    jobs: queue.Queue = queue.Queue()
+    for p in order:
+        jobs.put((p.name, (p.group, target, p.name, p.config, str(p.path), defaults, backend.name)))
+    lowered: dict = {}
+    with _lock:                     # one compile at a time uses the workers
+        workers = _started(count)
+        threads = [threading.Thread(target=w.serve, args=(jobs, lowered), daemon=True) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        _workers[:] = [w for w in _workers if w.alive]
+    return lowered
+
+
+class _Worker:
+    """One worker process and the pipe protocol to it: a job or result is a 4-byte length and
+    that many bytes of pickle."""
+
+    def __init__(self):
+        env = dict(os.environ, TENSORFORGE_LOWERING_WORKERS="1")   # a worker starts no workers
+        self.proc = subprocess.Popen([sys.executable, "-m", "tensorforge.parallel_lowering"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=env)
+        self.alive = True
+
+    def serve(self, jobs: queue.Queue, lowered: dict) -> None:
+        """Run jobs from `jobs` until it is empty, their loop programs into `lowered`."""
+        while self.alive:
+            try:
+                name, job = jobs.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                _send(self.proc.stdin, job)
+                ok, value = _receive(self.proc.stdout)
+            except Exception:       # noqa: BLE001 - a dead or confused worker: lowered by the compile
+                self.stop()
+                return
+            if ok and value is not None:
+                lowered[name] = value
+
+    def stop(self) -> None:
+        self.alive = False
+        try:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+def _started(count: int) -> list:
+    while len(_workers) < count:
+        try:
+            _workers.append(_Worker())
+        except OSError:
+            break
+    return _workers[:count]
+
+
+def _send(stream, value) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<I", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(4)
+    if len(head) != 4:
+        raise EOFError("the lowering worker closed its pipe")
+    (size,) = struct.unpack("<I", head)
+    data = stream.read(size)
+    if len(data) != size:
+        raise EOFError("the lowering worker closed its pipe")
+    return pickle.loads(data)
+
+
+def _lower_job(group, target, name: str, config, path: str, defaults: str, backend_name: str):
+    """In a worker: lower one kernel into the lowering cache, print its C text entry, and return
+    the loop program (None when this process's machine defaults differ)."""
+    if machine_defaults(target) != defaults:
+        return None
+    from .backends import backend_for
+    func = lower_group_cached(group, target, name, config, Path(path))
+    backend = backend_for(target)
+    if backend.name == backend_name:
+        backend.render([func], target, (), {name: CachedText(text_path(Path(path)))})
+    return func
+
+
+def _stop_all() -> None:
+    for w in _workers:
+        try:
+            w.proc.stdin.close()
+        except OSError:
+            pass
+    for w in _workers:
+        try:
+            w.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            w.stop()
+    _workers.clear()
+
+
+atexit.register(_stop_all)
+
+
+def _serve_forever() -> None:
+    """The worker's loop: jobs in on stdin, (ok, loop program or error text) out on stdout."""
+    import tensorforge.ops  # noqa: F401 - the op registry and its templates
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr          # prints of the compiler's code must not enter the pipe
+    while True:
+        try:
+            job = _receive(stdin)
+        except EOFError:
+            return
+        try:
+            result = (True, _lower_job(*job))
+        except Exception as err:     # noqa: BLE001 - reported; the compile lowers it again itself
+            result = (False, f"{type(err).__name__}: {err}")
+        try:
+            _send(stdout, result)
+        except (pickle.PicklingError, RecursionError, TypeError) as err:
+            _send(stdout, (False, f"cannot send the loop program back: {err}"))
+
+
+if __name__ == "__main__":
+    _serve_forever()
