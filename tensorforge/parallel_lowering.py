@@ -1,23 +1,25 @@
 """Lowering a graph's kernels on every core: the kernels the lowering cache lacks are lowered (and
 printed) by worker processes, which leave them in the cache, where the compile then finds them.
 
-Lowering is Python: a cold compile of GoogLeNet spent 9.4 s lowering 68 kernels and 2-3 s
-printing them as C, on one core of two.  When a compile misses at least MIN_KERNELS kernels in
-the lowering cache and this process may run on more than one core, a pool of worker processes
-(one per core, at most one per missing kernel; started once per process and kept) lowers them,
-each kernel as one job, the largest groups first.  A worker writes the loop program to its
-lowering cache entry, prints the C into its text entry beside it (lowering.py) and returns the
-loop program (pickled: reading the cache entry's JSON back costs the compiling process about
-40 ms a kernel); the compile lowers in its own process any kernel a worker could not (the
-error, if any, is raised there as without workers).
+Lowering is Python: a cold compile of GoogLeNet spent 9.2 s lowering 68 kernels and 1.4 s
+printing them as C, on one core of two.  When a compile misses at least MIN_TO_START kernels in
+the lowering cache (MIN_KERNELS once workers run) and this process may run on more than one
+core, the compiling process and worker processes (one per further core, at most one per missing
+kernel; started on the first such compile and kept) take the kernels one at a time, the largest
+groups first.  A worker
+writes the loop program to its lowering cache entry, prints the C into its text entry beside it
+(lowering.py) and returns the loop program (pickled: reading the cache entry's JSON back costs
+the compiling process about 40 ms a kernel); the compile lowers again in its own process any
+kernel that failed (the error, if any, is raised there as without workers).
 
 Workers are fresh interpreters (`python -m tensorforge.parallel_lowering`) that read pickled
 jobs on stdin and write pickled results on stdout: a fork of a process with OpenMP or kernel
 threads can deadlock, and multiprocessing's "spawn" would run the user's script again in each
 worker when it has no `if __name__ == "__main__"` guard.  A new worker imports tensorforge
-(about 0.5 s), which is why fewer missing kernels are lowered in the compiling process.  A
-worker that dies or answers garbage is dropped with its job, which the compile then lowers
-itself.  A worker whose machine defaults (calibrated GEMM kernel, core
+(about 0.5 s), during which the compiling process lowers alone; with a few kernels, the new
+worker's start competed with the C compiler that follows (DQN's 5 kernels: 0.76 s cold without
+workers, 0.83 with), hence MIN_TO_START.  A worker that dies or answers garbage is dropped with its job,
+which the compile then lowers itself.  A worker whose machine defaults (calibrated GEMM kernel, core
 count) differ from the compiling process's writes nothing: its kernels would be cached under a
 key they do not match.  TENSORFORGE_LOWERING_WORKERS sets the number of workers (1: lower in the
 compiling process only, as the test suite does so that monkeypatched templates apply).
@@ -36,7 +38,8 @@ from pathlib import Path
 
 from .lowering import CachedText, lower_group_cached, machine_defaults, text_path
 
-MIN_KERNELS = 6      # fewer missing kernels are lowered here: a worker's start costs ~0.5 s
+MIN_TO_START = 12    # fewer missing kernels start no worker: its start would outlast them ...
+MIN_KERNELS = 3      # ... and fewer than these are lowered here alone even when workers run
 
 _workers: list["_Worker"] = []
 _lock = threading.Lock()
@@ -59,28 +62,45 @@ def worker_count() -> int:
 
 def prelower(pending: list, target, backend) -> dict:
     """{kernel name: loop program} of the kernels of `pending` (driver.PendingKernel) that the
-    lowering cache lacked, lowered in worker processes when there are enough of them ({}
-    otherwise, and without the kernels a worker failed to lower)."""
+    lowering cache lacked, lowered by this process and worker processes together when there are
+    enough of them ({} otherwise, and without the kernels that failed to lower)."""
     missing = [p for p in pending if not Path(p.path).exists()]
     count = min(worker_count(), len(missing))
-    if count < 2 or len(missing) < MIN_KERNELS:
+    running = sum(w.alive for w in _workers)
+    if count < 2 or len(missing) < (MIN_KERNELS if running else MIN_TO_START):
         return {}
     defaults = machine_defaults(target)
     # the largest groups first, so that no long job starts last
     order = sorted(missing, key=lambda p: -sum(n.outputs[0].size if n.outputs else 0 for n in p.group.nodes))
     jobs: queue.Queue = queue.Queue()
     for p in order:
-        jobs.put((p.name, (p.group, target, p.name, p.config, str(p.path), defaults, backend.name)))
+        jobs.put((p.name, p))
     lowered: dict = {}
     with _lock:                     # one compile at a time uses the workers
-        workers = _started(count)
-        threads = [threading.Thread(target=w.serve, args=(jobs, lowered), daemon=True) for w in workers]
+        workers = _started(count - 1)
+        threads = [threading.Thread(target=w.serve, args=(jobs, lowered, target, defaults, backend.name), daemon=True)
+                   for w in workers]
         for t in threads:
             t.start()
+        _serve_here(jobs, lowered, target)
         for t in threads:
             t.join()
         _workers[:] = [w for w in _workers if w.alive]
     return lowered
+
+
+def _serve_here(jobs: queue.Queue, lowered: dict, target) -> None:
+    """This process takes jobs too, from the start: while a new worker imports tensorforge, and
+    beside the workers afterwards (they wait on pipes without the interpreter's lock)."""
+    while True:
+        try:
+            name, p = jobs.get_nowait()
+        except queue.Empty:
+            return
+        try:
+            lowered[name] = lower_group_cached(p.group, target, p.name, p.config, p.path)
+        except Exception:           # noqa: BLE001 - lowered again by the compile, which raises it
+            pass
 
 
 class _Worker:
@@ -93,15 +113,15 @@ class _Worker:
                                      stdout=subprocess.PIPE, env=env)
         self.alive = True
 
-    def serve(self, jobs: queue.Queue, lowered: dict) -> None:
+    def serve(self, jobs: queue.Queue, lowered: dict, target, defaults: str, backend_name: str) -> None:
         """Run jobs from `jobs` until it is empty, their loop programs into `lowered`."""
         while self.alive:
             try:
-                name, job = jobs.get_nowait()
+                name, p = jobs.get_nowait()
             except queue.Empty:
                 return
             try:
-                _send(self.proc.stdin, job)
+                _send(self.proc.stdin, (p.group, target, p.name, p.config, str(p.path), defaults, backend_name))
                 ok, value = _receive(self.proc.stdout)
             except Exception:       # noqa: BLE001 - a dead or confused worker: lowered by the compile
                 self.stop()

@@ -25,10 +25,14 @@ from .registry import COMPLEX, OpError, TensorType, op
 def pack_columns(w: np.ndarray, nr: int) -> np.ndarray:
     """(K, N) -> (ceil(N / nr), K, nr), zero-padded past column N."""
     k, n = w.shape
-    panels = -(-n // nr)
-    padded = np.zeros((k, panels * nr), dtype=w.dtype)
-    padded[:, :n] = w
-    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+    panels, full = -(-n // nr), n // nr
+    # one pass over the weight, no padded copy of it (VGG's 25088 x 4096 took 1.5 s with one)
+    out = np.empty((panels, k, nr), dtype=w.dtype)
+    out[:full] = w[:, :full * nr].reshape(k, full, nr).transpose(1, 0, 2)
+    if full < panels:
+        out[full] = 0
+        out[full, :, :n - full * nr] = w[:, full * nr:]
+    return out
 
 
 def unpack_columns(wp: np.ndarray, units: int) -> np.ndarray:
