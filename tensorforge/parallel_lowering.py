@@ -82,7 +82,12 @@ def prelower(pending: list, target, backend) -> dict:
                    for w in workers]
         for t in threads:
             t.start()
-        _serve_here(jobs, lowered, target)
+        try:
+            _serve_here(jobs, lowered, target)
+        except BaseException:
+            # interrupted (Ctrl-C): the workers may be mid-job, so none of them is used again
+            _stop_all(kill=True)
+            raise
         for t in threads:
             t.join()
         _workers[:] = [w for w in _workers if w.alive]
@@ -108,7 +113,10 @@ class _Worker:
     that many bytes of pickle."""
 
     def __init__(self):
-        env = dict(os.environ, TENSORFORGE_LOWERING_WORKERS="1")   # a worker starts no workers
+        # the worker imports the same tensorforge as this process, and starts no workers itself
+        package_root = str(Path(__file__).resolve().parent.parent)
+        path = os.pathsep.join([package_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env = dict(os.environ, TENSORFORGE_LOWERING_WORKERS="1", PYTHONPATH=path)
         self.proc = subprocess.Popen([sys.executable, "-m", "tensorforge.parallel_lowering"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=env)
         self.alive = True
@@ -122,7 +130,9 @@ class _Worker:
                 return
             try:
                 _send(self.proc.stdin, (p.group, target, p.name, p.config, str(p.path), defaults, backend_name))
-                ok, value = _receive(self.proc.stdout)
+                answer, ok, value = _receive(self.proc.stdout)
+                if answer != p.name:
+                    raise EOFError(f"the worker answered for {answer!r}, not {p.name!r}")
             except Exception:       # noqa: BLE001 - a dead or confused worker: lowered by the compile
                 self.stop()
                 return
@@ -177,8 +187,12 @@ def _lower_job(group, target, name: str, config, path: str, defaults: str, backe
     return func
 
 
-def _stop_all() -> None:
+def _stop_all(kill: bool = False) -> None:
+    """End every worker: closing its stdin ends its loop; `kill` ends it at once."""
     for w in _workers:
+        if kill:
+            w.stop()
+            continue
         try:
             w.proc.stdin.close()
         except OSError:
@@ -195,23 +209,27 @@ atexit.register(_stop_all)
 
 
 def _serve_forever() -> None:
-    """The worker's loop: jobs in on stdin, (ok, loop program or error text) out on stdout."""
+    """The worker's loop: jobs in on stdin, (kernel name, ok, loop program or error text) out on
+    the original stdout; anything else written to stdout (Python or C) goes to stderr."""
+    stdin = sys.stdin.buffer
+    stdout = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     import tensorforge.ops  # noqa: F401 - the op registry and its templates
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr          # prints of the compiler's code must not enter the pipe
     while True:
         try:
             job = _receive(stdin)
         except EOFError:
             return
+        name = job[2]
         try:
-            result = (True, _lower_job(*job))
+            result = (name, True, _lower_job(*job))
         except Exception as err:     # noqa: BLE001 - reported; the compile lowers it again itself
-            result = (False, f"{type(err).__name__}: {err}")
+            result = (name, False, f"{type(err).__name__}: {err}")
         try:
             _send(stdout, result)
         except (pickle.PicklingError, RecursionError, TypeError) as err:
-            _send(stdout, (False, f"cannot send the loop program back: {err}"))
+            _send(stdout, (name, False, f"cannot send the loop program back: {err}"))
 
 
 if __name__ == "__main__":

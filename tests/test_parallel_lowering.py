@@ -85,3 +85,59 @@ def test_worker_count_reads_the_environment(monkeypatch):
     monkeypatch.setenv("TENSORFORGE_LOWERING_WORKERS", "three")
     with pytest.raises(ValueError, match="TENSORFORGE_LOWERING_WORKERS"):
         pl.worker_count()
+
+
+def test_an_op_only_this_process_knows_is_lowered_here(cache, monkeypatch):
+    """A worker is a fresh interpreter: an op registered by the user's own code is unknown there,
+    so its kernels come back as failures and the compile lowers them itself."""
+    from tensorforge import te
+    from tensorforge.ops import registry
+    from tensorforge.ops.registry import INJECTIVE, TensorType, op
+
+    name = "test_parallel.halve"
+    try:
+        registry.get(name)
+    except KeyError:
+        @op(name, pattern=INJECTIVE)
+        class halve:
+            def infer(x: TensorType) -> TensorType:
+                return TensorType(x.shape, x.dtype)
+
+            def compute(x):
+                return te.compute(x.shape, lambda *i: x[i] * te.const(0.5, x.dtype), name="halve")
+
+            def reference(x):
+                return x * np.float32(0.5)
+    b = GraphBuilder("user_op")
+    outs = []
+    for k in range(14):                       # 14 kernels of distinct shapes
+        x = b.input(f"x{k}", (2, k + 3), "float32")
+        outs.append(b.add1(name, [x]))
+    graph = b.finish(outs)
+    seen: list = []
+    real = pl.prelower
+    monkeypatch.setattr(pl, "prelower", lambda *a: seen.append(real(*a)) or seen[-1])
+    model = _compile(graph, monkeypatch, "2")
+    xs = [np.full((2, k + 3), k + 1.0, np.float32) for k in range(14)]
+    for k, y in enumerate(model(*xs)):
+        np.testing.assert_array_equal(y, xs[k] * 0.5)
+    assert len(seen[0]) < 14                   # the worker's jobs failed: lowered again here
+    pl._stop_all()
+
+
+def test_an_interrupted_compile_leaves_no_worker_mid_job(cache, monkeypatch):
+    graph, x = _net()
+    real = pl._serve_here
+
+    def interrupted(jobs, lowered, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pl, "_serve_here", interrupted)
+    monkeypatch.setenv("TENSORFORGE_LOWERING_WORKERS", "2")
+    with pytest.raises(KeyboardInterrupt):
+        tensorforge.compile(graph)
+    assert pl._workers == []                   # killed: their answers would belong to no job
+    monkeypatch.setattr(pl, "_serve_here", real)
+    model = tensorforge.compile(graph)
+    np.testing.assert_allclose(model(x)[0], run_reference(graph, x)[0], rtol=1e-4, atol=1e-5)
+    pl._stop_all()
