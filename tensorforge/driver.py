@@ -16,11 +16,12 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from . import build_records, parallel_lowering
+from . import build_records, compile_progress, parallel_lowering
 from .backends import backend_for
 from .batch_buckets import DEFAULT_BATCH_BUCKETS
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
 from .calibrate import ensure_calibrated
+from .compile_progress import CompileProgress
 from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
 from .graph.fuse import fuse
@@ -42,7 +43,7 @@ from .target import Target
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
             threads: int | None = None, precision: str = "fp32",
             batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets="auto",
-            pad_values: dict | None = None):
+            pad_values: dict | None = None, progress=None):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
 
@@ -71,6 +72,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
     the model's info["precision_units"] says which units run the products.
 
+    `progress`: a line on stderr while a compile lowers many kernels the cache lacks (True;
+    None, the default: when stderr is a terminal and at least 12 are missing), a callable
+    taking each progress text instead, or False for none (compile_progress.py).
+
     `records`: tuning records (a path or Record objects) to apply; only those measured with
     `threads` threads apply (default: the thread count this process runs kernels with).  They
     also choose the form of each 3x3 stride-1 conv (direct or Winograd, and its tile) where
@@ -82,7 +87,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         _check_options(opt_level, threads)
         Target.parse(target)
         options = {"target": target, "opt_level": opt_level, "records": records, "threads": threads,
-                   "precision": precision}
+                   "precision": precision, "progress": progress}
         staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
         return staged(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
                       pad_values=pad_values)
@@ -115,7 +120,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     with _timed(timings, "placement"):
         placed = backend.place(groups, tgt) if backend.place else {}
     kernels = plan_kernels(groups, host, configs, placed)
-    module, runs = build_or_restore(kernels, host, timings)
+    module, runs = build_or_restore(kernels, host, timings, progress)
     plan = plan_values(graph, groups, views)
     spec = model_spec(graph, groups, plan, kernels.steps, kernels.labels, runs, name or graph.name, views,
                       output_views)
@@ -239,13 +244,20 @@ def plan_kernels(groups, target: Target, configs: dict, placed: dict | None = No
     return out
 
 
-def lower_pending(kernels: Kernels, target: Target) -> None:
+def lower_pending(kernels: Kernels, target: Target, bar: CompileProgress | None = None) -> None:
     """Lower the kernels `plan_kernels` left pending, into `kernels.funcs` (in their order);
-    those the lowering cache lacks on all cores when there are enough (parallel_lowering.py)."""
-    lowered = parallel_lowering.prelower(kernels.pending, target, backend_for(target))
+    those the lowering cache lacks on all cores when there are enough (parallel_lowering.py).
+    `bar` counts each kernel lowered."""
+    lowered = parallel_lowering.prelower(kernels.pending, target, backend_for(target),
+                                         bar.lowered if bar is not None else None)
     for p in kernels.pending:
         func = lowered.get(p.name)
-        kernels.funcs.append(func if func is not None else lower_group_cached(p.group, target, p.name, p.config, p.path))
+        if func is None:
+            missing = bar is not None and not p.path.exists()
+            func = lower_group_cached(p.group, target, p.name, p.config, p.path)
+            if missing:
+                bar.lowered()
+        kernels.funcs.append(func)
         kernels.texts[p.name] = CachedText(text_path(p.path))
 
 
@@ -272,7 +284,7 @@ def build_kernels(kernels: Kernels, target: Target, key: str | None = None):
     return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
 
 
-def build_or_restore(kernels: Kernels, target: Target, timings: dict):
+def build_or_restore(kernels: Kernels, target: Target, timings: dict, progress=None):
     """(module, runs) of `kernels` (plan_kernels): from the build recorded for them when the
     backend can load it again (nothing is lowered; kernels.funcs reads the loop programs back
     when looked at), else lowered (timed as "lowering") and built (as "compile")."""
@@ -291,10 +303,17 @@ def build_or_restore(kernels: Kernels, target: Target, timings: dict):
                     step["symbol"] = _symbol(module, step["symbol"])
             kernels.funcs = build_records.LazyFuncs(kernels.pending, target)
             return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in runs]
-    with _timed(timings, "lowering"):
-        lower_pending(kernels, target)
-    with _timed(timings, "compile"):
-        return build_kernels(kernels, target, key)
+    bar = compile_progress.start(progress, sum(not p.path.exists() for p in kernels.pending))
+    try:
+        with _timed(timings, "lowering"):
+            lower_pending(kernels, target, bar)
+        if bar is not None:
+            bar.compiling(len(kernels.funcs))
+        with _timed(timings, "compile"):
+            return build_kernels(kernels, target, key)
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 # ops whose output, for a row-major tensor, is its input's bytes under another shape

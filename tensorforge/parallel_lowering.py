@@ -60,10 +60,11 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def prelower(pending: list, target, backend) -> dict:
+def prelower(pending: list, target, backend, done=None) -> dict:
     """{kernel name: loop program} of the kernels of `pending` (driver.PendingKernel) that the
     lowering cache lacked, lowered by this process and worker processes together when there are
-    enough of them ({} otherwise, and without the kernels that failed to lower)."""
+    enough of them ({} otherwise, and without the kernels that failed to lower).  `done`, when
+    given, is called (from any thread) after each kernel lowered."""
     missing = [p for p in pending if not Path(p.path).exists()]
     count = min(worker_count(), len(missing))
     running = sum(w.alive for w in _workers)
@@ -78,12 +79,12 @@ def prelower(pending: list, target, backend) -> dict:
     lowered: dict = {}
     with _lock:                     # one compile at a time uses the workers
         workers = _started(count - 1)
-        threads = [threading.Thread(target=w.serve, args=(jobs, lowered, target, defaults, backend.name), daemon=True)
-                   for w in workers]
+        threads = [threading.Thread(target=w.serve, args=(jobs, lowered, target, defaults, backend.name, done),
+                                    daemon=True) for w in workers]
         for t in threads:
             t.start()
         try:
-            _serve_here(jobs, lowered, target)
+            _serve_here(jobs, lowered, target, done)
         except BaseException:
             # interrupted (Ctrl-C): the workers may be mid-job, so none of them is used again
             _stop_all(kill=True)
@@ -94,7 +95,7 @@ def prelower(pending: list, target, backend) -> dict:
     return lowered
 
 
-def _serve_here(jobs: queue.Queue, lowered: dict, target) -> None:
+def _serve_here(jobs: queue.Queue, lowered: dict, target, done=None) -> None:
     """This process takes jobs too, from the start: while a new worker imports tensorforge, and
     beside the workers afterwards (they wait on pipes without the interpreter's lock)."""
     while True:
@@ -105,7 +106,9 @@ def _serve_here(jobs: queue.Queue, lowered: dict, target) -> None:
         try:
             lowered[name] = lower_group_cached(p.group, target, p.name, p.config, p.path)
         except Exception:           # noqa: BLE001 - lowered again by the compile, which raises it
-            pass
+            continue
+        if done is not None:
+            done()
 
 
 class _Worker:
@@ -121,7 +124,7 @@ class _Worker:
                                      stdout=subprocess.PIPE, env=env)
         self.alive = True
 
-    def serve(self, jobs: queue.Queue, lowered: dict, target, defaults: str, backend_name: str) -> None:
+    def serve(self, jobs: queue.Queue, lowered: dict, target, defaults: str, backend_name: str, done=None) -> None:
         """Run jobs from `jobs` until it is empty, their loop programs into `lowered`."""
         while self.alive:
             try:
@@ -138,6 +141,8 @@ class _Worker:
                 return
             if ok and value is not None:
                 lowered[name] = value
+                if done is not None:
+                    done()
 
     def stop(self) -> None:
         self.alive = False

@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     # applies records without importing the tuner
     {"frontend", "lowering", "parallel_lowering", "build_module", "calibrate", "autotune.dispatch", "autotune.algorithms", "autotune.records",
      "autotune.task"},
-    {"driver", "build_records", "staged", "batch_buckets", "sequence_buckets", "frontend.torch_dynamo"},   # torch_dynamo compiles what it converts
+    {"driver", "build_records", "compile_progress", "staged", "batch_buckets", "sequence_buckets", "frontend.torch_dynamo"},   # torch_dynamo compiles what it converts
     {"autotune", "testing", "ops.testing"},
     {"cli"},               # with the package's __init__ (the public API, loaded lazily)
 ]

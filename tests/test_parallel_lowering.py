@@ -129,7 +129,7 @@ def test_an_interrupted_compile_leaves_no_worker_mid_job(cache, monkeypatch):
     graph, x = _net()
     real = pl._serve_here
 
-    def interrupted(jobs, lowered, target):
+    def interrupted(jobs, lowered, target, done=None):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(pl, "_serve_here", interrupted)
