@@ -1,7 +1,9 @@
 """`compile()`: a Graph through the whole spine to a runnable Model, one named step per arrow.
 
     graph --optimize--> graph --fuse--> fused groups --apply records--> configs
-          --lower each group--> kernels (loop programs) + steps --build--> one library
+          --plan kernels--> steps + the kernels they call
+          --lower each kernel--> loop programs --build--> one library
+            (or, when a build record names the library of these kernels, that library)
           --plan memory--> ModelSpec --> Model
 
 Each step is a function below with one job; `timings` records the three that cost time.  The
@@ -14,6 +16,7 @@ import time
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
 from . import build_records, compile_progress, parallel_lowering
@@ -24,7 +27,7 @@ from .calibrate import ensure_calibrated
 from .compile_progress import CompileProgress
 from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
-from .graph.fuse import fuse
+from .graph.fuse import FusedGroup, fuse
 from .graph.ir import Graph
 from .graph.passes.alter_layout_winograd import choosing_tiles
 from .graph.passes.lower_precision import lower_precision_units
@@ -198,21 +201,12 @@ class Kernels:
 
 @dataclass(frozen=True)
 class PendingKernel:
-    """A kernel to lower: its name, the group it computes, the group's config and the path of
-    its lowering cache entry."""
+    """A kernel to lower: its name, the group it computes, the group's config (None: the
+    template's default) and the path of its lowering cache entry."""
     name: str
-    group: object
+    group: FusedGroup
     config: object
-    path: object
-
-
-def lower_groups(groups, target: Target, configs: dict, placed: dict | None = None) -> Kernels:
-    """Lower every fused group to a loop program (from the lowering cache when it has it).
-    Groups with one signature share one kernel.  `placed` ({group index: device step}) holds
-    the groups another device runs: they become its steps, not kernels."""
-    kernels = plan_kernels(groups, target, configs, placed)
-    lower_pending(kernels, target)
-    return kernels
+    path: Path
 
 
 def plan_kernels(groups, target: Target, configs: dict, placed: dict | None = None) -> Kernels:
@@ -276,12 +270,22 @@ def build_kernels(kernels: Kernels, target: Target, key: str | None = None):
                            text_cache=kernels.texts)
     if key is not None:
         build_records.keep(key, kernels, backend, target, module, bool(sequences))
-    buffers = {f.name: build_records.buffer_record(f) for f in kernels.funcs}
-    for step in kernels.steps:
+    _name_built(kernels.steps, {f.name: build_records.buffer_record(f) for f in kernels.funcs}, module)
+    return module, _run_entries(sequences)
+
+
+def _name_built(steps: list, buffers: dict, module) -> None:
+    """Kernel steps name the built kernel's C symbol and record its buffers ({kernel name:
+    buffer record}), which are checked when an exported model is loaded."""
+    for step in steps:
         if step["kind"] == "kernel":
-            step["params"] = buffers[step["symbol"]]    # checked when an exported model is loaded
+            step["params"] = buffers[step["symbol"]]
             step["symbol"] = _symbol(module, step["symbol"])
-    return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in sequences]
+
+
+def _run_entries(runs: list) -> list:
+    """What the model spec keeps of each kernel run (_kernel_runs): its symbol, steps and slots."""
+    return [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in runs]
 
 
 def build_or_restore(kernels: Kernels, target: Target, timings: dict, progress=None):
@@ -297,12 +301,9 @@ def build_or_restore(kernels: Kernels, target: Target, timings: dict, progress=N
         if found is not None:
             module, record = found
             runs = _kernel_runs(kernels.steps) if record.get("sequences") else []
-            for step in kernels.steps:
-                if step["kind"] == "kernel":
-                    step["params"] = record["kernels"][step["symbol"]]
-                    step["symbol"] = _symbol(module, step["symbol"])
+            _name_built(kernels.steps, record["kernels"], module)
             kernels.funcs = build_records.LazyFuncs(kernels.pending, target)
-            return module, [{"symbol": r["symbol"], "steps": r["steps"], "slots": r["slots"]} for r in runs]
+            return module, _run_entries(runs)
     bar = compile_progress.start(progress, sum(not p.path.exists() for p in kernels.pending))
     try:
         with _timed(timings, "lowering"):
