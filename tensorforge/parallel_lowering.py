@@ -1,28 +1,31 @@
 """Lowering a graph's kernels on every core: the kernels the lowering cache lacks are lowered (and
-printed) by worker processes, which leave them in the cache, where the compile then finds them.
+printed) by this process and worker processes at the same time.
 
 Lowering is Python: a cold compile of GoogLeNet spent 9.2 s lowering 68 kernels and 1.4 s
 printing them as C, on one core of two.  When a compile misses at least MIN_TO_START kernels in
 the lowering cache (MIN_KERNELS once workers run) and this process may run on more than one
 core, the compiling process and worker processes (one per further core, at most one per missing
 kernel; started on the first such compile and kept) take the kernels one at a time, the largest
-groups first.  A worker
-writes the loop program to its lowering cache entry, prints the C into its text entry beside it
-(lowering.py) and returns the loop program (pickled: reading the cache entry's JSON back costs
-the compiling process about 40 ms a kernel); the compile lowers again in its own process any
-kernel that failed (the error, if any, is raised there as without workers).
+groups first.  A worker writes the loop program to its lowering cache entry, prints the C into
+its text entry beside it (lowering.py) and returns the loop program, pickled (reading the cache
+entry's JSON back costs the compiling process about 40 ms a kernel).  The compile lowers again
+in its own process any kernel that failed, so an error is raised there as without workers.
 
-Workers are fresh interpreters (`python -m tensorforge.parallel_lowering`) that read pickled
-jobs on stdin and write pickled results on stdout: a fork of a process with OpenMP or kernel
-threads can deadlock, and multiprocessing's "spawn" would run the user's script again in each
-worker when it has no `if __name__ == "__main__"` guard.  A new worker imports tensorforge
-(about 0.5 s), during which the compiling process lowers alone; with a few kernels, the new
-worker's start competed with the C compiler that follows (DQN's 5 kernels: 0.76 s cold without
-workers, 0.83 with), hence MIN_TO_START.  A worker that dies or answers garbage is dropped with its job,
-which the compile then lowers itself.  A worker whose machine defaults (calibrated GEMM kernel, core
-count) differ from the compiling process's writes nothing: its kernels would be cached under a
-key they do not match.  TENSORFORGE_LOWERING_WORKERS sets the number of workers (1: lower in the
-compiling process only, as the test suite does so that monkeypatched templates apply).
+Workers are fresh interpreters (`python -m tensorforge.parallel_lowering`, importing the same
+tensorforge) that read pickled jobs on stdin and write pickled results on stdout: a fork of a
+process with OpenMP or kernel threads can deadlock, and multiprocessing's "spawn" would run the
+user's script again in each worker when it has no `if __name__ == "__main__"` guard.  A new
+worker imports tensorforge (about 0.5 s) while the compiling process lowers alone; with a few
+kernels, the worker's start competed with the C compiler that follows (DQN's 5 kernels: 0.76 s
+cold without workers, 0.83 with), hence MIN_TO_START.
+
+A worker knows only tensorforge's own ops and templates: a kernel of an op the user's code
+registered fails there and is lowered here.  A worker that dies or answers for another kernel is
+dropped with its job; an interrupted compile (Ctrl-C) kills the workers, which may be mid-job.
+A worker whose machine defaults (calibrated GEMM kernel, core count) differ from this process's
+lowers nothing: its kernels would be cached under a key they do not match.
+TENSORFORGE_LOWERING_WORKERS sets how many processes lower (1: this one alone, as in the test
+suite, so that the templates a test monkeypatches are the ones that lower).
 """
 from __future__ import annotations
 
