@@ -13,6 +13,8 @@
     tensorforge inspect --records tune.jsonl    summarize a record file
     tensorforge pool scheduler | worker         a Dask measurement pool (needs tensorforge[distributed])
     tensorforge calibrate [--show]              measure this CPU's GEMM micro-kernel once (cached)
+    tensorforge cache [info | prune --max-size 2G [--older-than 30d] | clear]
+                                                what the kernel cache holds; prune or clear it
 
 A failure is one line on stderr, `tensorforge: error: ...`, with exit code 2 for a usage error
 and 1 otherwise (cli/failures.py); TENSORFORGE_DEBUG=1 adds the traceback.  Warnings are one
@@ -54,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_inspect(sub)
     _add_calibrate(sub)
+    from .cache_cmd import add_cache_command
+    add_cache_command(sub)
     try:
         from tensorforge.autotune.pool import add_pool_commands
         add_pool_commands(sub)
