@@ -49,8 +49,8 @@ _lock = threading.Lock()
 
 
 def worker_count() -> int:
-    """Worker processes a compile may use: TENSORFORGE_LOWERING_WORKERS, else the cores this
-    process may run on."""
+    """Processes that may lower a compile's kernels, this one included:
+    TENSORFORGE_LOWERING_WORKERS, else the cores this process may run on."""
     env = os.environ.get("TENSORFORGE_LOWERING_WORKERS")
     if env:
         try:
