@@ -144,9 +144,12 @@ def prune(entries: list[Entry], max_bytes: int | None = None, older_than: float 
     return gone
 
 
-def clear(entries: list[Entry], calibration: bool = False, dry_run: bool = False) -> list[Entry]:
-    """Remove every entry but unknown files, and the calibration only when asked."""
-    gone = [e for e in entries if e.kind != "other" and (calibration or e.kind != "calibration")]
+def clear(entries: list[Entry], calibration: bool = False, dry_run: bool = False, now: float | None = None) -> list[Entry]:
+    """Remove every entry but unknown files and the scratch of compiles that may still run
+    (younger than TEMPORARY_AGE_S), and the calibration only when asked."""
+    now = time.time() if now is None else now
+    gone = [e for e in entries if e.kind != "other" and (calibration or e.kind != "calibration")
+            and not (e.kind == "temporary" and now - e.used < TEMPORARY_AGE_S)]
     if not dry_run:
         for e in gone:
             _remove(e)
