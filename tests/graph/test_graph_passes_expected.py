@@ -66,6 +66,16 @@ def rand(*shape) -> np.ndarray:
     return RNG.standard_normal(shape).astype("float32")
 
 
+def assert_rewrites(rewrite, before: Graph, expected: Graph) -> None:
+    """`rewrite(before)` on AVX-512 is the graph `expected`, and computes what `before` does on a
+    random value of its one input."""
+    after = rewrite(before, AVX512)
+    assert_graph_equal(after, expected)
+    (x,) = before.inputs
+    xs = rand(*x.shape)
+    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+
+
 def pack_oihw(w: np.ndarray, block: int) -> np.ndarray:
     """OIHW -> (O / block, I, KH, KW, block), written out element by element."""
     o, i, kh, kw = w.shape
@@ -682,10 +692,7 @@ def test_trim_conv_taps_cuts_the_taps_that_only_read_padding():
     x = e.input("x", (1, 4, 12, 1), "float32")
     y = e.add1("conv2d", [x, e.const(np.ascontiguousarray(w[:, :, :, 2:3]))],
                {"strides": (1, 1), "padding": (2, 0, 2, 0), "dilations": (1, 1), "groups": 1})
-    after = trim_conv_taps(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 4, 12, 1)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(trim_conv_taps, before, e.finish([y]))
 
 
 def test_trim_conv_taps_leaves_convs_whose_every_tap_meets_data_alone():
@@ -718,10 +725,7 @@ def test_alter_layout_column_conv_lays_a_column_conv_along_a_row():
     conv = e.add1("conv2d", [row, e.const(w.reshape(16, 4, 1, 5))],
                   {"strides": (1, 2), "padding": (0, 1, 0, 2), "dilations": (1, 1), "groups": 1})
     y = e.add1("reshape", [conv], {"shape": (2, 16, 10, 1)})
-    after = alter_layout_column_conv(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(2, 4, 20, 1)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(alter_layout_column_conv, before, e.finish([y]))
 
 
 def test_alter_layout_column_conv_leaves_wide_and_1x1_convs_alone():
@@ -750,10 +754,7 @@ def test_conv_as_tap_planes_makes_a_product_per_tap_and_sums_the_planes():
     per_tap = np.stack([w[m, :, ky, kx] for m in range(2) for ky in range(3) for kx in range(2)])
     planes = e.add1("conv2d", [x, e.const(per_tap.reshape(12, 8, 1, 1))], {"groups": 1})
     y = e.add1("tap_sum", [planes], {"kernel": (3, 2), "padding": (1, 0, 1, 1), "dilations": (2, 1)})
-    after = conv_as_tap_planes(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 8, 20, 24)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(conv_as_tap_planes, before, e.finish([y]))
 
 
 def test_conv_as_tap_planes_leaves_many_filters_strides_and_one_tap_alone():
@@ -788,10 +789,7 @@ def test_conv_transpose_as_conv_flips_the_kernel_and_swaps_its_channels():
     x = e.input("x", (1, 6, 7, 5), "float32")
     y = e.add1("conv2d", [x, e.const(flipped)], {"strides": (1, 1), "dilations": (2, 1), "groups": 2,
                                                   "padding": (3, 1, 2, 0)})     # d (K - 1) - p
-    after = conv_transpose_as_conv(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 6, 7, 5)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(conv_transpose_as_conv, before, e.finish([y]))
 
 
 def test_conv_transpose_as_conv_leaves_strided_and_spreading_layers_alone():
@@ -830,10 +828,7 @@ def test_conv3d_as_conv2d_stacks_the_depth_taps_as_channels():
                 {"strides": (1, 1), "dilations": (1, 1), "groups": 1, "padding": (1, 1, 0, 1)})
     back = e.add1("reshape", [y2], {"shape": (2, 3, 6, 7, 8)})
     y = e.add1("transpose", [back], {"perm": (0, 2, 1, 3, 4)})
-    after = conv3d_as_conv2d(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(2, 4, 5, 8, 8)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(conv3d_as_conv2d, before, e.finish([y]))
 
 
 # -- alter_layout_im2col --------------------------------------------------------------------------
@@ -851,10 +846,7 @@ def test_alter_layout_im2col_makes_a_narrow_conv_one_gemm():
                                     "dilations": (1, 1), "pad_value": 0, "per_image": True})
     prod = e.add1("matmul", [e.const(np.ascontiguousarray(w.reshape(8, 36))), cols])     # (1, 8, 64): NCHW
     y = e.add1("reshape", [prod], {"shape": (1, 8, 8, 8)})
-    after = alter_layout_im2col(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 4, 8, 8)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(alter_layout_im2col, before, e.finish([y]))
 
 
 def test_alter_layout_im2col_puts_windows_in_rows_when_channels_outnumber_positions():
@@ -870,10 +862,7 @@ def test_alter_layout_im2col_puts_windows_in_rows_when_channels_outnumber_positi
                                     "dilations": (1, 1), "pad_value": 0})
     prod = e.add1("matmul", [cols, e.const(np.ascontiguousarray(w.reshape(12, 36).T))])
     y = e.add1("transpose", [e.add1("reshape", [prod], {"shape": (1, 3, 3, 12)})], {"perm": (0, 3, 1, 2)})
-    after = alter_layout_im2col(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(1, 4, 3, 3)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(alter_layout_im2col, before, e.finish([y]))
 
 
 def test_alter_layout_im2col_runs_the_bias_and_activation_on_the_product():
@@ -895,10 +884,7 @@ def test_alter_layout_im2col_runs_the_bias_and_activation_on_the_product():
     flat = e.add1("relu", [e.add1("add", [prod, e.const(bias.reshape(1, 8, 1))])])
     y = e.add1("reshape", [flat], {"shape": (2, 8, 6, 5)})
     expected = e.finish([e.add1("add", [y, e.const(before.params[before.nodes[-1].inputs[1]])])])
-    after = alter_layout_im2col(before, AVX512)
-    assert_graph_equal(after, expected)
-    xs = rand(2, 4, 6, 5)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(alter_layout_im2col, before, expected)
 
 
 def test_alter_layout_im2col_makes_a_pointwise_conv_a_product_on_the_image():
@@ -913,10 +899,7 @@ def test_alter_layout_im2col_makes_a_pointwise_conv_a_product_on_the_image():
     rows = e.add1("reshape", [img], {"shape": (2, 16, 30)})
     prod = e.add1("matmul", [e.const(np.ascontiguousarray(w.reshape(3, 16))), rows])
     y = e.add1("reshape", [prod], {"shape": (2, 3, 5, 6)})
-    after = alter_layout_im2col(before, AVX512)
-    assert_graph_equal(after, e.finish([y]))
-    xs = rand(2, 16, 5, 6)
-    np.testing.assert_allclose(run_reference(after, xs)[0], run_reference(before, xs)[0], rtol=1e-5, atol=1e-5)
+    assert_rewrites(alter_layout_im2col, before, e.finish([y]))
 
 
 def test_alter_layout_im2col_leaves_grouped_and_runtime_weight_convs_alone():
