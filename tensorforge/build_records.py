@@ -67,7 +67,7 @@ def restore(key: str, kernels, backend, target) -> tuple[Any, dict] | None:
 
 def keep(key: str, kernels, backend, target, module, sequences: bool) -> None:
     """Record the build of `kernels` (their funcs lowered) as `module` under `key`."""
-    if backend.describe is None or module is None:
+    if backend.describe is None:
         return
     described = backend.describe(module, target)
     if described is None:

@@ -238,18 +238,17 @@ def plan_kernels(groups, target: Target, configs: dict, placed: dict | None = No
     return out
 
 
-def lower_pending(kernels: Kernels, target: Target, bar: CompileProgress | None = None) -> None:
-    """Lower the kernels `plan_kernels` left pending, into `kernels.funcs` (in their order);
-    those the lowering cache lacks on all cores when there are enough (parallel_lowering.py).
-    `bar` counts each kernel lowered."""
-    lowered = parallel_lowering.prelower(kernels.pending, target, backend_for(target),
-                                         bar.lowered if bar is not None else None)
+def lower_pending(kernels: Kernels, target: Target, missing: list, bar: CompileProgress | None = None) -> None:
+    """Lower the kernels `plan_kernels` left pending, into `kernels.funcs` (in their order); the
+    `missing` ones (not in the lowering cache) on all cores when there are enough
+    (parallel_lowering.py).  `bar` counts each missing kernel lowered."""
+    lowered = parallel_lowering.prelower(missing, target, backend_for(target), bar.lowered if bar is not None else None)
+    counted = {p.name for p in missing} if bar is not None else set()
     for p in kernels.pending:
         func = lowered.get(p.name)
         if func is None:
-            missing = bar is not None and not p.path.exists()
             func = lower_group_cached(p.group, target, p.name, p.config, p.path)
-            if missing:
+            if p.name in counted:
                 bar.lowered()
         kernels.funcs.append(func)
         kernels.texts[p.name] = CachedText(text_path(p.path))
@@ -304,10 +303,11 @@ def build_or_restore(kernels: Kernels, target: Target, timings: dict, progress=N
             _name_built(kernels.steps, record["kernels"], module)
             kernels.funcs = build_records.LazyFuncs(kernels.pending, target)
             return module, _run_entries(runs)
-    bar = compile_progress.start(progress, sum(not p.path.exists() for p in kernels.pending))
+    missing = [p for p in kernels.pending if not p.path.exists()]
+    bar = compile_progress.start(progress, len(missing))
     try:
         with _timed(timings, "lowering"):
-            lower_pending(kernels, target, bar)
+            lower_pending(kernels, target, missing, bar)
         if bar is not None:
             bar.compiling(len(kernels.funcs))
         with _timed(timings, "compile"):

@@ -63,12 +63,11 @@ def worker_count() -> int:
         return os.cpu_count() or 1
 
 
-def prelower(pending: list, target, backend, done=None) -> dict:
-    """{kernel name: loop program} of the kernels of `pending` (driver.PendingKernel) that the
-    lowering cache lacked, lowered by this process and worker processes together when there are
+def prelower(missing: list, target, backend, done=None) -> dict:
+    """{kernel name: loop program} of the kernels of `missing` (driver.PendingKernel, not in the
+    lowering cache), lowered by this process and worker processes together when there are
     enough of them ({} otherwise, and without the kernels that failed to lower).  `done`, when
     given, is called (from any thread) after each kernel lowered."""
-    missing = [p for p in pending if not Path(p.path).exists()]
     count = min(worker_count(), len(missing))
     running = sum(w.alive for w in _workers)
     if count < 2 or len(missing) < (MIN_KERNELS if running else MIN_TO_START):

@@ -19,7 +19,7 @@ def cache_command(opts) -> int:
     entries = ca.scan(root)
     action = opts.action or "info"
     if action == "info":
-        _print_summary(ca, entries, f"cache: {root}")
+        _print_summary(entries, f"cache: {root}")
         if entries:
             oldest = min(e.used for e in entries)
             print(f"least recently used entry: {_age(time.time() - oldest)} ago")
@@ -36,7 +36,7 @@ def cache_command(opts) -> int:
     else:
         gone = ca.clear(entries, calibration=opts.calibration, dry_run=opts.dry_run)
     verb = "would remove" if opts.dry_run else "removed"
-    _print_summary(ca, gone, f"{verb} from {root}:")
+    _print_summary(gone, f"{verb} from {root}:")
     if not gone:
         print("  nothing")
     removed = {id(e) for e in gone}
@@ -45,7 +45,9 @@ def cache_command(opts) -> int:
     return 0
 
 
-def _print_summary(ca, entries, title: str) -> None:
+def _print_summary(entries, title: str) -> None:
+    from tensorforge.runtime import cache_admin as ca
+
     print(title)
     for kind, (count, size) in ca.summary(entries).items():
         print(f"  {kind:14s} {count:8d} {'entry' if count == 1 else 'entries':7s} {ca.human(size):>10s}")
