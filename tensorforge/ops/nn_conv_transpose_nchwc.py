@@ -53,6 +53,7 @@ from .nn_window import pad_stage
 from .registry import COMPLEX, OpError, TensorType, op
 
 NARROW_BLOCK = 8    # blocks of fewer channels keep the positions of a row innermost instead
+ROW_VECTOR = 16     # ... in rows of whole vectors of this many positions (narrow_row)
 
 
 def pack_transpose_weight(w: np.ndarray, block: int, strides) -> np.ndarray:
@@ -106,6 +107,9 @@ class conv_transpose2d_nchwc:
         oh, ow = out_hw
         pt, pl = padding[0], padding[1]
         yq_n, xq_n = -(-oh // sy), -(-ow // sx)
+        narrow = b < NARROW_BLOCK
+        if narrow:
+            xq_n = narrow_row(xq_n)
         rows = yq_n - 1 + (sy - 1 + pt) // sy + ty_n
         cols = xq_n - 1 + (sx - 1 + pl) // sx + tx_n
         xpad = pad_stage(data, (ty_n - 1, tx_n - 1), (rows, cols))
@@ -117,7 +121,6 @@ class conv_transpose2d_nchwc:
             return te.sum(xpad[i, rc, yq + (py + pt) // sy - ry + ty_n - 1, xq + (px + pl) // sx - rx + tx_n - 1]
                           * wp[fo, (py + pt) % sy, (px + pl) % sx, rc, ry, rx, fi], axis=[rc, ry, rx])
 
-        narrow = b < NARROW_BLOCK
         taps_y, taps_x = (phase_taps(k, st, p) for k, st, p in zip(kernel, strides, (pt, pl)))
         shape = (n, fb, sy, sx, b, yq_n, xq_n) if narrow else (n, fb, sy, sx, yq_n, xq_n, b)
         if len(set(taps_y)) > 1 or len(set(taps_x)) > 1:
@@ -147,6 +150,16 @@ class conv_transpose2d_nchwc:
         n, f, oh, ow = out.shape
         b = wp.shape[6]
         return np.ascontiguousarray(out.reshape(n, f // b, b, oh, ow).transpose(0, 1, 3, 4, 2))
+
+
+def narrow_row(positions: int) -> int:
+    """The phase row length a narrow block computes: `positions` rounded up to a power of two
+    below ROW_VECTOR and to a multiple of ROW_VECTOR above, so that the row is whole vectors
+    (the columns past the output are computed and not read).  A row of 14 positions ran as a
+    C loop of 14 lanes on an accumulator in memory (a 24 -> 1 channel layer 2.4x ONNX Runtime)."""
+    if positions >= ROW_VECTOR:
+        return -(-positions // ROW_VECTOR) * ROW_VECTOR
+    return 1 << (positions - 1).bit_length()
 
 
 def phase_taps(kernel: int, stride: int, pad: int) -> list[int]:

@@ -5,6 +5,8 @@ conv2d's layout rule, template window2d.cpu).  Whole graphs compiled with the de
 schedules, against the graph's NumPy reference."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -221,6 +223,28 @@ def test_conv_transpose_phases_reduce_over_exactly_their_taps(kernel, strides, p
     stages = {tuple(int(v) for v in t.op.name.rsplit("phase", 1)[1].split("_")):
               tuple(int(iv.dom.extent.value) for iv in t.op.reduce_axis[1:]) for t in gathered.op.input_tensors()}
     assert stages == want
+
+
+def test_narrow_conv_transpose_tiles_whole_vectors_of_several_rows():
+    """A one-channel output (the narrow block) whose phase rows are shorter than a vector (5
+    positions) and whose phase height is prime (37): the rows are computed as whole vectors (8
+    positions, 3 past the output) and each register tile holds several rows with a shorter last
+    tile.  Before, a 24 -> 1 channel kernel-64 layer ran one accumulator of 14 lanes, kept in
+    memory, per tile: 6x ONNX Runtime's time."""
+    from tensorforge.ops.nn_conv_transpose_nchwc import narrow_row
+    assert [narrow_row(n) for n in (1, 3, 5, 14, 16, 17, 53)] == [1, 4, 8, 16, 16, 32, 64]
+    rng = _rng("narrow-tail")
+    b = GraphBuilder("narrow")
+    x = b.input("x", (1, 6, 38, 5), "float32")
+    w = b.const((rng.standard_normal((6, 1, 8, 1)) / 7).astype("float32"), "w")
+    y = b.add1("conv_transpose2d", [x, w], {"strides": (2, 4), "padding": (4, 0, 4, 0), "output_padding": (0, 0),
+                                            "groups": 1, "dilations": (1, 1)})
+    graph = b.finish([b.add1("relu", [y])])
+    model = _check(graph, rng.standard_normal((1, 6, 38, 5)).astype("float32"))
+    assert "conv_transpose2d_nchwc" in _ops(model)
+    text = "\n".join(str(f) for f in model.info["funcs"])
+    tiles = re.findall(r"conv_transpose2d_phase\w*\.local = allocate\(\[1, 1, 1, (\d+), (\d+)\]", text)
+    assert tiles and all(int(rows) > 1 and int(width) == 8 for rows, width in tiles), tiles
 
 
 @pytest.mark.parametrize("c, m, length, k, stride, pad", [

@@ -146,7 +146,13 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         block, yq_n, xq_n = const_shape(phases)[-3:]
         width = min(lanes, xq_n)
         positions = max(1, (gemm_kernel.register_count(lanes) - 1 - block) // (block + 1))
-        yb = divisor_at_most(yq_n, max(1, min(MAX_TILE_ROWS, positions)))
+        rows = max(1, min(MAX_TILE_ROWS, positions, yq_n))
+        yb = divisor_at_most(yq_n, rows)
+        # a phase height whose divisors fall far below the rows wanted (511 = 7 x 73) takes the
+        # full tile and a shorter last one: one row per tile left a single chain of dependent
+        # FMAs (a 24 -> 1 channel kernel-64 layer 6x ONNX Runtime's time)
+        row_tail = 2 * yb <= rows
+        yb = rows if row_tail else yb
         xv = max(1, min(-(-xq_n // width), positions // yb))
         widths = sorted({width, max(1, width // 2)})
         cands = [(v, w) for w in widths for v in range(1, -(-xq_n // w) + 1) if v * block <= 2 * ACCUMULATORS]
@@ -171,12 +177,13 @@ def _define_knobs(cfg, phases, lanes: int, narrow: bool) -> None:
         tail = 2 * xb < ideal
         xb = ideal if tail else xb
         yb = divisor_at_most(yq_n, max(1, budget // (per_position * xb)))
+        row_tail = False
         cfg.define_split("tile_x", xq_n, 2, policy="factors", allow_tail=tail,
                          max_factor=max(xb, min(xq_n, ACCUMULATORS)), default=(xb,))
     # at most MAX_TILE_ROWS rows and MAX_INNER_RC channels: the tile, the taps and the inner
     # channels are unrolled together, and larger products only spill and take long to compile
-    cfg.define_split("tile_y", yq_n, 2, policy="factors", max_factor=max(yb, min(yq_n, MAX_TILE_ROWS)),
-                     default=(yb,))
+    cfg.define_split("tile_y", yq_n, 2, policy="factors", allow_tail=row_tail,
+                     max_factor=max(yb, min(yq_n, MAX_TILE_ROWS)), default=(yb,))
     channels = _ext(phases.op.reduce_axis[0])
     cfg.define_split("tile_rc", channels, 2, policy="factors", max_factor=MAX_INNER_RC, default=(1,))
     cfg.define_reorder("order_reduce", 3, policy="candidates", candidates=_REDUCE_ORDERS, default=_REDUCE_ORDERS[0])
