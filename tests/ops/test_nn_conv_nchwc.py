@@ -405,7 +405,8 @@ def test_few_filters_are_padded_to_a_block(c, f, k, stride, dil, monkeypatch):
 def test_one_filter_over_long_rows_splits_its_rows_over_the_threads():
     """A 16 -> 1 channel conv on one image runs on the generic NCHW template (alter_layout's
     rows_conv); its single (image, filter) plane gives the thread pool one iteration, so the
-    rows join the parallel loop (complex.cpu `_leading_for_cores`)."""
+    tiles of rows join the parallel loop (cpu_conv_rows: 4 rows of 40 positions per tile, 24
+    rows in 6 tiles), after the padded input's rows (the pad stage, on the pool as well)."""
     rng = np.random.default_rng(11)
     b = GraphBuilder("rows")
     x = b.input("x", (1, 16, 24, 40), "float32")
@@ -416,7 +417,9 @@ def test_one_filter_over_long_rows_splits_its_rows_over_the_threads():
     assert [n.op for n in model.info["graph"].nodes] == ["conv2d", "relu"]
     (func,) = [str(f) for f in model.info["funcs"]]
     parallel = [line.strip() for line in func.splitlines() if line.strip().endswith("# parallel")]
-    assert parallel == ["for i0.i1.fused.i2.fused in range(24):  # parallel"], parallel
+    assert parallel == ["for i0.i1.fused.i2.fused in range(416):  # parallel",
+                        "for i0.i1.fused.i2.outer.fused in range(6):  # parallel"], parallel
+    assert "conv2d = allocate([1, 1, 4, 40], float32, 'local')" in func
     xs = rng.standard_normal((1, 16, 24, 40)).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
 
@@ -556,4 +559,31 @@ def test_grouped_pointwise_convs_between_nchw_values_are_one_product_per_group(o
         gemm = next(n for n in model.info["graph"].nodes if n.op == "matmul")
         assert gemm.inputs[0].shape == (groups, f // groups, c // groups) and op not in ops, ops
     xs = rng.standard_normal(x.shape).astype("float32")
+    np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("c, f, h, w, k, stride, dilation, groups, epilogue", [
+    (17, 1, 61, 56, (9, 1), 1, 1, 1, True),     # a prime height (61): full tiles and a shorter last one
+    (5, 2, 20, 37, (3, 3), 1, 1, 1, False),     # rows of 2 vectors and a remainder, no epilogue
+    (6, 3, 15, 90, (3, 5), 2, 1, 1, True),      # stride 2
+    (8, 4, 18, 40, (3, 3), 1, 2, 2, True),      # dilation 2, 2 groups of 2 filters
+])
+def test_few_filters_run_in_tiles_of_rows(c, f, h, w, k, stride, dilation, groups, epilogue):
+    """Convs that stay in NCHW with few filters (rows_conv) run in register tiles of several
+    output rows (ops/schedules/cpu_conv_rows.py): the same values as the reference."""
+    rng = np.random.default_rng(h * w + c)
+    b = GraphBuilder("conv_rows")
+    x = b.input("x", (1, c, h, w), "float32")
+    wt = b.const((rng.standard_normal((f, c // groups, *k)) / np.sqrt(c * k[0] * k[1])).astype("float32"), "w")
+    pads = (k[0] // 2 * dilation, k[1] // 2 * dilation) * 2
+    y = b.add1("conv2d", [x, wt], {"strides": (stride, stride), "padding": pads, "dilations": (dilation, dilation),
+                                   "groups": groups})
+    if epilogue:
+        y = b.add1("relu", [b.add1("add", [y, b.const(rng.standard_normal((f, 1, 1)).astype("float32"), "b")])])
+    g = b.finish([y])
+    model = tensorforge.compile(g)
+    funcs = "\n".join(str(fn) for fn in model.info["funcs"])
+    tiles = re.findall(r"conv2d(?:\.local)? = allocate\(\[1, 1, (\d+), \d+\], float32, 'local'\)", funcs)
+    assert tiles and int(tiles[0]) > 1, funcs[:400]
+    xs = rng.standard_normal((1, c, h, w)).astype("float32")
     np.testing.assert_allclose(model(xs)[0], run_reference(g, xs)[0], rtol=1e-4, atol=1e-4)

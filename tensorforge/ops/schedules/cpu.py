@@ -31,6 +31,7 @@ from .common import (
     reads_only_at,
     schedule_elementwise_stage,
 )
+from .cpu_conv_rows import conv_rows
 
 
 def _ext(iv) -> int | None:
@@ -381,6 +382,8 @@ def complex_out(s, master_outs, outs, target, cfg=None) -> None:
     if any(num_elements(t) == 0 for t in list(master_outs) + list(outs)):
         return
     source = cast_back_source(main)
+    if source is None and conv_rows(s, master_outs, outs, target):
+        return
     _vector_statistics(s, master_outs, target, skip={source.op} if source is not None else ())
     if source is not None:      # a float32 sum rounded to half precision: the rounding is epilogue
         if main not in outs:
