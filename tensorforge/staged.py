@@ -72,6 +72,67 @@ class _Specializations:
         return model
 
 
+class _GenericStretches:
+    """The stretches of a staged model that run on shape-generic kernels (shape_generic.py):
+    a stretch compiled for one shape that meets another of the same structure, made of
+    injective ops and reductions only, is compiled once more with shape variables for the
+    dimensions that differ, and serves every later shape that fits it."""
+
+    SEEN = 8       # shapes remembered per stretch and structure
+
+    def __init__(self, target):
+        self.target = target
+        self.seen: dict[tuple, list] = {}          # where -> [(structure, input shapes, bound values)]
+        self.runners: dict[tuple, list] = {}       # where -> [(segment, GenericStretch, bound values)]
+        self.refused: set = set()                  # (where, structure) that cannot run generic
+        self.info: dict[str, Any] = {"stretches": 0, "calls": 0, "not_generic": {}}
+
+    def find(self, where: tuple, env) -> tuple | None:
+        for segment, runner, bound in self.runners.get(where, ()):
+            arrays = [env.get(name) for name in segment.inputs]
+            if runner.accepts(arrays) and _same_values(env, bound):
+                self.info["calls"] += 1
+                return segment, runner
+        return None
+
+    def make(self, where: tuple, segment, env) -> tuple | None:
+        """(segment, GenericStretch) when `segment` (just planned, not compiled) has a generic
+        form; otherwise None, after remembering its shapes for a later call."""
+        from . import shape_generic
+        if segment.graph is None or segment.consts or not shape_generic.candidate(segment.graph):
+            return None
+        structure = shape_generic.structure_key(segment.graph)
+        if (where, structure) in self.refused:
+            return None
+        shapes = [tuple(v.shape) for v in segment.graph.inputs]
+        bound = {name: np.array(env[name]) for name in segment.bound}
+        seen = self.seen.setdefault(where, [])
+        earlier = next((old for s, old, b in seen if s == structure and old != shapes and _same_arrays(b, bound)), None)
+        if earlier is None:
+            seen.append((structure, shapes, bound))
+            del seen[:-self.SEEN]
+            return None
+        try:
+            runner = shape_generic.GenericStretch(segment.graph, shape_generic.varying_dims(earlier, shapes), self.target)
+        except shape_generic.NotGeneric as err:
+            self.refused.add((where, structure))
+            self.info["not_generic"][where[1]] = str(err)
+            return None
+        segment = dataclasses.replace(segment, graph=None)
+        self.runners.setdefault(where, []).append((segment, runner, bound))
+        self.info["stretches"] += 1
+        self.info["calls"] += 1
+        return segment, runner
+
+
+def _same_values(env, bound: dict) -> bool:
+    return all(np.array_equal(np.asarray(env.get(name)), value) for name, value in bound.items())
+
+
+def _same_arrays(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 class StagedModel:
     """`model(*inputs)` or `model.run(name=value)` -> list of outputs in graph order.  Inputs
     are NumPy arrays (lists of arrays for sequence inputs, None for an absent optional)."""
@@ -90,9 +151,11 @@ class StagedModel:
         self._batch_input = next((s.name for s in program.inputs if s.kind == "tensor" and s.dims
                                   and s.dims[0] == self._batch), None) if self._batch is not None else None
         self._splits: dict[tuple, BatchSplit | str] = {}
+        self._generic = _GenericStretches(options.get("target", "c"))
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
         self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}
+        self.info["shape_generic"] = self._generic.info
         if self._padding is not None:
             self.info["sequence_buckets"] = self._padding.describe()
 
@@ -142,8 +205,13 @@ class StagedModel:
         k, n = 0, len(program.nodes)
         while k < n:
             host = program.is_host(k, env)
-            found = self._split(program, k, env, rows) if rows and not host else None
-            if found is not None and rows:
+            # a stretch on shape-generic kernels runs whole at any batch size
+            generic = self._generic.find((id(program), k), env) if rows and not host else None
+            found = self._split(program, k, env, rows) if rows and not host and generic is None else None
+            if generic is not None:
+                self._run_segment(generic, env)
+                k = generic[0].end
+            elif found is not None and rows:
                 self._run_split(program, k, env, rows, *found)
                 k = found[0].stretch.end
             else:
@@ -161,16 +229,23 @@ class StagedModel:
     def _specialized(self, program: OnnxProgram, start: int, env: ChainMap):
         """(Segment, Model or None) for the stretch at `start` given the env, compiled on a miss;
         None when the node at `start` must run on the host."""
-        signatures = self._signatures.setdefault((id(program), start), [])
+        where = (id(program), start)
+        signatures = self._signatures.setdefault(where, [])
         for sig in signatures:
             key = _key(program, start, sig, env)
             found = self._compiled.get(key) if key is not None else None
             if found is not None:
                 return found
+        found = self._generic.find(where, env)
+        if found is not None:
+            return found
         bound = set(signatures[-1][1]) if signatures else set()
         segment = program.plan(start, env, bound)
         if segment is None:
             return None
+        found = self._generic.make(where, segment, env)
+        if found is not None:
+            return found
         model = self._compiled.compile(segment.graph) if segment.graph is not None else None
         # the converted graph (its own copies of derived weights) is not needed to run the model
         segment = dataclasses.replace(segment, graph=None)

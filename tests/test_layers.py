@@ -30,7 +30,7 @@ LAYERS: list[set[str]] = [
     {"backends"},
     # record application (autotune.dispatch and what it reads) sits with lowering: compile
     # applies records without importing the tuner
-    {"frontend", "lowering", "parallel_lowering", "build_module", "calibrate", "autotune.dispatch", "autotune.algorithms", "autotune.records",
+    {"frontend", "lowering", "parallel_lowering", "build_module", "shape_generic", "calibrate", "autotune.dispatch", "autotune.algorithms", "autotune.records",
      "autotune.task"},
     {"driver", "build_records", "compile_progress", "staged", "batch_buckets", "sequence_buckets", "frontend.torch_dynamo"},   # torch_dynamo compiles what it converts
     {"autotune", "testing", "ops.testing"},

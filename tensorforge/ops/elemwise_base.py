@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from .. import te
-from .common import broadcast_load, broadcast_shape
+from .common import broadcast_load, broadcast_shape, shape_of
 from .registry import INJECTIVE, OpDef, OpError, TensorType, register
 
 FLOATS = ("float16", "bfloat16", "float32", "float64")
@@ -119,7 +119,7 @@ def broadcast_compute(name: str, tensors: Sequence[te.Tensor | None], fn: Callab
                       shape: Sequence[int] | None = None) -> te.Tensor:
     """`fn(*loads)` at every index of the broadcast of `tensors` (None entries stay None)."""
     present = [t for t in tensors if t is not None]
-    out_shape = tuple(shape) if shape is not None else broadcast_shape(*[const_shape(t) for t in present], op=name)
+    out_shape = tuple(shape) if shape is not None else broadcast_shape(*[shape_of(t) for t in present], op=name)
 
     def body(*idx):
         loads = [broadcast_load(t, idx, out_shape) if t is not None else None for t in tensors]

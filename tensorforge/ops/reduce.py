@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import te
 from ..ir import dtype as dt
-from .common import const_shape
+from .common import const_shape, element_count, shape_of
 from .index_math import normalize_axes
 from .registry import REDUCTION, OpDef, OpError, TensorType, register
 
@@ -96,7 +96,15 @@ def _te_pre(r: Reduction, v, acc: str):
     return v.astype(acc)
 
 
-def _te_post(r: Reduction, acc, count: int, dtype: str):
+def _te_post(r: Reduction, acc, count, dtype: str):
+    """`count`: the elements each output reduced, an int or a shape expression."""
+    if r.post == "mean" and not isinstance(count, int):
+        if dt.is_float(dtype):
+            return (acc / count.astype(acc.dtype)).astype(dtype)
+        divisor = te.max(count, te.const(1, count.dtype)).astype(acc.dtype)     # an empty sum is 0
+        if dt.is_uint(dtype):
+            return (acc // divisor).astype(dtype)
+        return te.if_then_else(acc < 0, -((-acc) // divisor), acc // divisor).astype(dtype)
     if r.post == "mean":
         if dt.is_float(dtype):
             return (acc / te.const(float(count), acc.dtype)).astype(dtype)
@@ -148,9 +156,9 @@ def _make(r: Reduction) -> OpDef:
         return TensorType(reduce_shape(x.shape, reduced_axes(len(x.shape), axes, r.name), keepdims), x.dtype)
 
     def compute(x: te.Tensor, axes: Sequence[int] | None = None, keepdims: int = 1) -> te.Tensor:
-        shape = const_shape(x)
+        shape = shape_of(x)      # shape expressions where it varies (shape_generic.py)
         axes = reduced_axes(len(shape), axes, r.name)
-        acc, count = r.acc_dtype(x.dtype), int(np.prod([shape[a] for a in axes], dtype=np.int64))
+        acc, count = r.acc_dtype(x.dtype), element_count([shape[a] for a in axes])
         rvars = [te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes]
 
         def f(*o):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from ..ir import dtype as dt
-from .module import Function, KernelSignature, _evaluate
+from .module import Function, KernelSignature, evaluate_shape
 from .ndarray import NDArray
 
 
@@ -66,7 +66,7 @@ class DeviceFunctionCall:
         for _name, dtype, shape in self.plan.workspaces:
             count = 1
             for d in shape:
-                count *= _evaluate(d, env)
+                count *= evaluate_shape(d, env)
             buffers.append(dev.alloc(max(1, count * dt.itemsize(dtype))))
         scalars = [np.dtype(v.dtype).type(x) for v, x in zip(self.signature.shape_vars, shape_values)]
         launches = []
@@ -118,7 +118,7 @@ class DeviceFunctionCall:
 
 
 def _extent(e, env: dict) -> int:
-    return e if isinstance(e, int) else int(_evaluate(e, env))
+    return e if isinstance(e, int) else int(evaluate_shape(e, env))
 
 
 class DeviceModule:

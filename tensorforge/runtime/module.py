@@ -127,18 +127,18 @@ class _Param:
         self.label = f"argument {position} ({buf.name!r})"
 
 
-def _evaluate(e: E.Expr, env: dict) -> int:
+def evaluate_shape(e: E.Expr, env: dict) -> int:
     """Value of an integer shape expression over bound shape variables."""
     if isinstance(e, E.IntImm):
         return e.value
     if isinstance(e, E.Var):
         return env[e]
     if isinstance(e, E.Cast):
-        return _evaluate(e.value, env)
+        return evaluate_shape(e.value, env)
     ops = {E.Add: lambda a, b: a + b, E.Sub: lambda a, b: a - b, E.Mul: lambda a, b: a * b,
            E.FloorDiv: lambda a, b: a // b, E.FloorMod: lambda a, b: a % b, E.Min: min, E.Max: max}
     if type(e) in ops:
-        return ops[type(e)](_evaluate(e.a, env), _evaluate(e.b, env))
+        return ops[type(e)](evaluate_shape(e.a, env), evaluate_shape(e.b, env))
     raise ValueError(f"cannot evaluate shape expression {e}")
 
 
@@ -207,7 +207,7 @@ class Function:
                     else arr.ctypes.data
             out.append(ptr)
         for p, axis, size in deferred:   # all variables are bound now
-            if _evaluate(p.dims[axis], env) != size:
+            if evaluate_shape(p.dims[axis], env) != size:
                 raise ValueError(f"{self.name}: {p.label} has dimension {axis} of size {size}, "
                                  f"expected {self._expected(p, env)}")
         if len(set(out)) != len(out):   # outputs must not be another argument's memory (restrict)
@@ -244,7 +244,7 @@ class Function:
         dims = []
         for d in p.dims:
             try:
-                dims.append(str(_evaluate(d, env)))
+                dims.append(str(evaluate_shape(d, env)))
             except (KeyError, ValueError):
                 dims.append(str(d))
         return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"

@@ -1,0 +1,201 @@
+"""Kernels over shapes that vary: a static stretch of element-wise ops and reductions compiled
+once with shape variables, for every size its varying dimensions take.
+
+A staged model (staged.py) compiles each stretch of its program per concrete shape.  That suits
+convolutions and products, whose templates need constants, but not the cheap ops around them: a
+stretch after NonZero, Compress or TopK sees a new number of rows on nearly every call, and each
+compiled a specialization of its own (about 150 ms for four element-wise ops and a sum, where
+running them takes microseconds).  So, as a JIT that marks a dimension dynamic once it changes:
+when a stretch that was compiled for one shape meets another of the same structure (the same
+ops, attributes, parameters and constants read; only input dimensions differ), and every op in it
+is injective or a reduction, it is compiled once more with a shape variable per varying
+dimension and serves every later shape that agrees with it (`GenericStretch.accepts`).
+
+Each fused group of the stretch becomes one kernel whose buffers have symbolic dimensions
+(te.var); the loops run to the bound values and a kernel is called with the arrays, whose shapes
+bind the variables (runtime/module.py).  The schedule is plain: each output's axes fused, split
+by the vector width (the tail guarded), on one thread.  Intermediate and output arrays are
+allocated per call from the shapes evaluated on the bound variables.  Anything else (an op
+pattern other than injective or reduction, an op whose compute needs constant shapes, a stretch
+whose structure changes with the shape) keeps the per-shape specializations.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import te
+from .graph.fuse import FusedGroup, fuse
+from .graph.ir import Graph, Value
+from .ir import expr as E
+from .ops import registry
+from .ops.registry import INJECTIVE, REDUCTION
+from .runtime.module import evaluate_shape
+from .te.schedule import INLINE
+from .te.tensor import ComputeOp
+
+GENERIC_PATTERNS = (INJECTIVE, REDUCTION)
+
+
+class NotGeneric(Exception):
+    """The stretch cannot run on shape-generic kernels (the reason is the message)."""
+
+
+def structure_key(graph: Graph) -> str:
+    """What a stretch's kernels depend on besides its input shapes: its ops and attributes in
+    order, how they connect, the input dtypes and ranks, and the parameters' contents."""
+    ids: dict[Value, str] = {}
+    h = hashlib.sha256()
+    for k, v in enumerate(graph.inputs):
+        ids[v] = f"in{k}"
+        h.update(f"in{k}:{v.dtype}:{v.ndim};".encode())
+    for k, (v, arr) in enumerate(graph.params.items()):
+        ids[v] = f"p{k}"
+        a = np.ascontiguousarray(arr)
+        h.update(f"p{k}:{a.dtype}:{a.shape};".encode())
+        h.update(a.tobytes())
+    for j, n in enumerate(graph.nodes):
+        for k, v in enumerate(n.outputs):
+            ids[v] = f"n{j}.{k}"
+        ins = ",".join(ids[v] if v is not None else "-" for v in n.inputs)
+        attrs = repr(sorted((key, _attr_repr(val)) for key, val in n.attrs.items()))
+        h.update(f"{n.op}({ins}){attrs}->{[v.dtype for v in n.outputs]};".encode())
+    h.update(",".join(ids[v] for v in graph.outputs).encode())
+    return h.hexdigest()
+
+
+def _attr_repr(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"array{v.dtype}{v.shape}{hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]}"
+    return repr(v)
+
+
+def candidate(graph: Graph) -> bool:
+    """Whether every op of `graph` is injective or a reduction (the ops that may run generic)."""
+    return all(_pattern(n.op) in GENERIC_PATTERNS for n in graph.nodes)
+
+
+def varying_dims(old: Sequence[tuple], new: Sequence[tuple]) -> dict:
+    """{(input, axis): symbol number} for the input dimensions that differ between two shape
+    lists of the same ranks; dimensions that were equal to each other in both share a symbol."""
+    symbols: dict[tuple, int] = {}
+    out: dict = {}
+    for k, (a, b) in enumerate(zip(old, new)):
+        for axis, (da, db) in enumerate(zip(a, b)):
+            if da != db:
+                out[(k, axis)] = symbols.setdefault((da, db), len(symbols))
+    return out
+
+
+class GenericStretch:
+    """A stretch's graph on kernels with shape variables; called like a compiled Model with the
+    stretch's input arrays, it returns the output arrays.  `accepts(arrays)` says whether their
+    shapes agree with it (the constant dimensions equal, each variable bound to one value)."""
+
+    def __init__(self, graph: Graph, dims: dict, target):
+        from .build_module import build, lower
+        from .target import Target
+        self.target = Target.parse(target)
+        self.graph = graph
+        bad = sorted({n.op for n in graph.nodes if _pattern(n.op) not in GENERIC_PATTERNS})
+        if bad:
+            raise NotGeneric(f"op(s) {', '.join(bad)} need constant shapes")
+        variables = {s: te.var(f"n{s}", "int64") for s in sorted(set(dims.values()))}
+        self.inputs = tuple(graph.inputs)
+        self.input_dims = [tuple(variables[dims[(k, a)]] if (k, a) in dims else d for a, d in enumerate(v.shape))
+                           for k, v in enumerate(graph.inputs)]
+        self.variables = tuple(variables.values())
+        shapes: dict[Value, tuple] = {v: s for v, s in zip(graph.inputs, self.input_dims)}
+        shapes.update({v: tuple(arr.shape) for v, arr in graph.params.items()})
+        funcs, self.steps = [], []
+        for k, group in enumerate(fuse(graph)):
+            if group.pattern not in GENERIC_PATTERNS:
+                raise NotGeneric(f"group {group.name} is {group.pattern}")
+            name = f"g{k}_{group.name[6:30]}".replace(".", "_")
+            try:
+                sch, args, outs = _group_schedule(group, shapes, self.target)
+                funcs.append(lower(sch, args, name, target=self.target))
+            except (registry.OpError, AttributeError, TypeError, ValueError) as err:
+                raise NotGeneric(f"group {group.name}: {err}") from err
+            for v, t in zip(group.outputs, outs):
+                shapes[v] = tuple(t.shape)
+            self.steps.append((name, group.inputs, group.outputs))
+        self.shapes = shapes
+        self.module = build(funcs, self.target) if funcs else None
+        self.kernels = {name: self.module.get_function(name) for name, _, _ in self.steps} if funcs else {}
+
+    def bind(self, arrays: Sequence) -> dict | None:
+        """The variables' values given the input arrays, or None when they do not fit."""
+        env: dict = {}
+        if len(arrays) != len(self.inputs):
+            return None
+        for v, dims, arr in zip(self.inputs, self.input_dims, arrays):
+            if not isinstance(arr, np.ndarray) or arr.dtype.name != v.dtype or arr.ndim != len(dims):
+                return None
+            for d, got in zip(dims, arr.shape):
+                if isinstance(d, E.Var):
+                    if env.setdefault(d, got) != got:
+                        return None
+                elif d != got:
+                    return None
+        return env
+
+    def accepts(self, arrays: Sequence) -> bool:
+        return self.bind(arrays) is not None
+
+    def __call__(self, *arrays) -> list:
+        env = self.bind(arrays)
+        if env is None:
+            raise ValueError(f"{self.graph.name}: input shapes {[np.shape(a) for a in arrays]} do not fit "
+                             f"the shape-generic kernels (inputs {self.input_dims})")
+        values: dict[Value, np.ndarray] = dict(zip(self.inputs, arrays))
+        values.update(self.graph.params)
+        for name, ins, outs in self.steps:
+            results = [np.empty(tuple(_evaluate(d, env) for d in self.shapes[v]), v.dtype) for v in outs]
+            self.kernels[name](*[values[v] for v in ins], *results)
+            values.update(zip(outs, results))
+        return [values[v] for v in self.graph.outputs]
+
+
+def _pattern(op: str) -> str:
+    opdef = registry.get(op)
+    return "opaque" if opdef.is_opaque_kernel else opdef.pattern
+
+
+def _group_schedule(group: FusedGroup, shapes: dict, target):
+    """(schedule, kernel arguments, output tensors) of one group over symbolic shapes."""
+    env, placeholders = {}, []
+    for k, v in enumerate(group.inputs):
+        p = te.placeholder(shapes[v], v.dtype, name=f"p{k}")
+        env[v] = p
+        placeholders.append(p)
+    for node in group.nodes:
+        outs = registry.get(node.op).build_compute([env[v] if v is not None else None for v in node.inputs],
+                                                   node.attrs)
+        for v, t in zip(node.outputs, outs):
+            env[v] = t
+    outs = [env[v] for v in group.outputs]
+    outs = [te.compute(t.shape, lambda *i, t=t: t[i], name="copy") if t in placeholders else t for t in outs]
+    s = te.create_schedule([t.op for t in outs])
+    out_ops = {t.op for t in outs}
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and op not in out_ops and not op.reduce_axis:
+            stage.compute_inline()
+    lanes = max(1, target.simd_lanes(outs[0].dtype))
+    for stage in list(s.stages):
+        op = stage.op
+        if not isinstance(op, ComputeOp) or stage.attach_type == INLINE or not op.axis:
+            continue
+        axes = list(stage.op.axis)
+        fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
+        if not op.reduce_axis and lanes > 1:
+            _, inner = stage.split(fused, factor=lanes)
+            stage.vectorize(inner)
+    return s, placeholders + outs, outs
+
+
+def _evaluate(d, env: dict) -> int:
+    return int(d) if isinstance(d, (int, np.integer)) else int(evaluate_shape(d, env))

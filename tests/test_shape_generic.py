@@ -1,0 +1,132 @@
+"""Stretches of element-wise ops and reductions on kernels with shape variables
+(tensorforge/shape_generic.py, staged.py `_GenericStretches`): compiled once for the sizes
+their varying dimensions take, checked against ONNX's reference evaluator at every size."""
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+from onnx.reference import ReferenceEvaluator
+
+import tensorforge
+from tensorforge import shape_generic
+from tensorforge.frontend import from_onnx
+from tensorforge.graph.builder import GraphBuilder
+
+
+def _model(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+                          list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _check(model, compiled, feeds):
+    want = ReferenceEvaluator(model).run(None, feeds)
+    got = compiled.run(**feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_rows_picked_at_run_time_compile_once():
+    """After Compress the number of rows is data: each new count compiled a specialization of
+    the stretch that follows (about 150 ms for these four ops).  Now the second count compiles
+    it with a shape variable, and every later count runs on that."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["keep"]),
+             helper.make_node("Compress", ["x", "keep"], ["y"], axis=0),
+             helper.make_node("Mul", ["y", "two"], ["y2"]),
+             helper.make_node("Sigmoid", ["y2"], ["z"]),
+             helper.make_node("ReduceSum", ["z"], ["s"], keepdims=0)]
+    inits = [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0]),
+             helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])],
+                   [("z", TensorProto.FLOAT), ("s", TensorProto.FLOAT)], inits)
+    compiled = tensorforge.compile(from_onnx(model))
+    rng = np.random.default_rng(3)
+    for count in (10, 20, 30, 5, 40, 25):            # rows kept: a new number each call
+        x = -rng.random(50).astype("float32")
+        x[rng.permutation(50)[:count]] *= -1
+        _check(model, compiled, {"x": x})
+    info = compiled.info
+    # the Greater stretch and the first shape of the one after Compress; then one generic stretch
+    assert info["specializations"] == 2, info
+    assert info["shape_generic"]["stretches"] == 1 and info["shape_generic"]["calls"] == 5, info["shape_generic"]
+
+
+def test_symbolic_rows_broadcasts_and_reductions():
+    """A symbolic batch through broadcasting, a select, casts and reductions along and across
+    it (a float and an integer mean), at 1, 0 and other rows."""
+    nodes = [helper.make_node("Add", ["x", "row"], ["a"]),
+             helper.make_node("Sigmoid", ["a"], ["b"]),
+             helper.make_node("Greater", ["x", "row"], ["big"]),
+             helper.make_node("Where", ["big", "b", "x"], ["w"]),
+             helper.make_node("ReduceMean", ["w"], ["m0"], axes=[0], keepdims=1),
+             helper.make_node("ReduceMax", ["w"], ["m1"], axes=[1], keepdims=0),
+             helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT32),
+             helper.make_node("ReduceMean", ["xi"], ["mi"], axes=[0], keepdims=0)]
+    inits = [helper.make_tensor("row", TensorProto.FLOAT, [4], [0.5, -1, 2, 0])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
+                   [("w", TensorProto.FLOAT), ("m0", TensorProto.FLOAT), ("m1", TensorProto.FLOAT),
+                    ("mi", TensorProto.INT32)], inits)
+    compiled = tensorforge.compile(from_onnx(model))
+    rng = np.random.default_rng(5)
+    for n in (5, 3, 17, 1, 64, 2):
+        _check(model, compiled, {"x": (rng.standard_normal((n, 4)) * 10).astype("float32")})
+    assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
+    # no rows: the means of nothing (a NaN, and 0 for the integer mean, as the static path gives)
+    w, m0, m1, mi = compiled(np.zeros((0, 4), "float32"))
+    assert w.shape == (0, 4) and m1.shape == (0,) and np.isnan(m0).all() and (mi == 0).all()
+
+
+def test_products_stay_specialized_per_shape():
+    """A stretch with a product needs constant shapes: it keeps one specialization per shape."""
+    w = np.array([[1, -1], [0.5, 2]], "float32")
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 2])], [("z", TensorProto.FLOAT)],
+                   [onnx.numpy_helper.from_array(w, "w")])
+    compiled = tensorforge.compile(from_onnx(model), batch_buckets=None)
+    for n in (3, 5, 6):
+        _check(model, compiled, {"x": np.random.default_rng(n).standard_normal((n, 2)).astype("float32")})
+    assert compiled.info["specializations"] == 3 and compiled.info["shape_generic"]["stretches"] == 0
+
+
+def test_an_op_that_needs_constant_shapes_keeps_the_specializations():
+    """Transpose's compute reads constant shapes: the stretch is refused once, with the reason
+    in info, and runs on per-shape specializations as before."""
+    model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), helper.make_node("Neg", ["t"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [("y", TensorProto.FLOAT)])
+    compiled = tensorforge.compile(from_onnx(model), batch_buckets=None)
+    for n in (2, 4, 7):
+        _check(model, compiled, {"x": np.arange(3 * n, dtype="float32").reshape(n, 3)})
+    info = compiled.info["shape_generic"]
+    assert info["stretches"] == 0 and list(info["not_generic"].values())[0].startswith("group"), info
+    assert compiled.info["specializations"] == 3
+
+
+def test_varying_dims_share_a_symbol_where_the_sizes_agree():
+    old, new = [(3, 4), (3,), (3, 8)], [(5, 4), (5,), (6, 8)]
+    assert shape_generic.varying_dims(old, new) == {(0, 0): 0, (1, 0): 0, (2, 0): 1}
+
+
+def test_generic_stretch_refuses_shapes_that_do_not_fit():
+    """The constant dimensions must match and each variable takes one value across the inputs."""
+    b = GraphBuilder("two")
+    x, y = b.input("x", (3, 4), "float32"), b.input("y", (3, 4), "float32")
+    g = b.finish([b.add1("add", [x, y])])
+    runner = shape_generic.GenericStretch(g, {(0, 0): 0, (1, 0): 0}, "c")
+    a = np.ones((6, 4), "float32")
+    np.testing.assert_array_equal(runner(a, a)[0], a + a)
+    assert not runner.accepts([a, np.ones((5, 4), "float32")])          # n is 6 and 5
+    assert not runner.accepts([a, np.ones((6, 5), "float32")])          # 4 is constant
+    assert not runner.accepts([a, a.astype("float64")])
+    with pytest.raises(ValueError, match="do not fit the shape-generic kernels"):
+        runner(a, np.ones((5, 4), "float32"))
+    conv = GraphBuilder("conv")
+    xc = conv.input("x", (1, 2, 5, 5), "float32")
+    w = conv.const(np.ones((2, 2, 3, 3), "float32"), "w")
+    gc = conv.finish([conv.add1("conv2d", [xc, w], {"strides": (1, 1), "padding": (1,) * 4, "dilations": (1, 1),
+                                                    "groups": 1})])
+    assert not shape_generic.candidate(gc)
+    with pytest.raises(shape_generic.NotGeneric, match="conv2d"):
+        shape_generic.GenericStretch(gc, {(0, 2): 0}, "c")
