@@ -13,11 +13,15 @@ dimension and serves every later shape that agrees with it (`GenericStretch.acce
 
 Each fused group of the stretch becomes one kernel whose buffers have symbolic dimensions
 (te.var); the loops run to the bound values and a kernel is called with the arrays, whose shapes
-bind the variables (runtime/module.py).  The schedule is plain: each output's axes fused, split
-by the vector width (the tail guarded), on one thread.  Intermediate and output arrays are
-allocated per call from the shapes evaluated on the bound variables.  Anything else (an op
-pattern other than injective or reduction, an op whose compute needs constant shapes, a stretch
-whose structure changes with the shape) keeps the per-shape specializations.
+bind the variables (runtime/module.py).  The schedule (`_schedule_stage`) vectorizes the
+trailing constant dimensions and runs the leading ones on the thread pool when a call has work
+enough (the parallel loop's `if` clause, codegen/c.py); a reduction whose innermost reduce axis is
+constant keeps vector partial sums, and one over a varying length adds in float64 (ops/reduce.py).
+Where the innermost dimension varies, its split's tail guard is peeled at run time (the loop
+splits at n // 16, tir/passes/partition_loops.py), so the head is vectors.  Intermediate and
+output arrays are allocated per call from the shapes evaluated on the bound variables.  Anything
+else (an op pattern other than injective or reduction, an op whose compute needs constant
+shapes, a stretch whose structure changes with the shape) keeps the per-shape specializations.
 """
 from __future__ import annotations
 
@@ -32,6 +36,8 @@ from .graph.ir import Graph, Value
 from .ir import expr as E
 from .ops import registry
 from .ops.registry import INJECTIVE, REDUCTION
+from .ops.schedules.common import PARALLEL_MIN_ELEMS
+from .ops.schedules.cpu import innermost_read
 from .runtime.module import evaluate_shape
 from .te.schedule import INLINE
 from .te.tensor import ComputeOp
@@ -184,17 +190,91 @@ def _group_schedule(group: FusedGroup, shapes: dict, target):
         op = stage.op
         if isinstance(op, ComputeOp) and op not in out_ops and not op.reduce_axis:
             stage.compute_inline()
-    lanes = max(1, target.simd_lanes(outs[0].dtype))
     for stage in list(s.stages):
         op = stage.op
-        if not isinstance(op, ComputeOp) or stage.attach_type == INLINE or not op.axis:
-            continue
-        axes = list(stage.op.axis)
-        fused = stage.fuse(*axes) if len(axes) > 1 else axes[0]
-        if not op.reduce_axis and lanes > 1:
-            _, inner = stage.split(fused, factor=lanes)
-            stage.vectorize(inner)
+        if isinstance(op, ComputeOp) and stage.attach_type != INLINE and op.axis:
+            _schedule_stage(s, stage, target)
     return s, placeholders + outs, outs
+
+
+def _schedule_stage(s, stage, target) -> None:
+    """An output's trailing constant dimensions fused and vectorized (a constant extent: its
+    tail is peeled, tir/passes/partition_loops.py); the leading ones, where the shape
+    variables are, fused into one loop on the thread pool when it has PARALLEL_MIN_ELEMS
+    elements of work (a pragma: codegen/c.py prints the test).  A reduction keeps its reduction
+    loops inside; an output whose innermost dimension varies is one loop split by the vector
+    width, its tail guarded."""
+    op = stage.op
+    if op.reduce_axis and _vector_partials(s, op.output(0), target):
+        return
+    axes = list(op.axis)
+    extents = [d.value if isinstance(d, E.IntImm) else None for d in (iv.dom.extent for iv in axes)]
+    lanes = max(1, target.simd_lanes(op.output(0).dtype))
+    trailing = 0
+    while trailing < len(axes) and extents[len(axes) - 1 - trailing] is not None:
+        trailing += 1
+    inner_elems = int(np.prod(extents[len(axes) - trailing:], dtype=np.int64)) if trailing else 1
+    work = max(1, inner_elems) * _reduction_work(op)
+    if op.reduce_axis or not trailing or inner_elems < lanes:
+        lead, inner = axes, []
+    else:
+        lead, inner = axes[:len(axes) - trailing], axes[len(axes) - trailing:]
+    if inner:
+        row = stage.fuse(*inner) if len(inner) > 1 else inner[0]
+        _, vec = stage.split(row, factor=lanes)
+        stage.vectorize(vec)
+    if not lead:
+        return
+    outer = stage.fuse(*lead) if len(lead) > 1 else lead[0]
+    if not inner and not op.reduce_axis and lanes > 1:
+        outer, vec = stage.split(outer, factor=lanes)
+        stage.vectorize(vec)
+        work *= lanes
+    if target.num_cores > 1:
+        stage.parallel(outer)
+        stage.pragma(outer, "parallel_min", max(2, -(-PARALLEL_MIN_ELEMS // work)))
+
+
+def _vector_partials(s, t, target) -> bool:
+    """A reduction whose last reduce axis is constant, a multiple of the vector width and the
+    innermost index of its reads: a vector of partial results per output (rfactor), as the
+    static template does (ops/schedules/cpu.py); its outputs on the thread pool.  False
+    (nothing done) otherwise."""
+    op = t.op
+    lanes = max(1, target.simd_lanes(t.dtype))
+    red = list(op.reduce_axis)
+    extents = [iv.dom.extent for iv in red]
+    if lanes < 2 or op.num_outputs != 1 or t.dtype not in ("float32", "float64") \
+            or not all(isinstance(e, E.IntImm) for e in extents):
+        return False
+    last = int(extents[-1].value)
+    if last < 2 * lanes or last % lanes or innermost_read(t) is not red[-1].var:
+        return False
+    st = s[t]
+    _, ki = st.split(red[-1], factor=lanes)
+    partial = s.rfactor(t, ki)
+    data = list(st.op.axis)          # rfactor rebuilt the stage's operation
+    pst = s[partial]
+    pst.set_scope("local")
+    lane, *_ = pst.op.axis
+    pst.reorder(*pst.op.reduce_axis, lane)
+    pst.vectorize(lane)
+    if data:
+        outer = st.fuse(*data) if len(data) > 1 else data[0]
+        pst.compute_at(st, outer)
+        if target.num_cores > 1:
+            st.parallel(outer)
+            st.pragma(outer, "parallel_min", max(2, -(-PARALLEL_MIN_ELEMS // _reduction_work(op))))
+    return True
+
+
+def _reduction_work(op) -> int:
+    """Elements each output of `op` reads: the product of its constant reduction extents."""
+    work = 1
+    for iv in op.reduce_axis:
+        if isinstance(iv.dom.extent, E.IntImm):
+            work *= int(iv.dom.extent.value)
+    return work
 
 
 def _evaluate(d, env: dict) -> int:

@@ -55,8 +55,8 @@ def test_rows_picked_at_run_time_compile_once():
 
 
 def test_symbolic_rows_broadcasts_and_reductions():
-    """A symbolic batch through broadcasting, a select, casts and reductions along and across
-    it (a float and an integer mean), at 1, 0 and other rows."""
+    """A symbolic batch through broadcasting, a select, casts, a transpose, a clip and
+    reductions along and across it (a float and an integer mean), at 1, 0 and other rows."""
     nodes = [helper.make_node("Add", ["x", "row"], ["a"]),
              helper.make_node("Sigmoid", ["a"], ["b"]),
              helper.make_node("Greater", ["x", "row"], ["big"]),
@@ -64,19 +64,22 @@ def test_symbolic_rows_broadcasts_and_reductions():
              helper.make_node("ReduceMean", ["w"], ["m0"], axes=[0], keepdims=1),
              helper.make_node("ReduceMax", ["w"], ["m1"], axes=[1], keepdims=0),
              helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT32),
-             helper.make_node("ReduceMean", ["xi"], ["mi"], axes=[0], keepdims=0)]
-    inits = [helper.make_tensor("row", TensorProto.FLOAT, [4], [0.5, -1, 2, 0])]
+             helper.make_node("ReduceMean", ["xi"], ["mi"], axes=[0], keepdims=0),
+             helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+             helper.make_node("Clip", ["wt", "lo", "hi"], ["c"])]
+    inits = [helper.make_tensor("row", TensorProto.FLOAT, [4], [0.5, -1, 2, 0]),
+             helper.make_tensor("lo", TensorProto.FLOAT, [], [-1.0]), helper.make_tensor("hi", TensorProto.FLOAT, [], [3.0])]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
                    [("w", TensorProto.FLOAT), ("m0", TensorProto.FLOAT), ("m1", TensorProto.FLOAT),
-                    ("mi", TensorProto.INT32)], inits)
+                    ("mi", TensorProto.INT32), ("c", TensorProto.FLOAT)], inits)
     compiled = tensorforge.compile(from_onnx(model))
     rng = np.random.default_rng(5)
     for n in (5, 3, 17, 1, 64, 2):
         _check(model, compiled, {"x": (rng.standard_normal((n, 4)) * 10).astype("float32")})
     assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
     # no rows: the means of nothing (a NaN, and 0 for the integer mean, as the static path gives)
-    w, m0, m1, mi = compiled(np.zeros((0, 4), "float32"))
-    assert w.shape == (0, 4) and m1.shape == (0,) and np.isnan(m0).all() and (mi == 0).all()
+    w, m0, m1, mi, c = compiled(np.zeros((0, 4), "float32"))
+    assert w.shape == (0, 4) and m1.shape == (0,) and np.isnan(m0).all() and (mi == 0).all() and c.shape == (4, 0)
 
 
 def test_products_stay_specialized_per_shape():
@@ -92,9 +95,9 @@ def test_products_stay_specialized_per_shape():
 
 
 def test_an_op_that_needs_constant_shapes_keeps_the_specializations():
-    """Transpose's compute reads constant shapes: the stretch is refused once, with the reason
-    in info, and runs on per-shape specializations as before."""
-    model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0]), helper.make_node("Neg", ["t"], ["y"])],
+    """Concat's compute reads constant shapes: the stretch is refused once, with the reason in
+    info, and runs on per-shape specializations as before."""
+    model = _model([helper.make_node("Concat", ["x", "x"], ["t"], axis=1), helper.make_node("Neg", ["t"], ["y"])],
                    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [("y", TensorProto.FLOAT)])
     compiled = tensorforge.compile(from_onnx(model), batch_buckets=None)
     for n in (2, 4, 7):
@@ -130,3 +133,23 @@ def test_generic_stretch_refuses_shapes_that_do_not_fit():
     assert not shape_generic.candidate(gc)
     with pytest.raises(shape_generic.NotGeneric, match="conv2d"):
         shape_generic.GenericStretch(gc, {(0, 2): 0}, "c")
+
+
+def test_kernels_vectorize_and_open_a_parallel_region_only_for_work_enough():
+    """Rows of a constant width are vectors; the varying rows run on the thread pool only when a
+    call has PARALLEL_MIN_ELEMS elements (the loop's if() clause): a stretch after a
+    data-dependent op is often a few rows.  A sum over a varying length adds in float64."""
+    b = GraphBuilder("rows")
+    x = b.input("x", (3, 256), "float32")
+    y = b.add1("sigmoid", [x])
+    g = b.finish([y, b.add1("reduce_sum", [y], {"axes": (0,), "keepdims": 0})])
+    runner = shape_generic.GenericStretch(g, {(0, 0): 0}, "c")
+    text = runner.module.source
+    assert "tf_float32x16" in text or "tf_float32x8" in text          # vector rows
+    assert "double" in text                                             # the float64 sum
+    if runner.target.num_cores > 1:
+        assert f"schedule(static) if(n0 >= {-(-16384 // 256)})" in text, text
+    rows = np.random.default_rng(0).random((20000, 256)).astype("float32")
+    got, total = runner(rows)
+    np.testing.assert_allclose(got, 1 / (1 + np.exp(-rows)), rtol=1e-6)
+    np.testing.assert_allclose(total, (1 / (1 + np.exp(-rows.astype("float64")))).sum(axis=0), rtol=1e-6)

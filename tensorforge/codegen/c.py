@@ -423,6 +423,8 @@ class CPrinter(VectorExtensions, CLikePrinter):
             lines.append(f"/* vectorized loop {s.loop_var.name} left scalar (a store does not "
                          "depend on it, or it is inside a simd loop) */")
         for key, value in s.annotations:
+            if key == "pragma_parallel_min" and construct == "parallel":
+                continue                            # printed as the parallel loop's if() below
             name = key[len("pragma_"):] if key.startswith("pragma_") else None
             spelling = _LOOP_PRAGMAS.get(name) if name else None
             # An OpenMP construct must directly precede its loop: other pragmas become comments.
@@ -434,7 +436,11 @@ class CPrinter(VectorExtensions, CLikePrinter):
             extent = s.extent.value if isinstance(s.extent, E.IntImm) else 8
             pragmas.append(f"#pragma GCC unroll {max(1, min(extent, 64))}")
         if construct == "parallel":
-            pragmas.append("#pragma omp parallel for num_threads(tf_num_threads) schedule(static)")
+            # a loop over a shape variable (shape_generic.py) opens a parallel region only when it
+            # has `parallel_min` iterations (pragma; default 2): the calling thread runs less work
+            least = next((int(v) for k, v in s.annotations if k == "pragma_parallel_min"), 2)
+            serial_if = "" if isinstance(s.extent, E.IntImm) else f" if({self.index_expr(s.extent)} >= {least})"
+            pragmas.append(f"#pragma omp parallel for num_threads(tf_num_threads) schedule(static){serial_if}")
         elif construct == "simd":
             pragmas.append("#pragma omp simd")
         return lines + pragmas

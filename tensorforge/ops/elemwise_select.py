@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from .common import broadcast_shape
+from .common import broadcast_shape, shape_of
 from .elemwise_base import (
     ALL,
     BOOL,
@@ -111,8 +111,7 @@ class _Clip:
                 v = te.if_then_else(v > high, high, v)
             return v
 
-        shape = tuple(int(d.value) for d in x.shape)
-        return broadcast_compute("clip", [x, lo, hi], body, shape=shape)
+        return broadcast_compute("clip", [x, lo, hi], body, shape=shape_of(x))
 
     @staticmethod
     def reference(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None,

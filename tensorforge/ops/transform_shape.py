@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .common import broadcast_load, broadcast_shape, const_shape
+from .common import broadcast_load, broadcast_shape, const_shape, shape_of
 from .index_math import check_int_tuple, normalize_axes, reshape_index
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -153,7 +153,7 @@ class transpose:
         return TensorType(tuple(x.shape[p] for p in perm), x.dtype)
 
     def compute(x: te.Tensor, perm: Sequence[int] | None = None) -> te.Tensor:
-        shape = const_shape(x)
+        shape = shape_of(x)
         perm = check_perm(perm, len(shape))
         inverse = [perm.index(a) for a in range(len(shape))]
         out_shape = tuple(shape[p] for p in perm)

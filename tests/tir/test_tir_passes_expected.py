@@ -187,6 +187,30 @@ def test_partition_loops_branches_a_parallel_loop_on_its_guard():
     same_results(parallel, check(partition_loops, parallel, want))
 
 
+def test_partition_loops_splits_a_loop_over_a_shape_variable_at_its_last_whole_vector():
+    """A kernel for any size (shape_generic.py): a split of n by 16 leaves the guard
+    io * 16 + ii < n.  It holds for io < n // 16, so the serial loop becomes a head without it
+    and a tail with it, and a parallel loop branches on io < n // 16."""
+    n, io, ii = Var("n", "int64"), Var("io", "int64"), Var("ii", "int64")
+    xs, ys = N.Buffer("X", (n,), "float32"), N.Buffer("Y", (n,), "float32")
+    copy = store(ys, load(xs, io * 16 + ii), io * 16 + ii)
+    guarded = N.IfThenElse(io * 16 + ii < n, copy)
+    end = E.FloorDiv(n, const(16, "int64"))
+    extent = (n + 15) // 16
+    serial = N.PrimFunc("f", (xs, ys), loop(io, extent, loop(ii, 16, guarded)))
+    want = N.seq(N.For(io, E.convert(0), end, N.SERIAL, loop(ii, 16, copy)),
+                 N.For(io, end, extent - end, N.SERIAL, loop(ii, 16, guarded)))
+    parallel = N.PrimFunc("f", (xs, ys), loop(io, extent, loop(ii, 16, guarded), kind=N.PARALLEL))
+    branched = loop(io, extent, N.IfThenElse(io < end, loop(ii, 16, copy), loop(ii, 16, guarded)), kind=N.PARALLEL)
+    for before, expected in ((serial, want), (parallel, branched)):
+        after = check(partition_loops, before, expected)
+        for size in (37, 48, 5):
+            x = np.arange(size, dtype="float32")
+            y = np.full(size, np.nan, "float32")
+            interp.run(after, x, y)
+            np.testing.assert_array_equal(y, x)
+
+
 def test_partition_loops_peels_every_guard_off_the_main_part():
     # 650 units in 41 blocks of 16, the blocks in 2 parallel chunks of 21 (an LSTM step's
     # schedule): a block guard (chunk * 21 + block < 41) and, inside it, a unit guard.  The first

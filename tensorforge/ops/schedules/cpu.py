@@ -235,7 +235,7 @@ def _vector_statistics(s, master_outs, target, skip=()) -> None:
 COLUMN_TILE_VECTORS = 4     # vectors of outputs a column reduction accumulates at a time
 
 
-def _innermost_read(t):
+def innermost_read(t):
     """The loop variable of the innermost index of the largest tensor `t`'s reduction reads, or
     None where that index is not a plain variable."""
     body = t.op.body[0] if hasattr(t.op, "body") and len(t.op.body) == 1 else None
@@ -267,7 +267,7 @@ def _vector_reduction(s, t, target) -> bool:
     lanes = target.simd_lanes(t.dtype)
     if lanes < 2:
         return False
-    inner = _innermost_read(t)
+    inner = innermost_read(t)
     st = s[t]
     data, red = list(st.op.axis), list(st.op.reduce_axis)
     if any(not isinstance(iv.dom.extent, IntImm) for iv in data + red):
@@ -326,7 +326,7 @@ def _dense_row_tile(s, t, target) -> bool:
     rows, cols, depth = _ext(data[0]), _ext(data[1]), _ext(red[0])
     if not rows or not cols or not depth or cols > ROW_TILE_COLUMNS or depth % lanes or depth < 2 * lanes:
         return False
-    if _innermost_read(t) is not red[0].var:
+    if innermost_read(t) is not red[0].var:
         return False
     _, ki = st.split(red[0], factor=lanes)
     partial = s.rfactor(t, ki, factor_axis=2)          # (row, column, lane): a vector per column

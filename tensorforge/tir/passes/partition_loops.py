@@ -7,6 +7,9 @@ such that the guard provably holds for every o in [min, min + k) (with the loops
 the guard at their ranges).  The loop becomes `for o in [min, min+k): body-without-guard` then
 `for o in [min+k, end): body`; the head is partitioned again by the guards it still holds (two
 non-dividing splits of one loop nest, say), so the first part of the loop has no guard at all.
+A loop over a shape variable (a kernel for any size, shape_generic.py) is split at E // c when
+its body holds a split's tail guard `o * c + r < E` with 0 <= r < c: the iterations below hold it
+(`_symbolic_head`), so the vector loops of the head have no guard.
 A parallel loop keeps its iterations in one parallel region, spread over the threads as before:
 its body becomes `if (o < min + k) body-without-guard else body`, a branch per iteration outside
 the loops inside.  (The column panels of a product whose right operand comes at run time are the
@@ -28,7 +31,7 @@ from typing import cast
 
 from ...arith import Analyzer
 from ...ir import dtype as dt
-from ...ir.expr import IntImm, Max, Range, const
+from ...ir.expr import LT, FloorDiv, IntImm, Max, Range, const
 from ...ir.functor import Mutator, Visitor, post_order_visit, substitute, uses_var
 from .. import nodes as N
 
@@ -152,10 +155,16 @@ class _Partition(Mutator):
                         if other is guard or self._holds(node, other, other_path, k):
                             head_body = _DropGuard(other).visit(head_body)
                     break
+        elif not isinstance(node.extent, IntImm) and isinstance(node.min, IntImm) and node.min.value == 0:
+            head_body, end = self._symbolic_head(node)
         if head_body is None:
             self.outer.append(node)
             body = self.visit(node.body)
             self.outer.pop()
+        elif not isinstance(end, int):
+            # a loop over a shape variable (shape_generic.py): the head's vector loops inside
+            # have no guard; the tail keeps it
+            body = N.IfThenElse(node.loop_var < end, self.visit(head_body), self.visit(node.body))
         else:
             # the head's loops inside are partitioned knowing the loop variable is below `end`
             self.outer.append(N.For(node.loop_var, node.min, const(k), node.kind, head_body))
@@ -171,10 +180,46 @@ class _Partition(Mutator):
             return node
         return N.For(node.loop_var, node.min, node.extent, node.kind, body, node.thread_tag, node.annotations)
 
+    def _symbolic_head(self, node: N.For) -> tuple:
+        """(body without the guard, end) for a loop of symbolic extent from 0 whose body holds
+        the tail guard of a split, `o * c + r < E` with 0 <= r < c over the loops inside and
+        E not using o: the guard holds for o < E // c (o * c + r <= (E // c) * c - 1 < E).
+        (None, 0) when there is no such guard."""
+        found: list = []
+        _guards(node.body, node.loop_var, [], found)
+        o = node.loop_var
+        for guard, path in found[:MAX_GUARDS_PER_LOOP]:
+            cond = guard.condition
+            if not isinstance(cond, LT) or uses_var(cond.b, o):
+                continue
+            an = Analyzer()
+            step = an.simplify(substitute(cond.a, {o: o + 1}) - cond.a)
+            if not isinstance(step, IntImm) or step.value < 1:
+                continue
+            rest = an.simplify(cond.a - o * step)
+            if uses_var(rest, o):
+                continue
+            for f in path:
+                an.bind(f.loop_var, Range(f.min, f.extent))
+            lo, hi = an.const_int_bound(rest)
+            if lo is None or hi is None or lo < 0 or hi >= step.value:
+                continue
+            return _DropGuard(guard).visit(node.body), FloorDiv(cond.b, step)
+        return None, 0
+
     def _split(self, node: N.For) -> list:
-        if not isinstance(node.extent, IntImm) or not isinstance(node.min, IntImm) or node.extent.value < 2:
-            return [node]
         if node.kind == N.THREAD_BINDING:
+            return [node]
+        if not isinstance(node.extent, IntImm):
+            head_body, end = (None, 0) if not (isinstance(node.min, IntImm) and node.min.value == 0) \
+                else self._symbolic_head(node)
+            if head_body is None:
+                return [node]
+            head = N.For(node.loop_var, node.min, end, node.kind, head_body, node.thread_tag, node.annotations)
+            tail = N.For(node.loop_var, end, node.extent - end, node.kind, node.body, node.thread_tag,
+                         node.annotations)
+            return [head, tail]
+        if not isinstance(node.min, IntImm) or node.extent.value < 2:
             return [node]
         found: list = []
         _guards(node.body, node.loop_var, [], found)
