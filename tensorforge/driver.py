@@ -46,7 +46,7 @@ from .target import Target
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
             threads: int | None = None, precision: str = "fp32",
             batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets="auto",
-            pad_values: dict | None = None, progress=None):
+            pad_values: dict | None = None, progress=None, shape_generic: bool = True):
     """Compile a Graph into a runnable Model: graph passes, fusion, one kernel per fused group
     (all built with one compiler call), a static memory plan.
 
@@ -71,6 +71,10 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     from it linked, trusted after 3 padded calls compared with their exact lengths; a model for
     which padding is wrong just goes on compiling per length.  None turns buckets off.
 
+    `shape_generic`: a staged ONNX program's stretches of element-wise ops and reductions are
+    compiled once with shape variables after their second shape (shape_generic.py); False keeps
+    one specialization per shape for them too.
+
     `precision`: "fp32" (the default) or "bf16": convolutions and matrix products with bfloat16
     operands and float32 accumulation, the rest in float32 (graph/passes/lower_precision.py);
     the model's info["precision_units"] says which units run the products.
@@ -91,9 +95,11 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         Target.parse(target)
         options = {"target": target, "opt_level": opt_level, "records": records, "threads": threads,
                    "precision": precision, "progress": progress}
-        staged = StagedModel if isinstance(graph, OnnxProgram) else ShapeSpecializedModel
-        return staged(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
-                      pad_values=pad_values)
+        if isinstance(graph, OnnxProgram):
+            return StagedModel(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
+                               pad_values=pad_values, shape_generic=shape_generic)
+        return ShapeSpecializedModel(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
+                                     pad_values=pad_values)
     if (sequence_buckets and sequence_buckets != "auto") or pad_values:
         raise ValueError("sequence_buckets pads a symbolic dimension, and this graph has none (every shape is "
                          "static); from_onnx(path) without shapes keeps the model's symbols")

@@ -80,12 +80,12 @@ class _GenericStretches:
 
     SEEN = 8       # shapes remembered per stretch and structure
 
-    def __init__(self, target):
-        self.target = target
+    def __init__(self, target, enabled: bool = True):
+        self.target, self.enabled = target, enabled
         self.seen: dict[tuple, list] = {}          # where -> [(structure, input shapes, bound values)]
         self.runners: dict[tuple, list] = {}       # where -> [(segment, GenericStretch, bound values)]
         self.refused: set = set()                  # (where, structure) that cannot run generic
-        self.info: dict[str, Any] = {"stretches": 0, "calls": 0, "not_generic": {}}
+        self.info: dict[str, Any] = {"enabled": enabled, "stretches": 0, "calls": 0, "not_generic": {}}
 
     def find(self, where: tuple, env) -> tuple | None:
         for segment, runner, bound in self.runners.get(where, ()):
@@ -99,7 +99,7 @@ class _GenericStretches:
         """(segment, GenericStretch) when `segment` (just planned, not compiled) has a generic
         form; otherwise None, after remembering its shapes for a later call."""
         from . import shape_generic
-        if segment.graph is None or segment.consts or not shape_generic.candidate(segment.graph):
+        if not self.enabled or segment.graph is None or segment.consts or not shape_generic.candidate(segment.graph):
             return None
         structure = shape_generic.structure_key(segment.graph)
         if (where, structure) in self.refused:
@@ -139,7 +139,7 @@ class StagedModel:
 
     def __init__(self, program: OnnxProgram, options: dict, max_specializations: int = 64,
                  batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets: Any = "auto",
-                 pad_values: dict | None = None):
+                 pad_values: dict | None = None, shape_generic: bool = True):
         self.program = program
         self._padding = SequencePadding.make(
             program.name, [(s.name, s.dims) for s in program.inputs if s.kind == "tensor"],
@@ -151,7 +151,7 @@ class StagedModel:
         self._batch_input = next((s.name for s in program.inputs if s.kind == "tensor" and s.dims
                                   and s.dims[0] == self._batch), None) if self._batch is not None else None
         self._splits: dict[tuple, BatchSplit | str] = {}
-        self._generic = _GenericStretches(options.get("target", "c"))
+        self._generic = _GenericStretches(options.get("target", "c"), enabled=shape_generic)
         self.info = self._compiled.info
         self.info.update(staged=program.reason, target=options.get("target", "c"))
         self.info["batch_split"] = {"symbol": self._batch, "calls": 0, "not_split": {}, "runs_as": {}}

@@ -52,6 +52,40 @@ def test_rows_picked_at_run_time_compile_once():
     # the Greater stretch and the first shape of the one after Compress; then one generic stretch
     assert info["specializations"] == 2, info
     assert info["shape_generic"]["stretches"] == 1 and info["shape_generic"]["calls"] == 5, info["shape_generic"]
+    # shape_generic=False: one specialization per row count, as before
+    off = tensorforge.compile(from_onnx(model), shape_generic=False)
+    for count in (10, 20, 30):
+        x = -rng.random(50).astype("float32")
+        x[:count] *= -1
+        _check(model, off, {"x": x})
+    assert off.info["specializations"] == 4 and off.info["shape_generic"]["stretches"] == 0
+
+
+def test_rows_gathered_by_nonzero_run_generic():
+    """A detector's tail: NonZero's indices squeezed, the kept rows gathered and unsqueezed,
+    scaled and summed; the count changes every call and the stretch after NonZero compiles once
+    for any count."""
+    nodes = [helper.make_node("Greater", ["score", "thresh"], ["keep"]),
+             helper.make_node("NonZero", ["keep"], ["idx2"]),
+             helper.make_node("Squeeze", ["idx2", "ax0"], ["idx"]),
+             helper.make_node("Gather", ["boxes", "idx"], ["kept"], axis=0),
+             helper.make_node("Unsqueeze", ["kept", "ax0"], ["batched"]),
+             helper.make_node("Mul", ["batched", "scale"], ["scaled"]),
+             helper.make_node("ReduceSum", ["scaled", "ax2"], ["area"], keepdims=0)]
+    inits = [helper.make_tensor("thresh", TensorProto.FLOAT, [], [0.5]),
+             helper.make_tensor("ax0", TensorProto.INT64, [1], [0]), helper.make_tensor("ax2", TensorProto.INT64, [1], [2]),
+             helper.make_tensor("scale", TensorProto.FLOAT, [4], [640, 480, 640, 480])]
+    model = _model(nodes, [helper.make_tensor_value_info("score", TensorProto.FLOAT, [64]),
+                           helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [64, 4])],
+                   [("scaled", TensorProto.FLOAT), ("area", TensorProto.FLOAT)], inits)
+    compiled = tensorforge.compile(from_onnx(model))
+    rng = np.random.default_rng(7)
+    boxes = rng.random((64, 4)).astype("float32")
+    for count in (5, 17, 40, 1, 0, 63):
+        score = np.zeros(64, "float32")
+        score[rng.permutation(64)[:count]] = 1.0
+        _check(model, compiled, {"score": score, "boxes": boxes})
+    assert compiled.info["shape_generic"]["stretches"] == 1, compiled.info["shape_generic"]
 
 
 def test_symbolic_rows_broadcasts_and_reductions():

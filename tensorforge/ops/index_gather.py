@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import te
-from .common import const_shape, normalize_axis
+from .common import const_shape, normalize_axis, shape_of
 from .index_math import check_index_dtype, safe_index
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -39,7 +39,7 @@ class gather:
         shape = const_shape(data)
         axis = normalize_axis(axis, len(shape), "gather")
         q = len(indices.shape)
-        out_shape = shape[:axis] + const_shape(indices) + shape[axis + 1:]
+        out_shape = shape[:axis] + shape_of(indices) + shape[axis + 1:]     # any number of indices
 
         def f(*o):
             pos = safe_index(indices[o[axis:axis + q]], shape[axis])

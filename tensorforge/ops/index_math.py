@@ -54,6 +54,8 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
     When the two shapes differ only in size-1 dimensions (squeeze, unsqueeze, most flattens of
     a size-1 batch) each non-unit output axis maps straight to an input axis, without division.
     """
+    if not all(isinstance(d, (int, np.integer)) for d in (*in_shape, *out_shape)):
+        return _unit_reshape_index(index, out_shape, in_shape)
     in_shape, out_shape = tuple(int(d) for d in in_shape), tuple(int(d) for d in out_shape)
     if 0 in in_shape:                       # no element: the index is never evaluated
         return tuple(te.const(0, "int32") for _ in in_shape)
@@ -65,6 +67,26 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
         return tuple(result)
     dtype = index_dtype(in_shape)
     return tuple(unravel(ravel(index, out_shape, dtype), in_shape))
+
+
+def _unit_reshape_index(index: Sequence[Expr], out_shape: Sequence, in_shape: Sequence) -> tuple:
+    """reshape_index where some dimensions are shape expressions (a kernel for any size,
+    shape_generic.py): only a reshape that adds or drops size-1 axes, each other axis the same
+    expression on both sides; OpError otherwise."""
+    from ..arith.structural import structural_equal
+
+    def unit(d) -> bool:
+        return isinstance(d, (int, np.integer)) and d == 1
+
+    kept_in, kept_out = [d for d in in_shape if not unit(d)], [d for d in out_shape if not unit(d)]
+    same = len(kept_in) == len(kept_out) and all(
+        a == b if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))
+        else not isinstance(a, (int, np.integer)) and not isinstance(b, (int, np.integer)) and structural_equal(a, b)
+        for a, b in zip(kept_in, kept_out))
+    if not same:
+        raise OpError(f"reshape of {tuple(in_shape)} to {tuple(out_shape)} needs constant shapes")
+    it = iter([i for i, d in zip(index, out_shape) if not unit(d)])
+    return tuple(te.const(0, "int32") if unit(d) else next(it) for d in in_shape)
 
 
 def wrap_index(i: Expr, dim: int) -> Expr:

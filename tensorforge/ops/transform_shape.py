@@ -48,7 +48,7 @@ def resolve_reshape(in_shape: Sequence[int], shape: Sequence[int], allowzero: in
 
 
 def _reshaped(x: te.Tensor, out_shape: tuple, name: str) -> te.Tensor:
-    in_shape = const_shape(x)
+    in_shape = shape_of(x)
     return te.compute(out_shape, lambda *i: x[reshape_index(i, out_shape, in_shape)], name=name, tag=name)
 
 
@@ -113,7 +113,7 @@ class squeeze:
         return TensorType(squeeze_shape(x.shape, axes), x.dtype)
 
     def compute(x: te.Tensor, axes: Sequence[int] | None = None) -> te.Tensor:
-        return _reshaped(x, squeeze_shape(const_shape(x), axes), "squeeze")
+        return _reshaped(x, squeeze_shape(shape_of(x), axes), "squeeze")
 
     def reference(x: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
         return x.reshape(squeeze_shape(x.shape, axes))
@@ -127,7 +127,7 @@ class unsqueeze:
         return TensorType(unsqueeze_shape(x.shape, axes), x.dtype)
 
     def compute(x: te.Tensor, axes: Sequence[int]) -> te.Tensor:
-        return _reshaped(x, unsqueeze_shape(const_shape(x), axes), "unsqueeze")
+        return _reshaped(x, unsqueeze_shape(shape_of(x), axes), "unsqueeze")
 
     def reference(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
         return x.reshape(unsqueeze_shape(x.shape, axes))
