@@ -89,8 +89,9 @@ def test_rows_gathered_by_nonzero_run_generic():
 
 
 def test_symbolic_rows_broadcasts_and_reductions():
-    """A symbolic batch through broadcasting, a select, casts, a transpose, a clip and
-    reductions along and across it (a float and an integer mean), at 1, 0 and other rows."""
+    """A symbolic batch through broadcasting, a select, casts, a transpose, a clip, a concat
+    along it and reductions along and across it (a float and an integer mean), at 1, 0 and
+    other rows."""
     nodes = [helper.make_node("Add", ["x", "row"], ["a"]),
              helper.make_node("Sigmoid", ["a"], ["b"]),
              helper.make_node("Greater", ["x", "row"], ["big"]),
@@ -100,19 +101,20 @@ def test_symbolic_rows_broadcasts_and_reductions():
              helper.make_node("Cast", ["x"], ["xi"], to=TensorProto.INT32),
              helper.make_node("ReduceMean", ["xi"], ["mi"], axes=[0], keepdims=0),
              helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
-             helper.make_node("Clip", ["wt", "lo", "hi"], ["c"])]
+             helper.make_node("Clip", ["wt", "lo", "hi"], ["c"]),
+             helper.make_node("Concat", ["w", "x", "w"], ["cat"], axis=0)]
     inits = [helper.make_tensor("row", TensorProto.FLOAT, [4], [0.5, -1, 2, 0]),
              helper.make_tensor("lo", TensorProto.FLOAT, [], [-1.0]), helper.make_tensor("hi", TensorProto.FLOAT, [], [3.0])]
     model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
                    [("w", TensorProto.FLOAT), ("m0", TensorProto.FLOAT), ("m1", TensorProto.FLOAT),
-                    ("mi", TensorProto.INT32), ("c", TensorProto.FLOAT)], inits)
+                    ("mi", TensorProto.INT32), ("c", TensorProto.FLOAT), ("cat", TensorProto.FLOAT)], inits)
     compiled = tensorforge.compile(from_onnx(model))
     rng = np.random.default_rng(5)
     for n in (5, 3, 17, 1, 64, 2):
         _check(model, compiled, {"x": (rng.standard_normal((n, 4)) * 10).astype("float32")})
     assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
     # no rows: the means of nothing (a NaN, and 0 for the integer mean, as the static path gives)
-    w, m0, m1, mi, c = compiled(np.zeros((0, 4), "float32"))
+    w, m0, m1, mi, c, cat = compiled(np.zeros((0, 4), "float32"))
     assert w.shape == (0, 4) and m1.shape == (0,) and np.isnan(m0).all() and (mi == 0).all() and c.shape == (4, 0)
 
 
@@ -129,10 +131,11 @@ def test_products_stay_specialized_per_shape():
 
 
 def test_an_op_that_needs_constant_shapes_keeps_the_specializations():
-    """Concat's compute reads constant shapes: the stretch is refused once, with the reason in
-    info, and runs on per-shape specializations as before."""
-    model = _model([helper.make_node("Concat", ["x", "x"], ["t"], axis=1), helper.make_node("Neg", ["t"], ["y"])],
-                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [("y", TensorProto.FLOAT)])
+    """A cumulative sum's compute reads constant shapes: the stretch is refused once, with the
+    reason in info, and runs on per-shape specializations as before."""
+    model = _model([helper.make_node("CumSum", ["x", "ax"], ["t"]), helper.make_node("Neg", ["t"], ["y"])],
+                   [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])], [("y", TensorProto.FLOAT)],
+                   [helper.make_tensor("ax", TensorProto.INT64, [], [1])])
     compiled = tensorforge.compile(from_onnx(model), batch_buckets=None)
     for n in (2, 4, 7):
         _check(model, compiled, {"x": np.arange(3 * n, dtype="float32").reshape(n, 3)})

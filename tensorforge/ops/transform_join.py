@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .common import const_shape, normalize_axis
+from .common import const_shape, normalize_axis, shape_of
 from .index_math import check_int_tuple
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -34,8 +34,18 @@ def concat_shape(shapes: Sequence[Sequence[int]], dtypes: Sequence[str], axis: i
             raise OpError(f"concat: input {k} has shape {tuple(s)}, which does not match input 0 "
                           f"{first} outside axis {axis}")
     out = list(first)
-    out[axis] = sum(int(s[axis]) for s in shapes)
+    out[axis] = _total([s[axis] for s in shapes])
     return axis, tuple(out)
+
+
+def _total(sizes: Sequence):
+    """The sum of `sizes`: an int, or a shape expression where one varies (shape_generic.py)."""
+    if all(isinstance(d, (int, np.integer)) for d in sizes):
+        return sum(int(d) for d in sizes)
+    total = None
+    for d in sizes:
+        total = d if total is None else total + d
+    return total
 
 
 @op("concat", pattern=INJECTIVE, attr_defaults={"axis": 0}, narrow=True)
@@ -45,10 +55,11 @@ class concat:
         return TensorType(shape, xs[0].dtype)
 
     def compute(*xs: te.Tensor, axis: int = 0) -> te.Tensor:
-        shapes = [const_shape(x) for x in xs]
+        shapes = [shape_of(x) for x in xs]
         axis, out_shape = concat_shape(shapes, [x.dtype for x in xs], axis)
-        offsets = np.cumsum([0] + [s[axis] for s in shapes])
-        parts = [(x, int(offsets[k])) for k, x in enumerate(xs) if shapes[k][axis] > 0] or [(xs[0], 0)]
+        offsets = [_total([s[axis] for s in shapes[:k]]) for k in range(len(shapes))]
+        parts = [(x, offsets[k]) for k, x in enumerate(xs)
+                 if not (isinstance(shapes[k][axis], int) and shapes[k][axis] == 0)] or [(xs[0], 0)]
 
         def load(x: te.Tensor, start: int, idx: tuple):
             return x[idx[:axis] + (idx[axis] - start,) + idx[axis + 1:]]
