@@ -19,6 +19,11 @@ fast as a model compiled for it from then on.  Two policies keep the compiles fe
   gpt2-kv`).  With no `sequence_buckets=` a model starts buckets of its own once a length has
   taken 8 values (`sequence_buckets=None` turns that off).
 
+A stretch made only of element-wise ops and reductions needs neither: after its second shape it
+is compiled once with shape variables and serves every size (`model.info["shape_generic"]`;
+the rows NonZero or Compress keep change with each call).  The layer below has products in its
+one stretch, so it is specialized per shape.
+
 This lesson builds one self-attention layer with `onnx.helper`, calls it with several batch
 sizes and lengths, reads `model.info` to see what ran where, and checks every result against
 the ONNX reference evaluator.
