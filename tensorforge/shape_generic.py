@@ -43,6 +43,10 @@ from .te.schedule import INLINE
 from .te.tensor import ComputeOp
 
 GENERIC_PATTERNS = (INJECTIVE, REDUCTION)
+# the least size a shape variable takes: a dimension of 1 (or 0) can change what the converter
+# makes of a node (a Squeeze without axes drops it, a broadcast stretches it), so those sizes
+# keep specializations of their own
+MIN_SIZE = 2
 
 
 class NotGeneric(Exception):
@@ -98,7 +102,8 @@ def varying_dims(old: Sequence[tuple], new: Sequence[tuple]) -> dict:
 class GenericStretch:
     """A stretch's graph on kernels with shape variables; called like a compiled Model with the
     stretch's input arrays, it returns the output arrays.  `accepts(arrays)` says whether their
-    shapes agree with it (the constant dimensions equal, each variable bound to one value)."""
+    shapes agree with it (the constant dimensions equal, each variable bound to one value of at
+    least MIN_SIZE)."""
 
     def __init__(self, graph: Graph, dims: dict, target):
         from .build_module import build, lower
@@ -142,7 +147,7 @@ class GenericStretch:
                 return None
             for d, got in zip(dims, arr.shape):
                 if isinstance(d, E.Var):
-                    if env.setdefault(d, got) != got:
+                    if got < MIN_SIZE or env.setdefault(d, got) != got:
                         return None
                 elif d != got:
                     return None

@@ -108,12 +108,13 @@ class _GenericStretches:
         bound = {name: np.array(env[name]) for name in segment.bound}
         seen = self.seen.setdefault(where, [])
         earlier = next((old for s, old, b in seen if s == structure and old != shapes and _same_arrays(b, bound)), None)
-        if earlier is None:
+        dims = shape_generic.varying_dims(earlier, shapes) if earlier is not None else {}
+        if earlier is None or any(shapes[k][axis] < shape_generic.MIN_SIZE for k, axis in dims):
             seen.append((structure, shapes, bound))
             del seen[:-self.SEEN]
             return None
         try:
-            runner = shape_generic.GenericStretch(segment.graph, shape_generic.varying_dims(earlier, shapes), self.target)
+            runner = shape_generic.GenericStretch(segment.graph, dims, self.target)
         except shape_generic.NotGeneric as err:
             self.refused.add((where, structure))
             self.info["not_generic"][where[1]] = str(err)

@@ -112,7 +112,10 @@ def test_symbolic_rows_broadcasts_and_reductions():
     rng = np.random.default_rng(5)
     for n in (5, 3, 17, 1, 64, 2):
         _check(model, compiled, {"x": (rng.standard_normal((n, 4)) * 10).astype("float32")})
-    assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
+    # 5, then every size on the generic stretch but 1, which keeps a specialization of its own
+    # (a size of 1 can change what the converter makes of a node: shape_generic.MIN_SIZE)
+    assert compiled.info["specializations"] == 2 and compiled.info["shape_generic"]["stretches"] == 1
+    assert compiled.info["shape_generic"]["calls"] == 4
     # no rows: the means of nothing (a NaN, and 0 for the integer mean, as the static path gives)
     w, m0, m1, mi, c, cat = compiled(np.zeros((0, 4), "float32"))
     assert w.shape == (0, 4) and m1.shape == (0,) and np.isnan(m0).all() and (mi == 0).all() and c.shape == (4, 0)
@@ -190,3 +193,18 @@ def test_kernels_vectorize_and_open_a_parallel_region_only_for_work_enough():
     got, total = runner(rows)
     np.testing.assert_allclose(got, 1 / (1 + np.exp(-rows)), rtol=1e-6)
     np.testing.assert_allclose(total, (1 / (1 + np.exp(-rows.astype("float64")))).sum(axis=0), rtol=1e-6)
+
+
+def test_a_size_of_one_keeps_its_own_specialization():
+    """Squeeze with no axes drops every axis of size 1: at n = 1 the converter makes another
+    graph than at n = 3 or 5, so the generic stretch (built from those) takes no size below
+    MIN_SIZE and n = 1 compiles its own specialization."""
+    g = helper.make_graph([helper.make_node("Squeeze", ["x"], ["s"]), helper.make_node("Neg", ["s"], ["y"])], "sq",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
+    compiled = tensorforge.compile(from_onnx(model), batch_buckets=None)
+    for n in (3, 5, 1, 7, 1):
+        _check(model, compiled, {"x": np.arange(4 * n, dtype="float32").reshape(n, 1, 4)})
+    assert compiled(np.zeros((1, 1, 4), "float32"))[0].shape == (4,)
+    assert compiled.info["shape_generic"]["stretches"] == 1 and compiled.info["specializations"] == 2
