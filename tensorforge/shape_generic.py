@@ -38,6 +38,7 @@ from .ops import registry
 from .ops.registry import INJECTIVE, REDUCTION
 from .ops.schedules.common import PARALLEL_MIN_ELEMS
 from .ops.schedules.cpu import innermost_read
+from .runtime.compile import CompileError
 from .runtime.module import evaluate_shape
 from .te.schedule import INLINE
 from .te.tensor import ComputeOp
@@ -134,7 +135,10 @@ class GenericStretch:
                 shapes[v] = tuple(t.shape)
             self.steps.append((name, group.inputs, group.outputs))
         self.shapes = shapes
-        self.module = build(funcs, self.target) if funcs else None
+        try:
+            self.module = build(funcs, self.target) if funcs else None
+        except CompileError as err:       # a stretch the specializations still run
+            raise NotGeneric(f"its kernels did not compile: {str(err).splitlines()[0]}") from err
         self.kernels = {name: self.module.get_function(name) for name, _, _ in self.steps} if funcs else {}
 
     def bind(self, arrays: Sequence) -> dict | None:
