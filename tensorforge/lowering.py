@@ -40,13 +40,15 @@ def _stages_of(tensors) -> set:
     return seen
 
 
-def group_to_te(group: FusedGroup):
+def group_to_te(group: FusedGroup, shapes: dict | None = None):
     """Build the group's TE: returns (placeholders, {Value: te.Tensor}, master output tensors,
-    set of ops created by the master node itself, not by the producers fused before it)."""
+    set of ops created by the master node itself, not by the producers fused before it).
+    `shapes`: the inputs' shapes where they are not the Values' own (shape expressions for a
+    kernel over any size, shape_generic.py)."""
     env = {}
     placeholders = []
     for k, v in enumerate(group.inputs):
-        p = te.placeholder(v.shape, v.dtype, name=f"p{k}_{_ident(v.name)}")
+        p = te.placeholder(shapes[v] if shapes else v.shape, v.dtype, name=f"p{k}_{_ident(v.name)}")
         env[v] = p
         placeholders.append(p)
     master_outs, master_ops = [], set()
@@ -73,15 +75,7 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
     """`config`: a tuned ConfigEntity for the master's tunable template, or None for the
     template's heuristic default."""
     placeholders, env, master_outs, master_ops = group_to_te(group)
-    outs = [env[v] for v in group.outputs]
-    # a group output that is also an input (an identity) needs a copy stage
-    outs = [te.compute(t.shape, lambda *i, t=t: t[i], name="copy") if t in placeholders else t for t in outs]
-    s = te.create_schedule([t.op for t in outs])
-    out_ops = {t.op for t in outs}
-    for stage in list(s.stages):
-        op = stage.op
-        if isinstance(op, ComputeOp) and op not in out_ops and op not in master_ops and not op.reduce_axis:
-            stage.compute_inline()
+    s, outs = inlined_schedule(group, placeholders, env, master_ops)
     if group.pattern == COMPLEX:
         kind = "complex"
     elif group.pattern == REDUCTION:
@@ -96,6 +90,21 @@ def lower_group(group: FusedGroup, target, name: str, config=None) -> LoweredGro
         get_template(template_name)(s, master, outs, target, None)
     func = te_lower(s, placeholders + outs, name, target)
     return LoweredGroup(group, func, tuple(group.inputs) + tuple(group.outputs))
+
+
+def inlined_schedule(group: FusedGroup, placeholders: list, env: dict, keep=frozenset()):
+    """(schedule, output tensors) of a group's TE with every injective stage that is not an
+    output (nor in `keep`, the master's own stages) inlined into its readers."""
+    outs = [env[v] for v in group.outputs]
+    # a group output that is also an input (an identity) needs a copy stage
+    outs = [te.compute(t.shape, lambda *i, t=t: t[i], name="copy") if t in placeholders else t for t in outs]
+    s = te.create_schedule([t.op for t in outs])
+    out_ops = {t.op for t in outs}
+    for stage in list(s.stages):
+        op = stage.op
+        if isinstance(op, ComputeOp) and op not in out_ops and op not in keep and not op.reduce_axis:
+            stage.compute_inline()
+    return s, outs
 
 
 def template_for(op: str | None, kind: str, target) -> str:

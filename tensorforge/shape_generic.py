@@ -181,24 +181,9 @@ def _pattern(op: str) -> str:
 
 def _group_schedule(group: FusedGroup, shapes: dict, target):
     """(schedule, kernel arguments, output tensors) of one group over symbolic shapes."""
-    env, placeholders = {}, []
-    for k, v in enumerate(group.inputs):
-        p = te.placeholder(shapes[v], v.dtype, name=f"p{k}")
-        env[v] = p
-        placeholders.append(p)
-    for node in group.nodes:
-        outs = registry.get(node.op).build_compute([env[v] if v is not None else None for v in node.inputs],
-                                                   node.attrs)
-        for v, t in zip(node.outputs, outs):
-            env[v] = t
-    outs = [env[v] for v in group.outputs]
-    outs = [te.compute(t.shape, lambda *i, t=t: t[i], name="copy") if t in placeholders else t for t in outs]
-    s = te.create_schedule([t.op for t in outs])
-    out_ops = {t.op for t in outs}
-    for stage in list(s.stages):
-        op = stage.op
-        if isinstance(op, ComputeOp) and op not in out_ops and not op.reduce_axis:
-            stage.compute_inline()
+    from .lowering import group_to_te, inlined_schedule
+    placeholders, env, _, _ = group_to_te(group, shapes)
+    s, outs = inlined_schedule(group, placeholders, env)
     for stage in list(s.stages):
         op = stage.op
         if isinstance(op, ComputeOp) and stage.attach_type != INLINE and op.axis:
