@@ -16,7 +16,8 @@ Each fused group of the stretch becomes one kernel whose buffers have symbolic d
 bind the variables (runtime/module.py).  The schedule (`_schedule_stage`) vectorizes the
 trailing constant dimensions and runs the leading ones on the thread pool when a call has work
 enough (the parallel loop's `if` clause, codegen/c.py); a reduction whose innermost reduce axis is
-constant keeps vector partial sums, and one over a varying length adds in float64 (ops/reduce.py).
+constant or varies keeps vector partial sums (te/rfactor.py takes a varying extent), in float64
+over a varying length (ops/reduce.py).
 Where the innermost dimension varies, its split's tail guard is peeled at run time (the loop
 splits at n // 16, tir/passes/partition_loops.py), so the head is vectors.  Intermediate and
 output arrays are allocated per call from the shapes evaluated on the bound variables.  Anything
@@ -186,7 +187,7 @@ def _group_schedule(group: FusedGroup, shapes: dict, target):
     s, outs = inlined_schedule(group, placeholders, env)
     for stage in list(s.stages):
         op = stage.op
-        if isinstance(op, ComputeOp) and stage.attach_type != INLINE and op.axis:
+        if isinstance(op, ComputeOp) and stage.attach_type != INLINE and (op.axis or op.reduce_axis):
             _schedule_stage(s, stage, target)
     return s, placeholders + outs, outs
 
@@ -230,20 +231,18 @@ def _schedule_stage(s, stage, target) -> None:
 
 
 def _vector_partials(s, t, target) -> bool:
-    """A reduction whose last reduce axis is constant, a multiple of the vector width and the
-    innermost index of its reads: a vector of partial results per output (rfactor), as the
+    """A reduction whose last reduce axis is the innermost index of its reads, and varies or is
+    a multiple of the vector width: a vector of partial results per output (rfactor), as the
     static template does (ops/schedules/cpu.py); its outputs on the thread pool.  False
     (nothing done) otherwise."""
     op = t.op
     lanes = max(1, target.simd_lanes(t.dtype))
     red = list(op.reduce_axis)
-    extents = [iv.dom.extent for iv in red]
-    if lanes < 2 or op.num_outputs != 1 or t.dtype not in ("float32", "float64") \
-            or not all(isinstance(e, E.IntImm) for e in extents):
+    if lanes < 2 or op.num_outputs != 1 or t.dtype not in ("float32", "float64") or innermost_read(t) is not red[-1].var:
         return False
-    last = int(extents[-1].value)
-    if last < 2 * lanes or last % lanes or innermost_read(t) is not red[-1].var:
-        return False
+    last = red[-1].dom.extent
+    if isinstance(last, E.IntImm) and (last.value < 2 * lanes or last.value % lanes):
+        return False     # a varying length is split with its tail guarded (peeled: partition_loops)
     st = s[t]
     _, ki = st.split(red[-1], factor=lanes)
     partial = s.rfactor(t, ki)

@@ -15,7 +15,8 @@ other (a vector of them per output, as a local buffer).
 
 Invariant: for every output index, combining BF over k' gives B's old value (the combiner is
 commutative and associative, and each term of the old reduction lands in exactly one BF slot).
-The reduce axes must have constant extents (they always do in the op library).
+A reduce axis may run over a shape expression (a kernel for any size): a split of it keeps the
+guard, as a split that does not divide does.
 """
 from __future__ import annotations
 
@@ -43,27 +44,29 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
     if not 0 <= factor_axis <= len(op.axis):
         raise ScheduleError(f"rfactor on stage {st.name}: factor_axis {factor_axis} is outside 0..{len(op.axis)}")
     red = cast(Reduce, op.body[0])
-    # extents of every reduce iteration variable, from the roots through the relations
-    ext: dict[IterVar, int] = {}
+    # extents of every reduce iteration variable, from the roots through the relations: ints, or
+    # shape expressions where a reduce axis runs over a shape variable (shape_generic.py)
+    ext: dict[IterVar, int | Expr] = {}
     for iv in op.reduce_axis:
         dom = cast(Range, iv.dom)
-        if not isinstance(dom.extent, IntImm) or not isinstance(dom.min, IntImm):
-            raise ScheduleError(f"rfactor on stage {st.name}: reduce axis {iv.name} has a symbolic range")
-        ext[iv] = int(dom.extent.value)
+        if not isinstance(dom.min, IntImm):
+            raise ScheduleError(f"rfactor on stage {st.name}: reduce axis {iv.name} has a symbolic start")
+        ext[iv] = int(dom.extent.value) if isinstance(dom.extent, IntImm) else dom.extent
     for rel in st.relations:
         if isinstance(rel, Split) and rel.parent.kind == REDUCE:
             amount = rel.factor if rel.factor is not None else rel.nparts
             if not isinstance(amount, IntImm):
                 raise ScheduleError(f"rfactor on stage {st.name}: split of {rel.parent.name} has a symbolic factor")
             n, a = ext[rel.parent], int(amount.value)
-            outer, inner = ((-(-n // a), a) if rel.factor is not None else (a, -(-n // a)))
+            parts = -(-n // a) if isinstance(n, int) else (n + (a - 1)) // a
+            outer, inner = (parts, a) if rel.factor is not None else (a, parts)
             ext[rel.outer], ext[rel.inner] = outer, inner
         elif isinstance(rel, Fuse) and rel.outer.kind == REDUCE:
             ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
     reduce_leaves = [iv for iv in st.leaf_iter_vars if iv.kind == REDUCE]
     # fresh variables for BF: k becomes a data axis, the other leaves its reduce axes
-    k_data = IterVar(Range(const(0), const(ext[axis])), Var(axis.name + ".rf"), DATA)
-    fresh = {iv: IterVar(Range(const(0), const(ext[iv])), Var(iv.name + ".r"), REDUCE)
+    k_data = IterVar(Range(const(0), _extent(ext[axis])), Var(axis.name + ".rf"), DATA)
+    fresh = {iv: IterVar(Range(const(0), _extent(ext[iv])), Var(iv.name + ".r"), REDUCE)
              for iv in reduce_leaves if iv is not axis}
     value: dict[IterVar, Expr] = {axis: k_data.var}
     value.update({iv: f.var for iv, f in fresh.items()})
@@ -72,8 +75,10 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
         if isinstance(rel, Split) and rel.parent.kind == REDUCE:
             factor = ext[rel.inner]
             value[rel.parent] = value[rel.outer] * factor + value[rel.inner]
-            if ext[rel.outer] * factor != ext[rel.parent]:
-                conds.append(value[rel.parent] < ext[rel.parent])
+            covered, parent = ext[rel.outer], ext[rel.parent]
+            if not (isinstance(covered, int) and isinstance(factor, int) and isinstance(parent, int)) \
+                    or covered * factor != parent:
+                conds.append(value[rel.parent] < parent)
         elif isinstance(rel, Fuse) and rel.outer.kind == REDUCE:
             n = ext[rel.inner]
             value[rel.outer] = value[rel.fused] // n
@@ -95,7 +100,7 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
                       op.attrs)
     bf = rf_op.output(0)
     # B: reduce BF over a new reduce axis of k's extent
-    k_red = IterVar(Range(const(0), const(ext[axis])), Var(axis.name + ".v"), REDUCE)
+    k_red = IterVar(Range(const(0), _extent(ext[axis])), Var(axis.name + ".v"), REDUCE)
     outs = tuple(iv.var for iv in op.axis)
     index = outs[:factor_axis] + (k_red.var,) + outs[factor_axis:]
     new_b = ComputeOp(op.name, op.axis, [Reduce(red.combiner, (bf[index],), (k_red,), const(True))], op.tag,
@@ -110,3 +115,7 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
     sch.stage_map[rf_op] = rf_stage
     sch.stages.insert(sch.stages.index(st), rf_stage)
     return bf
+
+
+def _extent(n) -> Expr:
+    return const(n) if isinstance(n, int) else n

@@ -80,3 +80,21 @@ def test_factor_axis_places_the_partials(factor_axis):
     with pytest.raises(ScheduleError, match="factor_axis 4"):
         s2 = te.create_schedule(B.op)
         s2.rfactor(B, s2[B].split(B.op.reduce_axis[0], factor=8)[1], factor_axis=4)
+
+
+@pytest.mark.parametrize("which", ["inner", "outer"])
+def test_rfactor_of_a_reduce_axis_over_a_shape_variable(which):
+    """A row length m that is a shape variable: the split keeps its guard, the partial stage
+    has the factor (or ceil(m / factor)) entries, and one build serves every m."""
+    m = te.var("m")
+    A, B, k = _row_reduce(5, m)
+    s = te.create_schedule(B.op)
+    ko, ki = s[B].split(k, factor=8)
+    BF = s.rfactor(B, ki if which == "inner" else ko)
+    assert tuple(str(d) for d in BF.shape)[1:] == ("5",)
+    f = tensorforge.build(s, [A, B], target="c")
+    for width in (1, 8, 13, 100):
+        a = np.random.default_rng(width).standard_normal((5, width)).astype("float32")
+        b = np.full(5, np.nan, "float32")
+        f(a, b)
+        np.testing.assert_allclose(b, a.sum(1), rtol=1e-5, atol=1e-5)
