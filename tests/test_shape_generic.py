@@ -208,3 +208,36 @@ def test_a_size_of_one_keeps_its_own_specialization():
         _check(model, compiled, {"x": np.arange(4 * n, dtype="float32").reshape(n, 1, 4)})
     assert compiled(np.zeros((1, 1, 4), "float32"))[0].shape == (4,)
     assert compiled.info["shape_generic"]["stretches"] == 1 and compiled.info["specializations"] == 2
+
+
+def test_boxes_kept_by_non_max_suppression_run_generic():
+    """NonMaxSuppression keeps a different number of boxes per image; its indices' column is
+    sliced (a constant axis) and squeezed, the boxes gathered, scaled and reduced, on one
+    generic stretch for every count."""
+    f, i = TensorProto.FLOAT, TensorProto.INT64
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "maxout", "iou", "sthresh"], ["sel"]),
+             helper.make_node("Slice", ["sel", "s2", "e3", "ax1"], ["col"]),
+             helper.make_node("Squeeze", ["col", "ax1"], ["idx"]),
+             helper.make_node("Squeeze", ["boxes", "ax0"], ["b2"]),
+             helper.make_node("Gather", ["b2", "idx"], ["kept"], axis=0),
+             helper.make_node("Mul", ["kept", "scale"], ["px"]),
+             helper.make_node("ReduceMax", ["px"], ["mx"], axes=[1], keepdims=0)]
+    inits = [helper.make_tensor("maxout", i, [1], [100]), helper.make_tensor("iou", f, [1], [0.5]),
+             helper.make_tensor("sthresh", f, [1], [0.6]), helper.make_tensor("s2", i, [1], [2]),
+             helper.make_tensor("e3", i, [1], [3]), helper.make_tensor("ax1", i, [1], [1]),
+             helper.make_tensor("ax0", i, [1], [0]), helper.make_tensor("scale", f, [4], [640, 480, 640, 480])]
+    g = helper.make_graph(nodes, "nms", [helper.make_tensor_value_info("boxes", f, [1, 100, 4]),
+                                         helper.make_tensor_value_info("scores", f, [1, 1, 100])],
+                          [helper.make_tensor_value_info("px", f, None), helper.make_tensor_value_info("mx", f, None)],
+                          inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    compiled = tensorforge.compile(from_onnx(model))
+    rng = np.random.default_rng(0)
+    counts = set()
+    for _ in range(6):
+        xy = rng.random((1, 100, 2)).astype("float32")
+        boxes = np.concatenate([xy, xy + rng.random((1, 100, 2)).astype("float32") * 0.3], axis=2)
+        feeds = {"boxes": boxes, "scores": rng.random((1, 1, 100)).astype("float32")}
+        _check(model, compiled, feeds)
+        counts.add(compiled.run(**feeds)[0].shape[0])
+    assert len(counts) >= 3 and compiled.info["shape_generic"]["stretches"] == 1, (counts, compiled.info)

@@ -14,7 +14,8 @@ import numpy as np
 
 from .. import te
 from ..ir import dtype as dt
-from .common import const_shape
+from ..ir.expr import Expr
+from .common import const_shape, shape_of
 from .index_math import check_int_tuple, normalize_axes
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -31,10 +32,13 @@ def slice_plan(shape: Sequence[int], starts: Sequence[int], ends: Sequence[int],
         raise OpError(f"slice: starts {starts}, ends {ends}, axes {axes} and steps {steps} must "
                       "have the same length")
     axes = normalize_axes(axes, len(shape), "slice")
-    plan = [(0, 1, int(d)) for d in shape]
+    # a dimension may be a shape expression (shape_generic.py) where it is not sliced
+    plan = [(0, 1, d if isinstance(d, Expr) else int(d)) for d in shape]
     for a, b, e, s in zip(axes, starts, ends, steps):
         if s == 0:
             raise OpError(f"slice: step 0 on axis {a}")
+        if isinstance(shape[a], Expr):
+            raise OpError(f"slice: axis {a} varies ({shape[a]}); slicing it needs a constant size")
         rng = range(*slice(b, e, s).indices(int(shape[a])))
         plan[a] = (rng.start, rng.step, len(rng))
     return plan
@@ -49,7 +53,7 @@ class slice_:
 
     def compute(x: te.Tensor, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
                 steps: Sequence[int] | None = None) -> te.Tensor:
-        plan = slice_plan(const_shape(x), starts, ends, axes, steps)
+        plan = slice_plan(shape_of(x), starts, ends, axes, steps)
 
         def f(*i):
             return x[tuple(j if (b, s) == (0, 1) else b + j * s for j, (b, s, _) in zip(i, plan))]
