@@ -32,9 +32,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import te
+from .arith.structural import structural_equal
 from .graph.fuse import FusedGroup, fuse
 from .graph.ir import Graph, Value
 from .ir import expr as E
+from .ir.functor import substitute
 from .ops import registry
 from .ops.registry import INJECTIVE, REDUCTION
 from .ops.schedules.common import PARALLEL_MIN_ELEMS
@@ -127,19 +129,20 @@ class GenericStretch:
             if group.pattern not in GENERIC_PATTERNS:
                 raise NotGeneric(f"group {group.name} is {group.pattern}")
             name = f"g{k}_{group.name[6:30]}".replace(".", "_")
+            local, back = _kernel_shapes(group, shapes)
             try:
-                sch, args, outs = _group_schedule(group, shapes, self.target)
+                sch, args, outs = _group_schedule(group, local, self.target)
                 funcs.append(lower(sch, args, name, target=self.target))
             except (registry.OpError, AttributeError, TypeError, ValueError) as err:
                 raise NotGeneric(f"group {group.name}: {err}") from err
             for v, t in zip(group.outputs, outs):
-                shapes[v] = tuple(t.shape)
+                shapes[v] = tuple(_global_dim(d, back) for d in t.shape)
             self.steps.append((name, group.inputs, group.outputs))
         self.shapes = shapes
         try:
             self.module = build(funcs, self.target) if funcs else None
-        except CompileError as err:       # a stretch the specializations still run
-            raise NotGeneric(f"its kernels did not compile: {str(err).splitlines()[0]}") from err
+        except (CompileError, ValueError) as err:       # a stretch the specializations still run
+            raise NotGeneric(f"its kernels did not build: {str(err).splitlines()[0]}") from err
         self.kernels = {name: self.module.get_function(name) for name, _, _ in self.steps} if funcs else {}
 
     def bind(self, arrays: Sequence) -> dict | None:
@@ -178,6 +181,37 @@ class GenericStretch:
 def _pattern(op: str) -> str:
     opdef = registry.get(op)
     return "opaque" if opdef.is_opaque_kernel else opdef.pattern
+
+
+def _kernel_shapes(group: FusedGroup, shapes: dict) -> tuple[dict, dict]:
+    """The group's input shapes as its kernel takes them: a dimension that is an expression of
+    the stretch's variables (n + 1 after a concat) becomes a variable of the kernel's own, which
+    a call binds from the array (runtime/module.py binds plain variables only); and {kernel
+    variable: the expression} to map the kernel's output shapes back."""
+    local: dict = {}
+    back: dict = {}
+    made: list = []            # (expression, variable)
+    for v in group.inputs:
+        dims = []
+        for d in shapes[v]:
+            if isinstance(d, (int, np.integer)) or isinstance(d, (E.Var, E.IntImm)):
+                dims.append(d)
+                continue
+            var = next((w for e, w in made if structural_equal(e, d)), None)
+            if var is None:
+                var = te.var(f"d{len(made)}", "int64")
+                made.append((d, var))
+                back[var] = d
+            dims.append(var)
+        local[v] = tuple(dims)
+    return local, back
+
+
+def _global_dim(d, back: dict):
+    """A kernel's output dimension in the stretch's variables."""
+    if isinstance(d, E.IntImm):
+        return int(d.value)
+    return substitute(d, back) if back else d
 
 
 def _group_schedule(group: FusedGroup, shapes: dict, target):

@@ -241,3 +241,33 @@ def test_boxes_kept_by_non_max_suppression_run_generic():
         _check(model, compiled, feeds)
         counts.add(compiled.run(**feeds)[0].shape[0])
     assert len(counts) >= 3 and compiled.info["shape_generic"]["stretches"] == 1, (counts, compiled.info)
+
+
+def test_a_loop_that_grows_a_tensor_compiles_its_body_once():
+    """A Loop body that appends a row to its carried tensor meets a new length every iteration.
+    Its kernels after the concat see n + 1 rows, an expression: each kernel binds a variable of
+    its own from the array.  40 iterations: one specialization and one generic stretch (40
+    specializations before)."""
+    f, i, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Mul", ["row", "two"], ["row2"]),
+         helper.make_node("Concat", ["acc_in", "row2"], ["acc_out"], axis=0),
+         helper.make_node("Sigmoid", ["acc_out"], ["sig"]),
+         helper.make_node("ReduceSum", ["sig", "ax"], ["tot"], keepdims=0)],
+        "body",
+        [helper.make_tensor_value_info("i", i, []), helper.make_tensor_value_info("cond_in", b, []),
+         helper.make_tensor_value_info("acc_in", f, ["k", 4])],
+        [helper.make_tensor_value_info("cond_out", b, []), helper.make_tensor_value_info("acc_out", f, ["k1", 4]),
+         helper.make_tensor_value_info("tot", f, [4])],
+        [helper.make_tensor("two", f, [], [2.0]), helper.make_tensor("ax", i, [1], [0])])
+    g = helper.make_graph([helper.make_node("Loop", ["n", "c", "init"], ["final", "tots"], body=body)], "grow",
+                          [helper.make_tensor_value_info("n", i, []), helper.make_tensor_value_info("c", b, []),
+                           helper.make_tensor_value_info("init", f, [1, 4]), helper.make_tensor_value_info("row", f, [1, 4])],
+                          [helper.make_tensor_value_info("final", f, None), helper.make_tensor_value_info("tots", f, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    compiled = tensorforge.compile(from_onnx(model))
+    feeds = {"n": np.array(40, np.int64), "c": np.array(True), "init": np.ones((1, 4), "float32"),
+             "row": np.arange(4, dtype="float32").reshape(1, 4)}
+    _check(model, compiled, feeds)
+    assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
