@@ -95,9 +95,10 @@ class _GenericStretches:
                 return segment, runner
         return None
 
-    def make(self, where: tuple, segment, env) -> tuple | None:
+    def make(self, where: tuple, segment, env, label: str) -> tuple | None:
         """(segment, GenericStretch) when `segment` (just planned, not compiled) has a generic
-        form; otherwise None, after remembering its shapes for a later call."""
+        form; otherwise None, after remembering its shapes for a later call.  `label` names the
+        stretch in info["not_generic"] when it is refused."""
         from . import shape_generic
         if not self.enabled or segment.graph is None or segment.consts or not shape_generic.candidate(segment.graph):
             return None
@@ -117,7 +118,7 @@ class _GenericStretches:
             runner = shape_generic.GenericStretch(segment.graph, dims, self.target)
         except shape_generic.NotGeneric as err:
             self.refused.add((where, structure))
-            self.info["not_generic"][where[1]] = str(err)
+            self.info["not_generic"][label] = str(err)
             return None
         segment = dataclasses.replace(segment, graph=None)
         self.runners.setdefault(where, []).append((segment, runner, bound))
@@ -244,7 +245,7 @@ class StagedModel:
         segment = program.plan(start, env, bound)
         if segment is None:
             return None
-        found = self._generic.make(where, segment, env)
+        found = self._generic.make(where, segment, env, f"{program.name} node {start}")
         if found is not None:
             return found
         model = self._compiled.compile(segment.graph) if segment.graph is not None else None
