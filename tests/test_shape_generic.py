@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -272,3 +274,53 @@ def test_a_loop_that_grows_a_tensor_compiles_its_body_once():
              "row": np.arange(4, dtype="float32").reshape(1, 4)}
     _check(model, compiled, feeds)
     assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
+
+
+_UNARY = ("sigmoid", "exp", "tanh", "relu", "abs", "neg")
+_BINARY = ("add", "mul", "sub", "maximum")
+
+
+def _random_stretch(ops: list, rows: int, width: int):
+    """x[rows, width] through `ops` (op name, argument) on the GraphBuilder, with the outputs of
+    every step kept (so reductions and element-wise results all come out)."""
+    rng = np.random.default_rng(width)
+    b = GraphBuilder("random")
+    y = b.input("x", (rows, width), "float32")
+    outs = []
+    for k, (op, arg) in enumerate(ops):
+        if op in _UNARY:
+            y = b.add1(op, [y])
+        elif op in _BINARY:
+            row = rng.standard_normal((1, width) if arg else (width,)).astype("float32")
+            y = b.add1(op, [y, b.const(row, f"row{k}")])
+        elif op == "reduce":
+            outs.append(b.add1(arg, [y], {"axes": (1,), "keepdims": 1}))     # one per row
+            outs.append(b.add1(arg, [y], {"axes": (0,), "keepdims": 0}))     # over the rows
+        elif op == "concat":
+            y = b.add1("concat", [y, y], {"axis": 0})
+        elif op == "slice":
+            y = b.add1("slice", [y], {"starts": (1,), "ends": (width,), "axes": (1,)}) if width > 1 else y
+            width = max(1, width - 1)
+    return b.finish([y, *outs])
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(_UNARY + _BINARY + ("reduce", "concat", "slice")),
+                              st.sampled_from([True, False, "reduce_sum", "reduce_max", "reduce_mean"])),
+                    min_size=1, max_size=5),
+       width=st.sampled_from([3, 16, 37]), sizes=st.lists(st.integers(2, 70), min_size=2, max_size=3))
+def test_generic_stretches_equal_the_reference_at_every_size(ops, width, sizes):
+    """Random chains of element-wise ops, broadcasts against constant rows, reductions along
+    and across the varying rows, concats along them and slices of the constant axis: the
+    kernels built once from a graph of 5 rows give the reference's results at other sizes."""
+    from tensorforge.graph.reference import run_reference
+    # a reduction's argument names the reducer; a binary op's says whether the row is 2-D
+    ops = [(op, arg if isinstance(arg, str) else "reduce_sum") if op == "reduce" else (op, arg is True)
+           for op, arg in ops]
+    runner = shape_generic.GenericStretch(_random_stretch(ops, 5, width), {(0, 0): 0}, "c")
+    for n in sizes:
+        graph = _random_stretch(ops, n, width)
+        x = np.random.default_rng(n).standard_normal((n, width)).astype("float32")
+        for got, want in zip(runner(x), run_reference(graph, x)):
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5)
