@@ -190,18 +190,28 @@ def test_partition_loops_branches_a_parallel_loop_on_its_guard():
 def test_partition_loops_splits_a_loop_over_a_shape_variable_at_its_last_whole_vector():
     """A kernel for any size (shape_generic.py): a split of n by 16 leaves the guard
     io * 16 + ii < n.  It holds for io < n // 16, so the serial loop becomes a head without it
-    and a tail with it, and a parallel loop branches on io < n // 16."""
+    and a tail with it, and a parallel loop branches on io < n // 16 (at least 0: the split
+    never ran a negative count of iterations, and neither may its head)."""
     n, io, ii = Var("n", "int64"), Var("io", "int64"), Var("ii", "int64")
     xs, ys = N.Buffer("X", (n,), "float32"), N.Buffer("Y", (n,), "float32")
     copy = store(ys, load(xs, io * 16 + ii), io * 16 + ii)
     guarded = N.IfThenElse(io * 16 + ii < n, copy)
-    end = E.FloorDiv(n, const(16, "int64"))
+    end = E.Max(E.FloorDiv(n, const(16, "int64")), const(0, "int64"))
     extent = (n + 15) // 16
     serial = N.PrimFunc("f", (xs, ys), loop(io, extent, loop(ii, 16, guarded)))
     want = N.seq(N.For(io, E.convert(0), end, N.SERIAL, loop(ii, 16, copy)),
                  N.For(io, end, extent - end, N.SERIAL, loop(ii, 16, guarded)))
     parallel = N.PrimFunc("f", (xs, ys), loop(io, extent, loop(ii, 16, guarded), kind=N.PARALLEL))
     branched = loop(io, extent, N.IfThenElse(io < end, loop(ii, 16, copy), loop(ii, 16, guarded)), kind=N.PARALLEL)
+    # a guard whose bound is not the loop's own (E // c may pass the loop's end): the head stops
+    # at the loop's end too
+    m = Var("m", "int64")
+    check(partition_loops, N.PrimFunc("f", (xs, ys), loop(io, m, loop(ii, 16, guarded))),
+                  N.seq(N.For(io, E.convert(0), E.Max(E.Min(E.FloorDiv(n, const(16, "int64")), m), const(0, "int64")),
+                              N.SERIAL, loop(ii, 16, copy)),
+                        N.For(io, E.Max(E.Min(E.FloorDiv(n, const(16, "int64")), m), const(0, "int64")),
+                              m - E.Max(E.Min(E.FloorDiv(n, const(16, "int64")), m), const(0, "int64")), N.SERIAL,
+                              loop(ii, 16, guarded))))
     for before, expected in ((serial, want), (parallel, branched)):
         after = check(partition_loops, before, expected)
         for size in (37, 48, 5):

@@ -30,8 +30,9 @@ from __future__ import annotations
 from typing import cast
 
 from ...arith import Analyzer
+from ...arith.structural import structural_equal
 from ...ir import dtype as dt
-from ...ir.expr import LT, FloorDiv, IntImm, Max, Range, const
+from ...ir.expr import LT, Expr, FloorDiv, IntImm, Max, Min, Range, const
 from ...ir.functor import Mutator, Visitor, post_order_visit, substitute, uses_var
 from .. import nodes as N
 
@@ -204,7 +205,13 @@ class _Partition(Mutator):
             lo, hi = an.const_int_bound(rest)
             if lo is None or hi is None or lo < 0 or hi >= step.value:
                 continue
-            return _DropGuard(guard).visit(node.body), FloorDiv(cond.b, step)
+            # kept within the loop's own iterations, whatever the guard's bound (a split's loop
+            # runs to ceil(E / c), never below E // c)
+            end: Expr = FloorDiv(cond.b, step)
+            if not structural_equal(an.simplify(node.extent), an.simplify((cond.b + (step.value - 1)) // step)):
+                end = Min(end, node.extent)
+            end = Max(end, const(0, node.extent.dtype))
+            return _DropGuard(guard).visit(node.body), an.simplify(end)
         return None, 0
 
     def _split(self, node: N.For) -> list:
