@@ -31,6 +31,7 @@ from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
 from .frontend.onnx_program import OnnxProgram
 from .graph.passes.share_equal_params import SharedParams
 from .sequence_buckets import SequencePadding, run_padded
+from .target import Target
 
 
 class _Specializations:
@@ -102,6 +103,8 @@ class _GenericStretches:
         from . import shape_generic
         if not self.enabled or segment.graph is None or segment.consts or not shape_generic.candidate(segment.graph):
             return None
+        if Target.parse(self.target).template_suffix != "cpu":
+            return None          # the generic schedule is for CPU kernels; GPU stretches stay specialized
         structure = shape_generic.structure_key(segment.graph)
         if (where, structure) in self.refused:
             return None
