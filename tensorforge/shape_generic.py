@@ -47,6 +47,9 @@ from .te.schedule import INLINE
 from .te.tensor import ComputeOp
 
 GENERIC_PATTERNS = (INJECTIVE, REDUCTION)
+# ops of another pattern whose tensor expression is a chain of reductions and element-wise
+# stages (the rows templates serve them in static kernels)
+GENERIC_OPS = frozenset({"softmax", "log_softmax"})
 # the least size a shape variable takes: a dimension of 1 (or 0) can change what the converter
 # makes of a node (a Squeeze without axes drops it, a broadcast stretches it), so those sizes
 # keep specializations of their own
@@ -87,8 +90,8 @@ def _attr_repr(v: Any) -> str:
 
 
 def candidate(graph: Graph) -> bool:
-    """Whether every op of `graph` is injective or a reduction (the ops that may run generic)."""
-    return all(_pattern(n.op) in GENERIC_PATTERNS for n in graph.nodes)
+    """Whether every op of `graph` may run generic (injective, a reduction, a softmax)."""
+    return all(_generic_op(n.op) for n in graph.nodes)
 
 
 def varying_dims(old: Sequence[tuple], new: Sequence[tuple]) -> dict:
@@ -114,7 +117,7 @@ class GenericStretch:
         from .target import Target
         self.target = Target.parse(target)
         self.graph = graph
-        bad = sorted({n.op for n in graph.nodes if _pattern(n.op) not in GENERIC_PATTERNS})
+        bad = sorted({n.op for n in graph.nodes if not _generic_op(n.op)})
         if bad:
             raise NotGeneric(f"op(s) {', '.join(bad)} need constant shapes")
         variables = {s: te.var(f"n{s}", "int64") for s in sorted(set(dims.values()))}
@@ -126,7 +129,7 @@ class GenericStretch:
         shapes.update({v: tuple(arr.shape) for v, arr in graph.params.items()})
         funcs, self.steps = [], []
         for k, group in enumerate(fuse(graph)):
-            if group.pattern not in GENERIC_PATTERNS:
+            if group.pattern not in GENERIC_PATTERNS and not (group.master and group.master.op in GENERIC_OPS):
                 raise NotGeneric(f"group {group.name} is {group.pattern}")
             name = f"g{k}_{group.name[6:30]}".replace(".", "_")
             local, back = _kernel_shapes(group, shapes)
@@ -178,9 +181,10 @@ class GenericStretch:
         return [values[v] for v in self.graph.outputs]
 
 
-def _pattern(op: str) -> str:
+def _generic_op(op: str) -> bool:
+    """Whether `op` may run on a shape-generic kernel (injective, a reduction, or GENERIC_OPS)."""
     opdef = registry.get(op)
-    return "opaque" if opdef.is_opaque_kernel else opdef.pattern
+    return op in GENERIC_OPS or (not opdef.is_opaque_kernel and opdef.pattern in GENERIC_PATTERNS)
 
 
 def _kernel_shapes(group: FusedGroup, shapes: dict) -> tuple[dict, dict]:

@@ -65,21 +65,24 @@ def test_rows_picked_at_run_time_compile_once():
 
 def test_rows_gathered_by_nonzero_run_generic():
     """A detector's tail: NonZero's indices squeezed, the kept rows gathered and unsqueezed,
-    scaled and summed; the count changes every call and the stretch after NonZero compiles once
-    for any count."""
+    scaled and summed, their softmax and its argmax; the count changes every call and the
+    stretch after NonZero compiles once for any count."""
     nodes = [helper.make_node("Greater", ["score", "thresh"], ["keep"]),
              helper.make_node("NonZero", ["keep"], ["idx2"]),
              helper.make_node("Squeeze", ["idx2", "ax0"], ["idx"]),
              helper.make_node("Gather", ["boxes", "idx"], ["kept"], axis=0),
              helper.make_node("Unsqueeze", ["kept", "ax0"], ["batched"]),
              helper.make_node("Mul", ["batched", "scale"], ["scaled"]),
-             helper.make_node("ReduceSum", ["scaled", "ax2"], ["area"], keepdims=0)]
+             helper.make_node("ReduceSum", ["scaled", "ax2"], ["area"], keepdims=0),
+             helper.make_node("Softmax", ["kept"], ["probs"], axis=-1),
+             helper.make_node("ArgMax", ["probs"], ["best"], axis=1, keepdims=0)]
     inits = [helper.make_tensor("thresh", TensorProto.FLOAT, [], [0.5]),
              helper.make_tensor("ax0", TensorProto.INT64, [1], [0]), helper.make_tensor("ax2", TensorProto.INT64, [1], [2]),
              helper.make_tensor("scale", TensorProto.FLOAT, [4], [640, 480, 640, 480])]
     model = _model(nodes, [helper.make_tensor_value_info("score", TensorProto.FLOAT, [64]),
                            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [64, 4])],
-                   [("scaled", TensorProto.FLOAT), ("area", TensorProto.FLOAT)], inits)
+                   [("scaled", TensorProto.FLOAT), ("area", TensorProto.FLOAT), ("probs", TensorProto.FLOAT),
+                    ("best", TensorProto.INT64)], inits)
     compiled = tensorforge.compile(from_onnx(model))
     rng = np.random.default_rng(7)
     boxes = rng.random((64, 4)).astype("float32")

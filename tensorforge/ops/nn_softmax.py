@@ -29,7 +29,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .common import const_shape, normalize_axis
+from .common import const_shape, normalize_axis, shape_of
 from .layout_rules import log_softmax_to_rows, softmax_to_rows
 from .reduce import accum_dtype
 from .registry import COMPLEX, OPAQUE, OpError, TensorType, op
@@ -56,7 +56,7 @@ def _check_float(name: str, x: TensorType) -> None:
 
 def _reduce_stage(x: te.Tensor, axes: tuple, reducer, value, name: str) -> te.Tensor:
     """`reducer(value(index), axis=...)` over `axes`, kept as size-1 axes."""
-    shape = const_shape(x)
+    shape = shape_of(x)
     red = {a: te.reduce_axis((0, shape[a]), name=f"r{a}") for a in axes}
     kept = tuple(1 if a in red else d for a, d in enumerate(shape))
 
@@ -100,9 +100,9 @@ class softmax:
         axes = norm_axes("softmax", axes, len(x.shape))
         acc = accum_dtype(x.dtype)
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "softmax_max")
-        e = te.compute(const_shape(x), lambda *i: te.exp(x[i] - _at(mx, i, axes)), name="softmax_exp")
+        e = te.compute(shape_of(x), lambda *i: te.exp(x[i] - _at(mx, i, axes)), name="softmax_exp")
         total = _reduce_stage(e, axes, te.sum, lambda i: e[i].astype(acc), "softmax_sum")
-        return te.compute(const_shape(x), lambda *i: e[i] / _at(total, i, axes).astype(x.dtype),
+        return te.compute(shape_of(x), lambda *i: e[i] / _at(total, i, axes).astype(x.dtype),
                           name="softmax", tag="softmax")
 
     @staticmethod
@@ -124,7 +124,7 @@ class log_softmax:
         mx = _reduce_stage(x, axes, te.max, lambda i: x[i], "log_softmax_max")
         total = _reduce_stage(x, axes, te.sum, lambda i: te.exp(x[i] - _at(mx, i, axes)).astype(acc),
                               "log_softmax_sum")
-        return te.compute(const_shape(x),
+        return te.compute(shape_of(x),
                           lambda *i: x[i] - _at(mx, i, axes) - te.log(_at(total, i, axes).astype(x.dtype)),
                           name="log_softmax", tag="log_softmax")
 

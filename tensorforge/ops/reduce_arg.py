@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import te
 from ..ir import dtype as dt
-from .common import const_shape, normalize_axis
+from .common import normalize_axis, shape_of
 from .reduce import reduce_index, reduce_shape
 from .registry import REDUCTION, OpDef, OpError, TensorType, register
 
@@ -45,7 +45,7 @@ def _arg_infer(name: str):
 
 def _arg_compute(name: str, largest: bool):
     def compute(x: te.Tensor, axis: int = 0, keepdims: int = 1, select_last_index: int = 0) -> te.Tensor:
-        shape = const_shape(x)
+        shape = shape_of(x)
         a = normalize_axis(axis, len(shape), name)
         reducer = _reducer(largest, bool(select_last_index))
         vdtype = "uint8" if dt.is_bool(x.dtype) else x.dtype
