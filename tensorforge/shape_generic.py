@@ -269,18 +269,18 @@ def _schedule_stage(s, stage, target) -> None:
 
 
 def _vector_partials(s, t, target) -> bool:
-    """A reduction whose last reduce axis is the innermost index of its reads, and varies or is
-    a multiple of the vector width: a vector of partial results per output (rfactor), as the
-    static template does (ops/schedules/cpu.py); its outputs on the thread pool.  False
-    (nothing done) otherwise."""
+    """A reduction whose last reduce axis is the innermost index of its reads and varies or
+    spans two vectors or more: a vector of partial results per output (rfactor), as the static
+    template does (ops/schedules/cpu.py); its outputs on the thread pool.  False (nothing done)
+    otherwise."""
     op = t.op
     lanes = max(1, target.simd_lanes(t.dtype))
     red = list(op.reduce_axis)
     if lanes < 2 or op.num_outputs != 1 or t.dtype not in ("float32", "float64") or innermost_read(t) is not red[-1].var:
         return False
     last = red[-1].dom.extent
-    if isinstance(last, E.IntImm) and (last.value < 2 * lanes or last.value % lanes):
-        return False     # a varying length is split with its tail guarded (peeled: partition_loops)
+    if isinstance(last, E.IntImm) and last.value < 2 * lanes:
+        return False     # a length that is no multiple of the vector is split with its tail guarded (peeled)
     st = s[t]
     _, ki = st.split(red[-1], factor=lanes)
     partial = s.rfactor(t, ki)
