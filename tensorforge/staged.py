@@ -173,8 +173,10 @@ class StagedModel:
         return list(self.program.output_names)
 
     def __repr__(self) -> str:
+        generic = self.info["shape_generic"]["stretches"]
         return (f"StagedModel({self.program.name}, {len(self.program.inputs)} input(s), "
-                f"{self.info['specializations']} specialization(s) compiled)")
+                f"{self.info['specializations']} specialization(s) compiled"
+                f"{f', {generic} shape-generic stretch(es)' if generic else ''})")
 
     def __call__(self, *arrays) -> list:
         names = self.input_names

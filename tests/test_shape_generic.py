@@ -277,6 +277,7 @@ def test_a_loop_that_grows_a_tensor_compiles_its_body_once():
              "row": np.arange(4, dtype="float32").reshape(1, 4)}
     _check(model, compiled, feeds)
     assert compiled.info["specializations"] == 1 and compiled.info["shape_generic"]["stretches"] == 1
+    assert repr(compiled).endswith("1 specialization(s) compiled, 1 shape-generic stretch(es))")
 
 
 _UNARY = ("sigmoid", "exp", "tanh", "relu", "abs", "neg")
