@@ -3,26 +3,29 @@ once with shape variables, for every size its varying dimensions take.
 
 A staged model (staged.py) compiles each stretch of its program per concrete shape.  That suits
 convolutions and products, whose templates need constants, but not the cheap ops around them: a
-stretch after NonZero, Compress or TopK sees a new number of rows on nearly every call, and each
-compiled a specialization of its own (about 150 ms for four element-wise ops and a sum, where
-running them takes microseconds).  So, as a JIT that marks a dimension dynamic once it changes:
-when a stretch that was compiled for one shape meets another of the same structure (the same
-ops, attributes, parameters and constants read; only input dimensions differ), and every op in it
-is injective or a reduction, it is compiled once more with a shape variable per varying
-dimension and serves every later shape that agrees with it (`GenericStretch.accepts`).
+stretch after NonZero, Compress or NonMaxSuppression sees a new number of rows on nearly every
+call, and each compiled a specialization of its own (about 110 ms for a few element-wise ops and
+a sum, where running them takes microseconds); a Loop body that grows a tensor compiled once per
+iteration.  So, as a JIT that marks a dimension dynamic once it changes: when a stretch that was
+compiled for one shape meets another of the same structure (`structure_key`: the same ops,
+attributes, parameters and constants read; only input dimensions differ), and every op in it is
+injective, a reduction or one of GENERIC_OPS (softmax), it is compiled once more with a shape
+variable per varying dimension and serves every later shape that agrees with it
+(`GenericStretch.accepts`; sizes below MIN_SIZE keep specializations of their own).
 
 Each fused group of the stretch becomes one kernel whose buffers have symbolic dimensions
-(te.var); the loops run to the bound values and a kernel is called with the arrays, whose shapes
-bind the variables (runtime/module.py).  The schedule (`_schedule_stage`) vectorizes the
-trailing constant dimensions and runs the leading ones on the thread pool when a call has work
-enough (the parallel loop's `if` clause, codegen/c.py); a reduction whose innermost reduce axis is
-constant or varies keeps vector partial sums (te/rfactor.py takes a varying extent), in float64
-over a varying length (ops/reduce.py).
-Where the innermost dimension varies, its split's tail guard is peeled at run time (the loop
-splits at n // 16, tir/passes/partition_loops.py), so the head is vectors.  Intermediate and
-output arrays are allocated per call from the shapes evaluated on the bound variables.  Anything
-else (an op pattern other than injective or reduction, an op whose compute needs constant
-shapes, a stretch whose structure changes with the shape) keeps the per-shape specializations.
+(te.var); a dimension that is an expression of them (n + 1 after a concat) becomes a variable of
+the kernel's own.  A kernel is called with the arrays, whose shapes bind its variables
+(runtime/module.py).  The schedule (`_schedule_stage`) vectorizes the trailing constant
+dimensions and runs the leading ones on the thread pool when a call has work enough (the
+parallel loop's `if` clause, codegen/c.py); a reduction over a varying length or a constant one
+of two vectors or more keeps vector partial sums (te/rfactor.py takes a varying extent), in
+float64 over a varying length (ops/reduce.py).  Where the innermost dimension varies, its split's
+tail guard is peeled at run time (the loop splits at n // 16, tir/passes/partition_loops.py), so
+the head is vectors.  Intermediate and output arrays are allocated per call from the shapes
+evaluated on the bound variables.  Anything else (another op pattern, an op whose compute needs
+constant shapes, a stretch whose structure changes with the shape, kernels that do not build)
+keeps the per-shape specializations, with the reason in the model's info.
 """
 from __future__ import annotations
 
