@@ -71,22 +71,40 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
 
 def _unit_reshape_index(index: Sequence[Expr], out_shape: Sequence, in_shape: Sequence) -> tuple:
     """reshape_index where some dimensions are shape expressions (a kernel for any size,
-    shape_generic.py): only a reshape that adds or drops size-1 axes, each other axis the same
-    expression on both sides; OpError otherwise."""
-    from ..arith.structural import structural_equal
+    shape_generic.py): a reshape that adds or drops size-1 axes, each other axis the same on both
+    sides; or one whose leading axes are the same on both sides and whose other axes are
+    constants ([n, 85] -> [n, 5, 17]): those are raveled and unraveled.  OpError otherwise."""
+    from ..arith import Analyzer
+    from ..ir.expr import IntImm
+    analyzer = Analyzer()
+
+    def const(d) -> bool:
+        return isinstance(d, (int, np.integer))
 
     def unit(d) -> bool:
-        return isinstance(d, (int, np.integer)) and d == 1
+        return const(d) and d == 1
+
+    def same(a, b) -> bool:          # n + n and n * 2 are the same dimension
+        if const(a) and const(b):
+            return a == b
+        diff = analyzer.simplify((a if not const(a) else te.const(int(a), b.dtype))
+                                 - (b if not const(b) else te.const(int(b), a.dtype)))
+        return isinstance(diff, IntImm) and diff.value == 0
 
     kept_in, kept_out = [d for d in in_shape if not unit(d)], [d for d in out_shape if not unit(d)]
-    same = len(kept_in) == len(kept_out) and all(
-        a == b if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer))
-        else not isinstance(a, (int, np.integer)) and not isinstance(b, (int, np.integer)) and structural_equal(a, b)
-        for a, b in zip(kept_in, kept_out))
-    if not same:
+    if len(kept_in) == len(kept_out) and all(same(a, b) for a, b in zip(kept_in, kept_out)):
+        it = iter([i for i, d in zip(index, out_shape) if not unit(d)])
+        return tuple(te.const(0, "int32") if unit(d) else next(it) for d in in_shape)
+    lead = 0
+    while lead < min(len(in_shape), len(out_shape)) and same(in_shape[lead], out_shape[lead]):
+        lead += 1
+    rest_in, rest_out = in_shape[lead:], out_shape[lead:]
+    if not all(const(d) for d in (*rest_in, *rest_out)) or \
+            int(np.prod(rest_in, dtype=np.int64)) != int(np.prod(rest_out, dtype=np.int64)) or not rest_in:
         raise OpError(f"reshape of {tuple(in_shape)} to {tuple(out_shape)} needs constant shapes")
-    it = iter([i for i, d in zip(index, out_shape) if not unit(d)])
-    return tuple(te.const(0, "int32") if unit(d) else next(it) for d in in_shape)
+    inner = unravel(ravel(index[lead:], rest_out, index_dtype(rest_in)), rest_in) if rest_out else \
+        [te.const(0, "int32") for _ in rest_in]
+    return tuple(index[:lead]) + tuple(inner)
 
 
 def wrap_index(i: Expr, dim: int) -> Expr:

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .common import broadcast_load, broadcast_shape, const_shape, shape_of
+from .common import broadcast_load, broadcast_shape, const_shape, element_count, shape_of
 from .index_math import check_int_tuple, normalize_axes, reshape_index
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -22,6 +22,8 @@ def resolve_reshape(in_shape: Sequence[int], shape: Sequence[int], allowzero: in
     """The target shape with ONNX's special entries resolved: 0 copies the input dimension
     (unless `allowzero`), one -1 is inferred from the element count."""
     shape = check_int_tuple(shape, op_name, "shape")
+    if not all(isinstance(d, (int, np.integer)) for d in in_shape):
+        return _resolve_symbolic(in_shape, shape, allowzero, op_name)
     out = []
     for k, d in enumerate(shape):
         if d == 0 and not allowzero:
@@ -47,6 +49,49 @@ def resolve_reshape(in_shape: Sequence[int], shape: Sequence[int], allowzero: in
     return tuple(out)
 
 
+def _resolve_symbolic(in_shape: Sequence, shape: tuple, allowzero: int, op_name: str) -> tuple:
+    """resolve_reshape where input dimensions are shape expressions (shape_generic.py): 0 copies
+    the dimension, -1 takes what is left of the element count once the dimensions that appear on
+    both sides cancel ([n * 2, 1, 3] -> [0, -1] is [n * 2, 3]); OpError where the counts cannot be
+    shown equal."""
+    if allowzero or shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise OpError(f"{op_name}: shape {shape} of a varying input needs constant shapes")
+    out: list = [in_shape[k] if d == 0 and k < len(in_shape) else d for k, d in enumerate(shape)]
+    known = [d for d in out if not (isinstance(d, int) and d == -1)]
+    rest_in, rest_known = _cancel(list(in_shape), known)
+    if rest_known and not all(isinstance(d, int) for d in rest_known) or \
+            -1 not in out and (rest_in or rest_known) and not _counts_equal(rest_in, rest_known):
+        raise OpError(f"{op_name}: cannot show that {tuple(in_shape)} reshapes to {tuple(shape)}")
+    if -1 in out:
+        ints = int(np.prod([d for d in rest_known], dtype=np.int64)) if rest_known else 1
+        exprs = [d for d in rest_in if not isinstance(d, int)]
+        count = int(np.prod([d for d in rest_in if isinstance(d, int)], dtype=np.int64))
+        if ints == 0 or count % ints:
+            raise OpError(f"{op_name}: cannot show that {tuple(in_shape)} reshapes to {tuple(shape)}")
+        out[out.index(-1)] = element_count([*exprs, count // ints])
+    return tuple(out)
+
+
+def _cancel(a: list, b: list) -> tuple[list, list]:
+    """`a` and `b` with the shape expressions that appear in both removed, one for one, and their
+    constant 1s dropped."""
+    from ..arith.structural import structural_equal
+    a, b = list(a), list(b)
+    for d in [d for d in b if not isinstance(d, int)]:
+        match = next((k for k, e in enumerate(a) if not isinstance(e, int) and structural_equal(e, d)), None)
+        if match is not None:
+            a.pop(match)
+            b.remove(d)
+    return [d for d in a if d != 1 or not isinstance(d, int)], [d for d in b if d != 1 or not isinstance(d, int)]
+
+
+def _counts_equal(a: list, b: list) -> bool:
+    """Whether the products of `a` and `b` (after _cancel) are provably equal: constants only."""
+    if not all(isinstance(d, int) for d in (*a, *b)):
+        return False
+    return int(np.prod(a, dtype=np.int64)) == int(np.prod(b, dtype=np.int64))
+
+
 def _reshaped(x: te.Tensor, out_shape: tuple, name: str) -> te.Tensor:
     in_shape = shape_of(x)
     return te.compute(out_shape, lambda *i: x[reshape_index(i, out_shape, in_shape)], name=name, tag=name)
@@ -58,7 +103,7 @@ class reshape:
         return TensorType(resolve_reshape(x.shape, shape, allowzero), x.dtype)
 
     def compute(x: te.Tensor, shape: Sequence[int], allowzero: int = 0) -> te.Tensor:
-        return _reshaped(x, resolve_reshape(const_shape(x), shape, allowzero), "reshape")
+        return _reshaped(x, resolve_reshape(shape_of(x), shape, allowzero), "reshape")
 
     def reference(x: np.ndarray, shape: Sequence[int], allowzero: int = 0) -> np.ndarray:
         return x.reshape(resolve_reshape(x.shape, shape, allowzero))
