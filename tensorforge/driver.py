@@ -28,7 +28,7 @@ from .compile_progress import CompileProgress
 from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
 from .graph.fuse import FusedGroup, fuse
-from .graph.ir import Graph
+from .graph.ir import Graph, freeze_attr
 from .graph.passes.alter_layout_winograd import choosing_tiles
 from .graph.passes.lower_precision import lower_precision_units
 from .graph.passes.share_equal_params import SharedParams
@@ -443,21 +443,6 @@ def _kernel_runs(steps: list) -> list[dict]:
     return runs
 
 
-def _freeze_attr(value):
-    """A hashable, exact stand-in for an attribute value (arrays by dtype, shape and bytes)."""
-    import hashlib
-
-    import numpy as np
-
-    if isinstance(value, np.ndarray):
-        return ("ndarray", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_freeze_attr(v) for v in value)
-    if isinstance(value, dict):
-        return ("dict",) + tuple(sorted((str(k), _freeze_attr(v)) for k, v in value.items()))
-    return (type(value).__name__, repr(value))
-
-
 def _group_signature(group, config) -> tuple:
     """What a group's kernel depends on: its nodes' ops and attributes, how they are wired to
     each other and to the group's inputs, the shapes and dtypes of inputs and outputs, and the
@@ -467,7 +452,7 @@ def _group_signature(group, config) -> tuple:
     nodes = []
     for k, n in enumerate(group.nodes):
         ins = tuple(None if v is None else where[v] for v in n.inputs)
-        attrs = tuple(sorted((name, _freeze_attr(v)) for name, v in n.attrs.items()))
+        attrs = tuple(sorted((name, freeze_attr(v)) for name, v in n.attrs.items()))
         nodes.append((n.op, attrs, ins, tuple((tuple(v.shape), v.dtype) for v in n.outputs),
                       n is group.master))
         for j, v in enumerate(n.outputs):

@@ -29,15 +29,14 @@ keeps the per-shape specializations, with the reason in the model's info.
 """
 from __future__ import annotations
 
-import hashlib
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from . import te
 from .arith.structural import structural_equal
 from .graph.fuse import FusedGroup, fuse
-from .graph.ir import Graph, Value
+from .graph.ir import Graph, Value, freeze_attr
 from .ir import expr as E
 from .ir.functor import substitute
 from .ops import registry
@@ -63,33 +62,24 @@ class NotGeneric(Exception):
     """The stretch cannot run on shape-generic kernels (the reason is the message)."""
 
 
-def structure_key(graph: Graph) -> str:
+def structure_key(graph: Graph) -> tuple:
     """What a stretch's kernels depend on besides its input shapes: its ops and attributes in
     order, how they connect, the input dtypes and ranks, and the parameters' contents."""
-    ids: dict[Value, str] = {}
-    h = hashlib.sha256()
+    ids: dict[Value, tuple] = {}
     for k, v in enumerate(graph.inputs):
-        ids[v] = f"in{k}"
-        h.update(f"in{k}:{v.dtype}:{v.ndim};".encode())
-    for k, (v, arr) in enumerate(graph.params.items()):
-        ids[v] = f"p{k}"
-        a = np.ascontiguousarray(arr)
-        h.update(f"p{k}:{a.dtype}:{a.shape};".encode())
-        h.update(a.tobytes())
+        ids[v] = ("in", k)
+    for k, v in enumerate(graph.params):
+        ids[v] = ("param", k)
+    nodes = []
     for j, n in enumerate(graph.nodes):
+        nodes.append((n.op, tuple(None if v is None else ids[v] for v in n.inputs),
+                      tuple(sorted((key, freeze_attr(val)) for key, val in n.attrs.items())),
+                      tuple(v.dtype for v in n.outputs)))
         for k, v in enumerate(n.outputs):
-            ids[v] = f"n{j}.{k}"
-        ins = ",".join(ids[v] if v is not None else "-" for v in n.inputs)
-        attrs = repr(sorted((key, _attr_repr(val)) for key, val in n.attrs.items()))
-        h.update(f"{n.op}({ins}){attrs}->{[v.dtype for v in n.outputs]};".encode())
-    h.update(",".join(ids[v] for v in graph.outputs).encode())
-    return h.hexdigest()
-
-
-def _attr_repr(v: Any) -> str:
-    if isinstance(v, np.ndarray):
-        return f"array{v.dtype}{v.shape}{hashlib.sha256(np.ascontiguousarray(v).tobytes()).hexdigest()[:16]}"
-    return repr(v)
+            ids[v] = ("node", j, k)
+    return (tuple((v.dtype, v.ndim) for v in graph.inputs),
+            tuple(freeze_attr(np.asarray(a)) for a in graph.params.values()), tuple(nodes),
+            tuple(ids[v] for v in graph.outputs))
 
 
 def candidate(graph: Graph) -> bool:

@@ -11,6 +11,7 @@ compared by identity.  `str(graph)` is a readable text form:
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
@@ -60,6 +61,17 @@ def _freeze(v: Any) -> Any:
     if isinstance(v, np.ndarray):
         return v
     return v
+
+
+def freeze_attr(value: Any) -> Any:
+    """A hashable, exact stand-in for an attribute value (arrays by dtype, shape and bytes)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, hashlib.sha1(np.ascontiguousarray(value).tobytes()).hexdigest())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(freeze_attr(v) for v in value)
+    if isinstance(value, dict):
+        return ("dict",) + tuple(sorted((str(k), freeze_attr(v)) for k, v in value.items()))
+    return (type(value).__name__, repr(value))
 
 
 @dataclass(frozen=True, eq=False)
