@@ -168,7 +168,7 @@ class GenericStretch:
         values: dict[Value, np.ndarray] = dict(zip(self.inputs, arrays))
         values.update(self.graph.params)
         for name, ins, outs in self.steps:
-            results = [np.empty(tuple(_evaluate(d, env) for d in self.shapes[v]), v.dtype) for v in outs]
+            results = [np.empty(tuple(evaluate_shape(d, env) for d in self.shapes[v]), v.dtype) for v in outs]
             self.kernels[name](*[values[v] for v in ins], *results)
             values.update(zip(outs, results))
         return [values[v] for v in self.graph.outputs]
@@ -299,7 +299,3 @@ def _reduction_work(op) -> int:
         if isinstance(iv.dom.extent, E.IntImm):
             work *= int(iv.dom.extent.value)
     return work
-
-
-def _evaluate(d, env: dict) -> int:
-    return int(d) if isinstance(d, (int, np.integer)) else int(evaluate_shape(d, env))

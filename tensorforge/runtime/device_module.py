@@ -71,8 +71,8 @@ class DeviceFunctionCall:
         scalars = [np.dtype(v.dtype).type(x) for v, x in zip(self.signature.shape_vars, shape_values)]
         launches = []
         for launch in self.plan.launches:
-            grid = tuple(_extent(e, env) for e in launch.grid)
-            block = tuple(_extent(e, env) for e in launch.block)
+            grid = tuple(evaluate_shape(e, env) for e in launch.grid)
+            block = tuple(evaluate_shape(e, env) for e in launch.block)
             launches.append((launch.symbol, grid, block))
         return dev, arrays, buffers + scalars, launches
 
@@ -115,10 +115,6 @@ class DeviceFunctionCall:
             return results
 
         return evaluate
-
-
-def _extent(e, env: dict) -> int:
-    return e if isinstance(e, int) else int(evaluate_shape(e, env))
 
 
 class DeviceModule:

@@ -127,8 +127,10 @@ class _Param:
         self.label = f"argument {position} ({buf.name!r})"
 
 
-def evaluate_shape(e: E.Expr, env: dict) -> int:
-    """Value of an integer shape expression over bound shape variables."""
+def evaluate_shape(e, env: dict) -> int:
+    """Value of an integer shape expression (or a plain int) over bound shape variables."""
+    if isinstance(e, (int, np.integer)):
+        return int(e)
     if isinstance(e, E.IntImm):
         return e.value
     if isinstance(e, E.Var):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Range, Reduce, Select, Var, const
+from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Range, Reduce, Select, Var, const, convert
 from ..ir.functor import substitute
 from .tensor import ComputeOp, Tensor
 
@@ -65,8 +65,8 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
             ext[rel.fused] = ext[rel.outer] * ext[rel.inner]
     reduce_leaves = [iv for iv in st.leaf_iter_vars if iv.kind == REDUCE]
     # fresh variables for BF: k becomes a data axis, the other leaves its reduce axes
-    k_data = IterVar(Range(const(0), _extent(ext[axis])), Var(axis.name + ".rf"), DATA)
-    fresh = {iv: IterVar(Range(const(0), _extent(ext[iv])), Var(iv.name + ".r"), REDUCE)
+    k_data = IterVar(Range(const(0), convert(ext[axis])), Var(axis.name + ".rf"), DATA)
+    fresh = {iv: IterVar(Range(const(0), convert(ext[iv])), Var(iv.name + ".r"), REDUCE)
              for iv in reduce_leaves if iv is not axis}
     value: dict[IterVar, Expr] = {axis: k_data.var}
     value.update({iv: f.var for iv, f in fresh.items()})
@@ -100,7 +100,7 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
                       op.attrs)
     bf = rf_op.output(0)
     # B: reduce BF over a new reduce axis of k's extent
-    k_red = IterVar(Range(const(0), _extent(ext[axis])), Var(axis.name + ".v"), REDUCE)
+    k_red = IterVar(Range(const(0), convert(ext[axis])), Var(axis.name + ".v"), REDUCE)
     outs = tuple(iv.var for iv in op.axis)
     index = outs[:factor_axis] + (k_red.var,) + outs[factor_axis:]
     new_b = ComputeOp(op.name, op.axis, [Reduce(red.combiner, (bf[index],), (k_red,), const(True))], op.tag,
@@ -115,7 +115,3 @@ def rfactor(sch: "Schedule", tensor: Tensor, axis: IterVar, factor_axis: int = 0
     sch.stage_map[rf_op] = rf_stage
     sch.stages.insert(sch.stages.index(st), rf_stage)
     return bf
-
-
-def _extent(n) -> Expr:
-    return const(n) if isinstance(n, int) else n
