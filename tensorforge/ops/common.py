@@ -29,7 +29,7 @@ def broadcast_shape(*shapes: Sequence, op: str = "op") -> tuple:
             out.append(1)
             continue
         first = sized[0]
-        if any(not _same_dim(first, d) for d in sized[1:]):
+        if any(not same_dim(first, d) for d in sized[1:]):
             raise OpError(f"{op}: shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast")
         out.append(first)
     return tuple(out)
@@ -42,10 +42,17 @@ def _dim(d):
     return int(d) if isinstance(d, (int, np.integer)) else d
 
 
-def _same_dim(a, b) -> bool:
+def same_dim(a, b) -> bool:
+    """Whether two dimensions are equal: equal ints, or shape expressions that are the same or
+    provably equal (n + n and n * 2); an int never equals an expression."""
+    a, b = _dim(a), _dim(b)
     if isinstance(a, int) or isinstance(b, int):
         return a == b
-    return structural_equal(a, b)
+    if structural_equal(a, b):
+        return True
+    from ..arith import Analyzer
+    diff = Analyzer().simplify(a - b)
+    return isinstance(diff, IntImm) and diff.value == 0
 
 
 def shape_of(t: te.Tensor) -> tuple:

@@ -55,7 +55,7 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
     a size-1 batch) each non-unit output axis maps straight to an input axis, without division.
     """
     if not all(isinstance(d, (int, np.integer)) for d in (*in_shape, *out_shape)):
-        return _unit_reshape_index(index, out_shape, in_shape)
+        return _symbolic_reshape_index(index, out_shape, in_shape)
     in_shape, out_shape = tuple(int(d) for d in in_shape), tuple(int(d) for d in out_shape)
     if 0 in in_shape:                       # no element: the index is never evaluated
         return tuple(te.const(0, "int32") for _ in in_shape)
@@ -69,27 +69,18 @@ def reshape_index(index: Sequence[Expr], out_shape: Sequence[int], in_shape: Seq
     return tuple(unravel(ravel(index, out_shape, dtype), in_shape))
 
 
-def _unit_reshape_index(index: Sequence[Expr], out_shape: Sequence, in_shape: Sequence) -> tuple:
+def _symbolic_reshape_index(index: Sequence[Expr], out_shape: Sequence, in_shape: Sequence) -> tuple:
     """reshape_index where some dimensions are shape expressions (a kernel for any size,
     shape_generic.py): a reshape that adds or drops size-1 axes, each other axis the same on both
     sides; or one whose leading axes are the same on both sides and whose other axes are
     constants ([n, 85] -> [n, 5, 17]): those are raveled and unraveled.  OpError otherwise."""
-    from ..arith import Analyzer
-    from ..ir.expr import IntImm
-    analyzer = Analyzer()
+    from .common import same_dim as same
 
     def const(d) -> bool:
         return isinstance(d, (int, np.integer))
 
     def unit(d) -> bool:
         return const(d) and d == 1
-
-    def same(a, b) -> bool:          # n + n and n * 2 are the same dimension
-        if const(a) and const(b):
-            return a == b
-        diff = analyzer.simplify((a if not const(a) else te.const(int(a), b.dtype))
-                                 - (b if not const(b) else te.const(int(b), a.dtype)))
-        return isinstance(diff, IntImm) and diff.value == 0
 
     kept_in, kept_out = [d for d in in_shape if not unit(d)], [d for d in out_shape if not unit(d)]
     if len(kept_in) == len(kept_out) and all(same(a, b) for a, b in zip(kept_in, kept_out)):

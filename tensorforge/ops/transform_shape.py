@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from .. import te
-from .common import broadcast_load, broadcast_shape, const_shape, element_count, shape_of
+from .common import broadcast_load, broadcast_shape, const_shape, element_count, same_dim, shape_of
 from .index_math import check_int_tuple, normalize_axes, reshape_index
 from .registry import INJECTIVE, OpError, TensorType, op
 
@@ -59,11 +59,11 @@ def _resolve_symbolic(in_shape: Sequence, shape: tuple, allowzero: int, op_name:
     out: list = [in_shape[k] if d == 0 and k < len(in_shape) else d for k, d in enumerate(shape)]
     known = [d for d in out if not (isinstance(d, int) and d == -1)]
     rest_in, rest_known = _cancel(list(in_shape), known)
-    if rest_known and not all(isinstance(d, int) for d in rest_known) or \
-            -1 not in out and (rest_in or rest_known) and not _counts_equal(rest_in, rest_known):
+    uncancelled = not all(isinstance(d, int) for d in rest_known)
+    if uncancelled or (-1 not in out and (rest_in or rest_known) and not _counts_equal(rest_in, rest_known)):
         raise OpError(f"{op_name}: cannot show that {tuple(in_shape)} reshapes to {tuple(shape)}")
     if -1 in out:
-        ints = int(np.prod([d for d in rest_known], dtype=np.int64)) if rest_known else 1
+        ints = int(np.prod(rest_known, dtype=np.int64))
         exprs = [d for d in rest_in if not isinstance(d, int)]
         count = int(np.prod([d for d in rest_in if isinstance(d, int)], dtype=np.int64))
         if ints == 0 or count % ints:
@@ -75,14 +75,13 @@ def _resolve_symbolic(in_shape: Sequence, shape: tuple, allowzero: int, op_name:
 def _cancel(a: list, b: list) -> tuple[list, list]:
     """`a` and `b` with the shape expressions that appear in both removed, one for one, and their
     constant 1s dropped."""
-    from ..arith.structural import structural_equal
     a, b = list(a), list(b)
-    for d in [d for d in b if not isinstance(d, int)]:
-        match = next((k for k, e in enumerate(a) if not isinstance(e, int) and structural_equal(e, d)), None)
+    for k in [k for k, d in enumerate(b) if not isinstance(d, int)][::-1]:
+        match = next((j for j, e in enumerate(a) if same_dim(e, b[k])), None)
         if match is not None:
-            a.pop(match)
-            b.remove(d)
-    return [d for d in a if d != 1 or not isinstance(d, int)], [d for d in b if d != 1 or not isinstance(d, int)]
+            del a[match], b[k]
+    ones = lambda ds: [d for d in ds if not (isinstance(d, int) and d == 1)]  # noqa: E731
+    return ones(a), ones(b)
 
 
 def _counts_equal(a: list, b: list) -> bool:
