@@ -301,11 +301,12 @@ def build_or_restore(kernels: Kernels, target: Target, timings: dict, progress=N
     key = None
     if kernels.pending and backend.restore is not None:
         with _timed(timings, "restore"):
-            key = build_records.record_key(kernels, [r["calls"] for r in _kernel_runs(kernels.steps)], target, backend)
+            runs = _kernel_runs(kernels.steps)
+            key = build_records.record_key(kernels, [r["calls"] for r in runs], target, backend)
             found = build_records.restore(key, kernels, backend, target)
         if found is not None:
             module, record = found
-            runs = _kernel_runs(kernels.steps) if record.get("sequences") else []
+            runs = runs if record.get("sequences") else []
             _name_built(kernels.steps, record["kernels"], module)
             kernels.funcs = build_records.LazyFuncs(kernels.pending, target)
             return module, _run_entries(runs)

@@ -91,7 +91,7 @@ class _GenericStretches:
     def find(self, where: tuple, env) -> tuple | None:
         for segment, runner, bound in self.runners.get(where, ()):
             arrays = [env.get(name) for name in segment.inputs]
-            if runner.accepts(arrays) and _same_values(env, bound):
+            if runner.accepts(arrays) and _same_arrays({name: env.get(name) for name in bound}, bound):
                 self.info["calls"] += 1
                 return segment, runner
         return None
@@ -130,12 +130,9 @@ class _GenericStretches:
         return segment, runner
 
 
-def _same_values(env, bound: dict) -> bool:
-    return all(np.array_equal(np.asarray(env.get(name)), value) for name, value in bound.items())
-
-
 def _same_arrays(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    """The same names holding equal arrays (the values a stretch read as constants)."""
+    return a.keys() == b.keys() and all(np.array_equal(np.asarray(a[k]), b[k]) for k in a)
 
 
 class StagedModel:
