@@ -42,7 +42,7 @@ from .ir.functor import substitute
 from .ops import registry
 from .ops.registry import INJECTIVE, REDUCTION
 from .ops.schedules.common import PARALLEL_MIN_ELEMS
-from .ops.schedules.cpu import innermost_read
+from .ops.schedules.cpu import innermost_read, lane_partials
 from .runtime.compile import CompileError
 from .runtime.module import evaluate_shape
 from .te.schedule import INLINE
@@ -191,7 +191,7 @@ def _kernel_shapes(group: FusedGroup, shapes: dict) -> tuple[dict, dict]:
     for v in group.inputs:
         dims = []
         for d in shapes[v]:
-            if isinstance(d, (int, np.integer)) or isinstance(d, (E.Var, E.IntImm)):
+            if isinstance(d, (int, np.integer, E.Var, E.IntImm)):
                 dims.append(d)
                 continue
             var = next((w for e, w in made if structural_equal(e, d)), None)
@@ -275,20 +275,10 @@ def _vector_partials(s, t, target) -> bool:
     if isinstance(last, E.IntImm) and last.value < 2 * lanes:
         return False     # a length that is no multiple of the vector is split with its tail guarded (peeled)
     st = s[t]
-    _, ki = st.split(red[-1], factor=lanes)
-    partial = s.rfactor(t, ki)
-    data = list(st.op.axis)          # rfactor rebuilt the stage's operation
-    pst = s[partial]
-    pst.set_scope("local")
-    lane, *_ = pst.op.axis
-    pst.reorder(*pst.op.reduce_axis, lane)
-    pst.vectorize(lane)
-    if data:
-        outer = st.fuse(*data) if len(data) > 1 else data[0]
-        pst.compute_at(st, outer)
-        if target.num_cores > 1:
-            st.parallel(outer)
-            st.pragma(outer, "parallel_min", max(2, -(-PARALLEL_MIN_ELEMS // _reduction_work(op))))
+    outer = lane_partials(s, t, lanes)
+    if outer is not None and target.num_cores > 1:
+        st.parallel(outer)
+        st.pragma(outer, "parallel_min", max(2, -(-PARALLEL_MIN_ELEMS // _reduction_work(op))))
     return True
 
 

@@ -250,6 +250,25 @@ def innermost_read(t):
     return big.indices[-1] if big.indices else None
 
 
+def lane_partials(s, t, lanes: int):
+    """Reduction `t`'s last reduce axis split by `lanes` and factored (rfactor) into a local
+    vector of partial results per output, added up at the end; returns the stage's fused output
+    loop (None for a single output), where the partials are computed."""
+    st = s[t]
+    _, ki = st.split(st.op.reduce_axis[-1], factor=lanes)
+    partial = s.rfactor(t, ki)
+    data = list(st.op.axis)          # rfactor rebuilt the stage's operation and its axes
+    outer = st.fuse(*data) if len(data) > 1 else (data[0] if data else None)
+    pst = s[partial]
+    pst.set_scope("local")
+    lane, *_ = pst.op.axis
+    pst.reorder(*pst.op.reduce_axis, lane)
+    pst.vectorize(lane)
+    if outer is not None:
+        pst.compute_at(st, outer)
+    return outer
+
+
 def _vector_reduction(s, t, target) -> bool:
     """Schedule reduction stage `t` on vectors; False (nothing done) where no vector form fits.
 
@@ -277,19 +296,9 @@ def _vector_reduction(s, t, target) -> bool:
     # which round at every addition (bfloat16 sums accumulate in bfloat16, as ONNX's ReduceSum)
     reorder_ok = t.dtype in ("float32", "float64") or not t.dtype.startswith(("float", "bfloat"))
     if reorder_ok and inner is red[-1].var and (_ext(red[-1]) or 0) >= 2 * lanes and (_ext(red[-1]) or 0) % lanes == 0:
-        ko, ki = st.split(red[-1], factor=lanes)
-        partial = s.rfactor(t, ki)
-        data = list(st.op.axis)          # rfactor rebuilt the stage's operation and its axes
-        outer = st.fuse(*data) if len(data) > 1 else (data[0] if data else None)
-        pst = s[partial]
-        pst.set_scope("local")
-        lane, *_ = pst.op.axis
-        pst.reorder(*pst.op.reduce_axis, lane)
-        pst.vectorize(lane)
-        if outer is not None:
-            pst.compute_at(st, outer)
-            if parallel:
-                st.parallel(outer)
+        outer = lane_partials(s, t, lanes)
+        if outer is not None and parallel:
+            st.parallel(outer)
         return True
     if data and inner is data[-1].var and (_ext(data[-1]) or 0) >= lanes:
         width = _ext(data[-1]) or 0
