@@ -162,3 +162,39 @@ def test_pointwise_conv_between_layout_transforms_stays_blocked():
     y = b.add1("conv2d", [b.add1("nchwc_to_nchw", [x]), w], {"padding": (0, 0, 0, 0)})
     graph = b.finish([b.add1("nchw_to_nchwc", [y], {"block": 16})])
     assert [n.op for n in alter_layout(graph, target).nodes if n.op.startswith("conv")] == ["conv2d_nchwc"]
+
+
+def test_a_slice_after_a_splitting_reshape_stays_after_it():
+    """A reshape that splits the last axis trivially ((1, 8, 1, 2) -> (1, 2, 4, 1, 2): 2 = 1 x 2),
+    read by a slice from index 0 (how alter_layout drops the zero filters of a grouped conv's
+    padded groups): the slice reads its input at the output's index, but it is no element-wise
+    op, so it does not move before the reshape (it did, with its axis and the reshape's shape
+    kept, and the compile failed: "cannot reshape (1, 8, 1, 2) ... to (1, 2, 1, 1, 2)")."""
+    from tensorforge.graph.passes.alter_layout_im2col import epilogues_before_reshape
+    b = GraphBuilder("groups")
+    x = b.input("x", (1, 8, 1, 2), "float32")
+    g = b.add1("reshape", [x], {"shape": (1, 2, 4, 1, 2)})
+    kept = b.add1("slice", [g], {"axes": (2,), "starts": (0,), "ends": (1,)})
+    y = b.add1("reshape", [kept], {"shape": (1, 2, 1, 2)})
+    graph = b.finish([y])
+    assert epilogues_before_reshape(graph) is graph
+    data = np.arange(16, dtype=np.float32).reshape(1, 8, 1, 2)
+    np.testing.assert_array_equal(run_reference(graph, data)[0], data.reshape(1, 2, 4, 1, 2)[:, :, :1].reshape(1, 2, 1, 2))
+
+
+def test_grouped_conv_with_padded_groups_after_an_im2col_conv_compiles():
+    """The model the random-model campaign found (seed 5073's core): a 5x5 stride-2 conv that
+    becomes im2col + GEMM, then a dilated grouped conv with one filter per group, whose padded
+    groups alter_layout slices off, compiled for AVX2, against the reference."""
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("groups_after_im2col")
+    x = b.input("x", (1, 1, 14, 16), "float32")
+    w1 = b.const(rng.standard_normal((24, 1, 5, 5)).astype(np.float32), name="w1")
+    w2 = b.const(rng.standard_normal((2, 12, 3, 3)).astype(np.float32), name="w2")
+    y = b.add1("conv2d", [x, w1], {"strides": (2, 2), "padding": (0, 0, 0, 0), "dilations": (1, 1), "groups": 1})
+    z = b.add1("conv2d", [y, w2], {"strides": (1, 1), "padding": (0, 0, 0, 0), "dilations": (2, 2), "groups": 2})
+    out = b.add1("add", [z, b.const(np.float32(0.5), name="half")])
+    graph = b.finish([out])
+    data = rng.standard_normal((1, 1, 14, 16)).astype(np.float32)
+    model = tensorforge.compile(graph, target="c -mcpu=haswell")
+    np.testing.assert_allclose(model(data)[0], run_reference(graph, data)[0], rtol=1e-4, atol=1e-4)

@@ -89,6 +89,28 @@ def test_cumsum_runs_each_line_as_a_running_sum(dtype, axis):
                 np.testing.assert_array_equal(model(x)[0], want)
 
 
+@pytest.mark.parametrize("shape, axis", [((64, 300), -1), ((4, 64, 80), -1), ((2, 3, 40, 50), 1)])
+def test_cumsum_after_fused_element_wise_work_on_many_lines(monkeypatch, shape, axis):
+    """A cumsum whose input is element-wise work fused before it (relu, then a scaled select) and
+    whose lines are several axes fused, on a machine with two cores: the fused work is computed
+    into a buffer the running-sum intrinsic reads (inlined into the scanned expression, the
+    tensorize refused it), and the fused line loop goes to the thread pool (its extent was read
+    from the fused axis, which has none, and the compile raised AttributeError)."""
+    import tensorforge
+    from tensorforge.graph.builder import GraphBuilder
+    from tensorforge.target import Target
+    monkeypatch.setattr(Target, "num_cores", property(lambda self: 2))
+    x = np.random.default_rng(5).standard_normal(shape).astype("float32")
+    b = GraphBuilder("fused_cumsum")
+    r = b.add1("relu", [b.input("x", shape, "float32")])
+    m = b.add1("mul", [r, b.const(np.float32(0.5), "half")])
+    out = b.add1("cumsum", [m], {"axis": axis})
+    model = tensorforge.compile(b.finish([out]), target="c")
+    assert "tf_cumsum_" in model.source and "omp parallel" in model.source
+    want = np.cumsum(np.maximum(x, 0) * np.float32(0.5), axis=axis, dtype=np.float32)
+    np.testing.assert_allclose(model(x)[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_cumprod():
     for exclusive in (0, 1):
         for reverse in (0, 1):
