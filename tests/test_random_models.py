@@ -15,6 +15,7 @@ pytest.importorskip("onnxruntime")
 
 from tensorforge.testing import random_models  # noqa: E402
 
+
 # a fixed spread of seeds (a change to the generator changes every seed's model: the failures a
 # campaign finds are kept as tests of their own, beside the pass or template they concern)
 @pytest.mark.parametrize("seed", range(32))
@@ -32,6 +33,13 @@ def test_random_model_on_avx2_with_two_threads(seed):
     random_models.check(seed, threads=2, target="c -mcpu=haswell")
 
 
+@pytest.mark.parametrize("seed", [200, 201, 202, 203, 204, 205])
+def test_random_model_with_a_symbolic_batch(seed):
+    """The same kind of model with its batch a symbol, compiled once and called with batches 3, 1
+    and 5 (a bucket, the smallest, and one that runs as chunks of buckets or a specialization)."""
+    random_models.check(seed, dynamic=True)
+
+
 def test_generator_is_deterministic_and_valid():
     """The same seed gives the same model and input; every model passes the ONNX checker (done in
     random_model) and draws ops from the whole catalogue over a few seeds."""
@@ -41,5 +49,6 @@ def test_generator_is_deterministic_and_valid():
     np.testing.assert_array_equal(fa["x"], fb["x"])
     seen = {n.op_type for seed in range(60) for n in random_models.random_model(seed)[0].graph.node}
     for op in ("Conv", "ConvTranspose", "BatchNormalization", "MaxPool", "Resize", "Concat", "MatMul", "Softmax",
-               "LayerNormalization", "Transpose", "Reshape", "Split", "Where", "CumSum", "Pad"):
+               "LayerNormalization", "Transpose", "Reshape", "Split", "Where", "CumSum", "Pad", "LSTM", "GRU",
+               "InstanceNormalization", "Gemm"):
         assert op in seen, op

@@ -8,7 +8,7 @@ concatenation of a blocked and a plain value, a reduction fused after a transpos
 what neither draws.
 
     model, feeds = random_model(seed)          # onnx.ModelProto, {"x": array}
-    python -m tensorforge.testing.random_models --seeds 0:200 [--threads 2]
+    python -m tensorforge.testing.random_models --seeds 0:200 [--threads 2] [--dynamic]
 
 Generation keeps a pool of values with known shapes.  Each step picks a value (recent ones
 more often, so chains grow deep, older ones sometimes, so values fan out to several readers)
@@ -253,7 +253,7 @@ def _nhwc_round_trip(b: _Builder, x: str, shape: tuple) -> str:
 def _to_sequence(b: _Builder, x: str, shape: tuple) -> str:
     """(N, C, H, W) -> (N, H * W, C): tokens, as a vision transformer's patch embedding makes them."""
     n, c, h, w = shape
-    r = b.node("Reshape", [x, b.const(np.array([n, c, h * w], np.int64), "shape")], (n, c, h * w))
+    r = b.node("Reshape", [x, b.const(np.array([0, c, h * w], np.int64), "shape")], (n, c, h * w))
     return b.node("Transpose", [r], (n, h * w, c), perm=[0, 2, 1])
 
 
@@ -295,12 +295,14 @@ def _unary(b: _Builder, x: str, shape: tuple) -> str:
 
 
 def _broadcast_shape(b: _Builder, shape: tuple) -> tuple:
-    """A shape that broadcasts to `shape`: per channel, per last axis, a scalar, or the whole."""
+    """A shape that broadcasts to `shape`: per channel, per last axis, a scalar, or all but the batch."""
     rank = len(shape)
-    options = [(), (shape[-1],), shape]
+    options = [(), (1, *shape[1:])]       # never the batch: a dynamic model's varies
+    if rank >= 2:
+        options.append((shape[-1],))
     if rank == 4:
         options += [(shape[1], 1, 1), (1, shape[1], 1, 1), (1, 1, shape[2], 1)]
-    if rank >= 2:
+    if rank >= 3:
         options.append((shape[-2], 1))
     return b.choice(options)
 
@@ -384,7 +386,7 @@ def _reshape_axes(b: _Builder, x: str, shape: tuple) -> str | None:
         return b.node("Squeeze", [u, b.const(np.array([axis], np.int64), "axes")], shape)
     if kind == "merge" and rank >= 3:
         merged = shape[:-2] + (shape[-2] * shape[-1],)
-        return b.node("Reshape", [x, b.const(np.array([*shape[:-2], -1], np.int64), "shape")], merged)
+        return b.node("Reshape", [x, b.const(np.array([0] * (rank - 2) + [-1], np.int64), "shape")], merged)
     if kind == "tile" and np.prod(shape) <= 1 << 14:
         reps = [1] * rank
         reps[-1] = 2
@@ -392,7 +394,8 @@ def _reshape_axes(b: _Builder, x: str, shape: tuple) -> str | None:
     if kind == "expand" and 1 in shape[1:]:
         axis = 1 + list(shape[1:]).index(1)
         target = tuple(3 if k == axis else d for k, d in enumerate(shape))
-        return b.node("Expand", [x, b.const(np.array(target, np.int64), "shape")], target)
+        ones = [3 if k == axis else 1 for k in range(rank)]       # broadcast keeps the other sizes
+        return b.node("Expand", [x, b.const(np.array(ones, np.int64), "shape")], target)
     if kind == "cumsum" and rank >= 2:
         axis = int(b.rng.integers(1, rank))
         return b.node("CumSum", [x, b.const(np.array(axis, np.int64), "axis")], shape)
@@ -418,7 +421,7 @@ def _attention(b: _Builder, x: str, shape: tuple) -> str:
 
     def heads_of(perm: list[int], out_shape: tuple) -> str:
         p = b.node("MatMul", [x, b.weights((d, d), d)], (n, t, d))
-        r = b.node("Reshape", [p, b.const(np.array([n, t, heads, hd], np.int64), "shape")], (n, t, heads, hd))
+        r = b.node("Reshape", [p, b.const(np.array([0, 0, heads, hd], np.int64), "shape")], (n, t, heads, hd))
         return b.node("Transpose", [r], out_shape, perm=perm)
 
     q = heads_of([0, 2, 1, 3], (n, heads, t, hd))
@@ -429,7 +432,7 @@ def _attention(b: _Builder, x: str, shape: tuple) -> str:
     p = b.node("Softmax", [s], (n, heads, t, t), axis=-1)
     o = b.node("MatMul", [p, v], (n, heads, t, hd))
     o = b.node("Transpose", [o], (n, t, heads, hd), perm=[0, 2, 1, 3])
-    return b.node("Reshape", [o, b.const(np.array([n, t, d], np.int64), "shape")], (n, t, d))
+    return b.node("Reshape", [o, b.const(np.array([0, 0, d], np.int64), "shape")], (n, t, d))
 
 
 def _seq_layer_norm(b: _Builder, x: str, shape: tuple) -> str:
@@ -439,6 +442,62 @@ def _seq_layer_norm(b: _Builder, x: str, shape: tuple) -> str:
                   shape, axis=-1, epsilon=1e-5)
 
 
+def _conv1d(b: _Builder, x: str, shape: tuple) -> str | None:
+    """A 1-D conv over the last axis with the middle one as channels (a sequence transposed to
+    (N, D, T), an audio model's features)."""
+    n, c, length = shape
+    k = b.choice([1, 3, 5, 16] if length >= 16 else [1, 3])
+    s = b.choice([1, 1, 2, 4])
+    p = b.choice([0, k // 2])
+    group = c if b.rng.random() < 0.2 else 1
+    cout = c if group > 1 else b.choice([8, 16, 32, 48])
+    out = _conv_out(length, k, s, p)
+    if out < 1:
+        return None
+    inputs = [x, b.weights((cout, c // group, k), c // group * k),
+              b.const((0.1 * b.rng.standard_normal(cout)).astype(np.float32), "bias")]
+    return b.node("Conv", inputs, (n, cout, out), kernel_shape=[k], strides=[s], pads=[p, p], group=group)
+
+
+def _recurrent(b: _Builder, x: str, shape: tuple) -> str | None:
+    """nn.LSTM / nn.GRU with batch_first as torch.onnx.export writes them: (N, T, D) transposed to
+    (T, N, D), the ONNX op (forward or both directions), its (T, dirs, N, H) output back to
+    (N, T, dirs * H)."""
+    n, t, d = shape
+    if t > 64:
+        return None
+    op = b.choice(["LSTM", "GRU"])
+    hidden = b.choice([8, 16, 32])
+    dirs = b.choice([1, 1, 2])
+    gates = 4 if op == "LSTM" else 3
+    tx = b.node("Transpose", [x], (t, n, d), perm=[1, 0, 2])
+    w = b.weights((dirs, gates * hidden, d), d)
+    r = b.weights((dirs, gates * hidden, hidden), hidden)
+    bias = b.const((0.1 * b.rng.standard_normal((dirs, 2 * gates * hidden))).astype(np.float32), "bias")
+    attrs: dict = {"hidden_size": hidden, "direction": "bidirectional" if dirs == 2 else "forward"}
+    if op == "GRU":
+        attrs["linear_before_reset"] = 1
+    y = b.node(op, [tx, w, r, bias], (t, dirs, n, hidden), **attrs)
+    y = b.node("Transpose", [y], (n, t, dirs, hidden), perm=[2, 0, 1, 3])
+    return b.node("Reshape", [y, b.const(np.array([0, 0, dirs * hidden], np.int64), "shape")], (n, t, dirs * hidden))
+
+
+def _group_norm(b: _Builder, x: str, shape: tuple) -> str | None:
+    """nn.GroupNorm as torch.onnx.export writes it: a reshape to (N, G, -1), an instance norm
+    with unit scale, the reshape back and a per-channel scale and shift."""
+    n, c, h, w = shape
+    groups = [g for g in (2, 4, 8) if c % g == 0 and g < c]
+    if not groups:
+        return None
+    g = b.choice(groups)
+    r = b.node("Reshape", [x, b.const(np.array([0, g, -1], np.int64), "shape")], (n, g, c // g * h * w))
+    r = b.node("InstanceNormalization", [r, b.const(np.ones(g, np.float32)), b.const(np.zeros(g, np.float32))],
+               (n, g, c // g * h * w), epsilon=1e-5)
+    r = b.node("Reshape", [r, b.const(np.array([0, c, h, w], np.int64), "shape")], shape)
+    r = b.node("Mul", [r, b.const((1 + 0.1 * b.rng.standard_normal((c, 1, 1))).astype(np.float32))], shape)
+    return b.node("Add", [r, b.const((0.1 * b.rng.standard_normal((c, 1, 1))).astype(np.float32))], shape)
+
+
 def _seq_transpose(b: _Builder, x: str, shape: tuple) -> str:
     n, t, d = shape
     return b.node("Transpose", [x], (n, d, t), perm=[0, 2, 1])
@@ -446,9 +505,10 @@ def _seq_transpose(b: _Builder, x: str, shape: tuple) -> str:
 
 _IMAGE_OPS = [(_conv, 5), (_conv_transpose, 1), (_batch_norm, 2), (_pool, 2), (_resize, 1), (_pad, 1),
               (_concat, 2), (_slice_channels, 1), (_squeeze_excite, 1), (_depth_space, 1), (_norm, 1),
-              (_softmax_channels, 1), (_nhwc_round_trip, 1), (_to_sequence, 1), (_flatten_dense, 1),
+              (_softmax_channels, 1), (_nhwc_round_trip, 1), (_to_sequence, 1), (_flatten_dense, 1), (_group_norm, 1),
               (_unary, 4), (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
-_SEQUENCE_OPS = [(_linear, 4), (_attention, 2), (_seq_layer_norm, 2), (_seq_transpose, 1), (_unary, 3),
+_SEQUENCE_OPS = [(_linear, 4), (_attention, 2), (_seq_layer_norm, 2), (_seq_transpose, 1), (_conv1d, 2),
+                 (_recurrent, 1), (_unary, 3),
                  (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
 _OTHER_OPS = [(_unary, 3), (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
 
@@ -457,10 +517,12 @@ def _ops_for(rank: int) -> list:
     return _IMAGE_OPS if rank == 4 else _SEQUENCE_OPS if rank == 3 else _OTHER_OPS
 
 
-def random_model(seed: int, steps: int | None = None):
+def random_model(seed: int, steps: int | None = None, dynamic: bool = False):
     """(onnx.ModelProto, {"x": input array}) of a random model from `seed` (the same seed gives the
     same model on every machine).  Images (N, C, H, W) or sequences (N, T, D) come in; `steps` ops
-    (default 4 to 20) are drawn as the module docstring says."""
+    (default 4 to 20) are drawn as the module docstring says.  `dynamic`: the same model with its
+    batch dimension a symbol ("batch"; the outputs' shapes unstated), which any batch size fits:
+    the reshapes copy the batch (0 in their shapes) and the expands broadcast it."""
     from onnx import TensorProto, checker, helper
     rng = np.random.default_rng(seed)
     b = _Builder(rng)
@@ -487,9 +549,11 @@ def random_model(seed: int, steps: int | None = None):
     inner = [v for v in b.pool[1:-1]]
     if inner and rng.random() < 0.3:
         outputs.insert(0, inner[int(rng.integers(len(inner)))])
+    declared = ("batch", *shape[1:]) if dynamic else shape
     graph = helper.make_graph(
-        b.nodes, f"random_{seed}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], b.inits)
+        b.nodes, f"random_{seed}", [helper.make_tensor_value_info("x", TensorProto.FLOAT, declared)],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [None] * len(s) if dynamic else s) for n, s in outputs],
+        b.inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = 8
     checker.check_model(model)
@@ -502,26 +566,37 @@ def describe(model) -> str:
     return " ".join(n.op_type for n in model.graph.node)
 
 
-def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native") -> None:
+DYNAMIC_BATCHES = (3, 1, 5)     # a bucket, the smallest, and one that runs as chunks of buckets
+
+
+def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native", dynamic: bool = False) -> None:
     """Compile seed's model, run it, and compare with ONNX Runtime: AssertionError on a mismatch
-    (any exception from the compile or the call propagates)."""
+    (any exception from the compile or the call propagates).  `dynamic`: the model with a
+    symbolic batch, compiled once and called with each of DYNAMIC_BATCHES."""
     import onnxruntime as ort
 
     import tensorforge
-    model, feeds = random_model(seed)
+    model, feeds = random_model(seed, dynamic=dynamic)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
     compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target=target, threads=threads,
                                    progress=False)
-    got = compiled(*[feeds[n] for n in compiled.input_names])
-    for k, (g, w) in enumerate(zip(got, want)):
-        g = np.asarray(g)
-        scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
-        np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL * scale,
-                                   err_msg=f"seed {seed}, output {k} ({model.graph.output[k].name})")
+    calls = [feeds["x"]]
+    if dynamic:
+        rng = np.random.default_rng(seed + 1)
+        calls = [rng.standard_normal((n, *feeds["x"].shape[1:])).astype(np.float32) for n in DYNAMIC_BATCHES]
+    for x in calls:
+        want = sess.run(None, {"x": x})
+        got = compiled(x)
+        for k, (g, w) in enumerate(zip(got, want)):
+            g = np.asarray(g)
+            assert g.shape == w.shape, f"seed {seed}, batch {x.shape[0]}, output {k}: shape {g.shape} != {w.shape}"
+            scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
+            np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL * scale,
+                                       err_msg=f"seed {seed}, batch {x.shape[0]}, output {k} "
+                                               f"({model.graph.output[k].name})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -530,14 +605,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--target", default="c -mcpu=native")
     ap.add_argument("--show", action="store_true", help="print each model's ops")
+    ap.add_argument("--dynamic", action="store_true", help="a symbolic batch, called with batches "
+                    + ", ".join(map(str, DYNAMIC_BATCHES)))
     args = ap.parse_args(argv)
     lo, _, hi = args.seeds.partition(":")
     seeds = range(int(lo), int(hi)) if hi else [int(lo)]
     failed = []
     for seed in seeds:
-        model, _ = random_model(seed)
+        model, _ = random_model(seed, dynamic=args.dynamic)
         try:
-            check(seed, args.threads, args.target)
+            check(seed, args.threads, args.target, args.dynamic)
             print(f"seed {seed}: ok ({len(model.graph.node)} nodes)" + (f"  {describe(model)}" if args.show else ""),
                   flush=True)
         except Exception as e:       # noqa: BLE001 - a campaign reports every failure and goes on
