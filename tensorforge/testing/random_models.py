@@ -35,6 +35,8 @@ import numpy as np
 OPSET = 17
 RTOL = 1e-3
 ATOL = 1e-4      # times max(1, max |reference|)
+BF16_TOLERANCE = 0.1    # rtol and atol (times the scale): bfloat16 keeps 8 bits; a wrong layout is off by O(1)
+QDQ_TOLERANCE = 0.1     # the same for QDQ models: a few steps of ACT_SCALE, carried through later ops
 
 
 @dataclass
@@ -45,6 +47,8 @@ class _Builder:
     inits: list = field(default_factory=list)
     pool: list = field(default_factory=list)
     count: int = 0
+    quantized: bool = False      # convs and products in the QDQ form of quantization tools
+
 
     def name(self, stem: str) -> str:
         self.count += 1
@@ -86,6 +90,42 @@ def _conv_out(size: int, k: int, s: int, p: int, d: int = 1) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
+ACT_SCALE = 0.05      # activations quantized to int8 steps of this size (|x| up to 6.35)
+
+
+def _quantize(b: _Builder, x: str, shape: tuple, signed: bool, pooled: bool = False) -> str:
+    """QuantizeLinear then DequantizeLinear of activation `x` with a per-tensor scale (an int8
+    value with zero point 0, or uint8 with 128): what a quantization tool writes around an input."""
+    zero = np.int8(0) if signed else np.uint8(128)
+    scale, zp = b.const(np.float32(ACT_SCALE), "sx"), b.const(zero, "zx")
+    q = b.node("QuantizeLinear", [x, scale, zp], shape, pooled=False)
+    return b.node("DequantizeLinear", [q, scale, zp], shape, pooled=pooled)
+
+
+def _quantized_weight(b: _Builder, w: np.ndarray, axis: int) -> str:
+    """Per-output-channel symmetric int8 weight `w` (channels along `axis`), dequantized."""
+    other = tuple(k for k in range(w.ndim) if k != axis)
+    scale = (np.max(np.abs(w), axis=other) / 127 + 1e-8).astype(np.float32)
+    shaped = scale.reshape([-1 if k == axis else 1 for k in range(w.ndim)])
+    q = np.clip(np.round(w / shaped), -127, 127).astype(np.int8)
+    return b.node("DequantizeLinear", [b.const(q, "wq"), b.const(scale, "sw"), b.const(np.zeros_like(scale, np.int8), "zw")],
+                  w.shape, pooled=False, axis=axis)
+
+
+def _quantized_bias(b: _Builder, bias: np.ndarray, weight_scale: np.ndarray) -> str:
+    """An int32 bias with scale s_x * s_w per channel, dequantized (the tools' form)."""
+    scale = (ACT_SCALE * weight_scale).astype(np.float32)
+    q = np.round(bias / scale).astype(np.int32)
+    return b.node("DequantizeLinear", [b.const(q, "bq"), b.const(scale, "sb")], bias.shape, pooled=False, axis=0)
+
+
+def _requantized(b: _Builder, y: str, shape: tuple) -> str:
+    """The product's output quantized and dequantized again (maybe through a relu first)."""
+    if b.rng.random() < 0.5:
+        y = b.node("Relu", [y], shape, pooled=False)
+    return _quantize(b, y, shape, signed=bool(b.rng.random() < 0.5), pooled=True)
+
+
 # ---- ops on images (N, C, H, W) ---------------------------------------------------------------
 
 def _conv(b: _Builder, x: str, shape: tuple) -> str | None:
@@ -105,11 +145,18 @@ def _conv(b: _Builder, x: str, shape: tuple) -> str | None:
         cout = group * b.choice([1, 3, 8])
     else:
         group, cout = 1, b.choice([1, 3, 8, 16, 17, 24, 32, 48])
+    attrs = {"kernel_shape": [k, k], "strides": [s, s], "pads": [p] * 4, "dilations": [d, d], "group": group}
+    if b.quantized and b.rng.random() < 0.7:
+        w = (b.rng.standard_normal((cout, c // group, k, k)) / math.sqrt(c // group * k * k)).astype(np.float32)
+        wscale = np.max(np.abs(w), axis=(1, 2, 3)) / 127 + 1e-8
+        inputs = [_quantize(b, x, shape, signed=bool(b.rng.random() < 0.5)), _quantized_weight(b, w, 0),
+                  _quantized_bias(b, b.rng.standard_normal(cout).astype(np.float32) * 0.1, wscale)]
+        y = b.node("Conv", inputs, (n, cout, oh, ow), pooled=False, **attrs)
+        return _requantized(b, y, (n, cout, oh, ow))
     inputs = [x, b.weights((cout, c // group, k, k), c // group * k * k)]
     if b.rng.random() < 0.7:
         inputs.append(b.const(b.rng.standard_normal(cout).astype(np.float32) * 0.1, "bias"))
-    return b.node("Conv", inputs, (n, cout, oh, ow), kernel_shape=[k, k], strides=[s, s], pads=[p] * 4,
-                  dilations=[d, d], group=group)
+    return b.node("Conv", inputs, (n, cout, oh, ow), **attrs)
 
 
 def _conv_transpose(b: _Builder, x: str, shape: tuple) -> str | None:
@@ -407,6 +454,11 @@ def _reshape_axes(b: _Builder, x: str, shape: tuple) -> str | None:
 def _linear(b: _Builder, x: str, shape: tuple) -> str:
     n, t, d = shape
     units = b.choice([16, 32, 48, 64, 96])
+    if b.quantized and b.rng.random() < 0.7:
+        w = (b.rng.standard_normal((d, units)) / math.sqrt(d)).astype(np.float32)
+        y = b.node("MatMul", [_quantize(b, x, shape, signed=bool(b.rng.random() < 0.5)), _quantized_weight(b, w, 1)],
+                   (n, t, units), pooled=False)
+        return _requantized(b, y, (n, t, units))
     y = b.node("MatMul", [x, b.weights((d, units), d)], (n, t, units))
     if b.rng.random() < 0.7:
         y = b.node("Add", [y, b.const((0.1 * b.rng.standard_normal(units)).astype(np.float32), "bias")], (n, t, units))
@@ -517,15 +569,17 @@ def _ops_for(rank: int) -> list:
     return _IMAGE_OPS if rank == 4 else _SEQUENCE_OPS if rank == 3 else _OTHER_OPS
 
 
-def random_model(seed: int, steps: int | None = None, dynamic: bool = False):
+def random_model(seed: int, steps: int | None = None, dynamic: bool = False, quantized: bool = False):
     """(onnx.ModelProto, {"x": input array}) of a random model from `seed` (the same seed gives the
     same model on every machine).  Images (N, C, H, W) or sequences (N, T, D) come in; `steps` ops
     (default 4 to 20) are drawn as the module docstring says.  `dynamic`: the same model with its
     batch dimension a symbol ("batch"; the outputs' shapes unstated), which any batch size fits:
-    the reshapes copy the batch (0 in their shapes) and the expands broadcast it."""
+    the reshapes copy the batch (0 in their shapes) and the expands broadcast it.  `quantized`:
+    most convs and products in the QDQ form (int8 activations, per-channel int8 weights, int32
+    biases, the output quantized again), as ONNX Runtime's quantization tool writes them."""
     from onnx import TensorProto, checker, helper
     rng = np.random.default_rng(seed)
-    b = _Builder(rng)
+    b = _Builder(rng, quantized=quantized)
     if rng.random() < 0.75:
         shape: tuple = (int(b.choice([1, 1, 2])), int(b.choice([1, 3, 4, 8, 16, 24, 32])),
                         int(rng.integers(5, 33)), int(rng.integers(5, 33)))
@@ -569,20 +623,27 @@ def describe(model) -> str:
 DYNAMIC_BATCHES = (3, 1, 5)     # a bucket, the smallest, and one that runs as chunks of buckets
 
 
-def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native", dynamic: bool = False) -> None:
+def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native", dynamic: bool = False,
+          precision: str = "fp32", quantized: bool = False) -> None:
     """Compile seed's model, run it, and compare with ONNX Runtime: AssertionError on a mismatch
     (any exception from the compile or the call propagates).  `dynamic`: the model with a
-    symbolic batch, compiled once and called with each of DYNAMIC_BATCHES."""
+    symbolic batch, compiled once and called with each of DYNAMIC_BATCHES.  `precision` "bf16":
+    convs and products in bfloat16 (compile's precision), compared within BF16_TOLERANCE.
+    `quantized`: the QDQ model (random_model's), within QDQ_TOLERANCE: a rounding tie that falls
+    the other way moves a value by one step."""
     import onnxruntime as ort
 
     import tensorforge
-    model, feeds = random_model(seed, dynamic=dynamic)
+    model, feeds = random_model(seed, dynamic=dynamic, quantized=quantized)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
     compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target=target, threads=threads,
-                                   progress=False)
+                                   precision=precision, progress=False)
+    rtol, atol = (RTOL, ATOL) if precision == "fp32" else (BF16_TOLERANCE, BF16_TOLERANCE)
+    if quantized:
+        rtol, atol = max(rtol, QDQ_TOLERANCE), max(atol, QDQ_TOLERANCE)
     calls = [feeds["x"]]
     if dynamic:
         rng = np.random.default_rng(seed + 1)
@@ -594,7 +655,7 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
             g = np.asarray(g)
             assert g.shape == w.shape, f"seed {seed}, batch {x.shape[0]}, output {k}: shape {g.shape} != {w.shape}"
             scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
-            np.testing.assert_allclose(g, w, rtol=RTOL, atol=ATOL * scale,
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale,
                                        err_msg=f"seed {seed}, batch {x.shape[0]}, output {k} "
                                                f"({model.graph.output[k].name})")
 
@@ -605,6 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--target", default="c -mcpu=native")
     ap.add_argument("--show", action="store_true", help="print each model's ops")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--quantized", action="store_true", help="convs and products in the QDQ form")
     ap.add_argument("--dynamic", action="store_true", help="a symbolic batch, called with batches "
                     + ", ".join(map(str, DYNAMIC_BATCHES)))
     args = ap.parse_args(argv)
@@ -612,9 +675,9 @@ def main(argv: list[str] | None = None) -> int:
     seeds = range(int(lo), int(hi)) if hi else [int(lo)]
     failed = []
     for seed in seeds:
-        model, _ = random_model(seed, dynamic=args.dynamic)
+        model, _ = random_model(seed, dynamic=args.dynamic, quantized=args.quantized)
         try:
-            check(seed, args.threads, args.target, args.dynamic)
+            check(seed, args.threads, args.target, args.dynamic, args.precision, args.quantized)
             print(f"seed {seed}: ok ({len(model.graph.node)} nodes)" + (f"  {describe(model)}" if args.show else ""),
                   flush=True)
         except Exception as e:       # noqa: BLE001 - a campaign reports every failure and goes on

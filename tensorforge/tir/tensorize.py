@@ -296,25 +296,50 @@ class _Matcher:
         rel = [simplify(g - b0) for g, b0 in zip(b_idx, base)]
         row = _row_strides(buf.shape)
         strides: list = [None] * len(p_idx)
-        j = len(p_idx) - 1
-        for d in range(len(rel) - 1, -1, -1):
-            still = j >= 0
-            if still and (not prove(_eq(rel[d], 0)) or not prove(_eq(p_idx[j], 0))) and \
-                    prove(_eq(rel[d], p_idx[j])):
-                strides[j] = row[d]
-                j -= 1
-            elif prove(_eq(rel[d], 0)):
-                continue
-            else:
-                expect = f"dimension {j} of the intrinsic's is {p_idx[j]}" if still else \
+        zero_rel = [prove(_eq(r, 0)) for r in rel]
+        zero_pat = [prove(_eq(p, 0)) for p in p_idx]
+        failure: list = []
+
+        def align(d: int, j: int) -> list | None:
+            """[(buffer dimension, intrinsic dimension)] pairing the buffer's dimensions d, d-1, ..
+            with the intrinsic's j, j-1, .. from the innermost out: a dimension that moves matches
+            the intrinsic's with the same index; one that does not move (unit or fixed in the
+            region) may also be skipped; the intrinsic's outer dimensions left over must be 0.
+            Where both are 0 (an intrinsic's k // 4 over a region of one group of 4) they are
+            matched if the rest then aligns, else the buffer's is skipped."""
+            if d < 0:
+                left = [jj for jj in range(j, -1, -1) if not zero_pat[jj]]
+                if left:
+                    failure[:] = [f"the intrinsic's dimension {left[0]} ({p_idx[left[0]]}) has no matching "
+                                  f"dimension of {buf.name}"]
+                    return None
+                return []
+            both_zero = j >= 0 and zero_rel[d] and zero_pat[j]
+            tries: list[tuple[int, int] | None] = []
+            if j >= 0 and not both_zero and prove(_eq(rel[d], p_idx[j])):
+                tries.append((d, j))
+            if zero_rel[d]:
+                tries.append(None)
+            if both_zero:
+                tries.append((d, j))
+            for pair in tries:
+                rest = align(d - 1, j - 1) if pair else align(d - 1, j)
+                if rest is not None:
+                    return ([pair] if pair else []) + rest
+            if not tries:
+                expect = f"dimension {j} of the intrinsic's is {p_idx[j]}" if j >= 0 else \
                     "the intrinsic has no dimension left for it"
-                self.fail(f"{what}: dimension {d} of {buf.name} moves as {rel[d]} inside the region, "
-                          f"but {expect}")
-        for jj in range(j, -1, -1):
-            if not prove(_eq(p_idx[jj], 0)):
-                self.fail(f"{what}: the intrinsic's dimension {jj} ({p_idx[jj]}) has no matching "
-                          f"dimension of {buf.name}")
-            strides[jj] = const(0)
+                failure[:] = [f"dimension {d} of {buf.name} moves as {rel[d]} inside the region, but {expect}"]
+            return None
+
+        pairs = align(len(rel) - 1, len(p_idx) - 1)
+        if pairs is None:
+            self.fail(f"{what}: {failure[0] if failure else 'no alignment of the dimensions'}")
+        for d, jj in pairs or ():
+            strides[jj] = row[d]
+        for jj, st in enumerate(strides):
+            if st is None:
+                strides[jj] = const(0)
         offset = simplify(_flat(base, row))
         for k, (declared, real) in enumerate(zip(decl.strides, strides)):
             if not isinstance(declared, Var) and not prove(_eq(declared, real)):

@@ -296,3 +296,38 @@ def test_activation_product_folds_only_in_the_form_the_unit_runs(qtype, folds):
     left operand, which the unit's u8 x s8 products do not take, stays a float matmul."""
     ops = [n.op for n in fold_qdq(from_onnx(_activation_matmul(qtype))).nodes]
     assert ("matmul_integer" in ops) == folds and ("matmul" in ops) != folds
+
+
+def _qdq_matmul(k: int, n: int = 24):
+    """x (12 x k) -> Q/DQ (uint8) -> MatMul with a per-column int8 weight (k x n) -> Q/DQ."""
+    rng = np.random.default_rng(k)
+    w = rng.standard_normal((k, n)).astype(np.float32)
+    sw = (np.abs(w).max(0) / 127 + 1e-8).astype(np.float32)
+    inits = [numpy_helper.from_array(np.float32(0.05), "sx"), numpy_helper.from_array(np.array(128, np.uint8), "zx"),
+             numpy_helper.from_array(np.clip(np.round(w / sw), -127, 127).astype(np.int8), "wq"),
+             numpy_helper.from_array(sw, "sw"), numpy_helper.from_array(np.zeros(n, np.int8), "zw")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=1),
+             helper.make_node("MatMul", ["xd", "wd"], ["y"]),
+             helper.make_node("QuantizeLinear", ["y", "sx", "zx"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sx", "zx"], ["z"])]
+    g = helper.make_graph(nodes, "qdq_matmul", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (12, k))],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, (12, n))], inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
+@pytest.mark.parametrize("k", [1, 3, 4, 5])
+def test_product_over_one_group_of_four_features(k):
+    """A QDQ MatMul over at most 4 features runs on the dot-product unit with one group of four in
+    its packed weight: its region's group index k // 4 is 0, like the unit axis before it, and
+    tensorize pairs the two instead of skipping the group axis (it skipped it and refused the
+    tile, so the compile failed; found by the random-model campaign)."""
+    model = _qdq_matmul(k)
+    compiled = tensorforge.compile(from_onnx(model), target="c -mcpu=native")
+    assert any(n.op == "matmul_integer_vnni" for n in optimize(from_onnx(model), "c -mcpu=native").nodes)
+    x = np.random.default_rng(0).standard_normal((12, k)).astype(np.float32)
+    assert _within_one_step(compiled(x)[0], _ort(model, x), 0.05) == 1.0
