@@ -37,6 +37,7 @@ RTOL = 1e-3
 ATOL = 1e-4      # times max(1, max |reference|)
 BF16_TOLERANCE = 0.1    # rtol and atol (times the scale): bfloat16 keeps 8 bits; a wrong layout is off by O(1)
 QDQ_TOLERANCE = 0.1     # the same for QDQ models: a few steps of ACT_SCALE, carried through later ops
+MAX_OFF_FRACTION = 0.005    # ... with this share of the elements allowed outside (see check)
 
 
 @dataclass
@@ -655,9 +656,16 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
             g = np.asarray(g)
             assert g.shape == w.shape, f"seed {seed}, batch {x.shape[0]}, output {k}: shape {g.shape} != {w.shape}"
             scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
-            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale,
-                                       err_msg=f"seed {seed}, batch {x.shape[0]}, output {k} "
-                                               f"({model.graph.output[k].name})")
+            where = f"seed {seed}, batch {x.shape[0]}, output {k} ({model.graph.output[k].name})"
+            if precision == "fp32" and not quantized:
+                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, err_msg=where)
+                continue
+            # bfloat16 and int8 steps move values across a comparison's threshold (a Where, a
+            # max pool's tie) now and then: a few elements may differ, the rest must be close
+            off = ~np.isclose(g, w, rtol=rtol, atol=atol * scale)
+            assert off.mean() <= MAX_OFF_FRACTION, \
+                f"{where}: {int(off.sum())} of {off.size} elements differ, e.g. {g[off][:4]} against {w[off][:4]}"
+
 
 
 def main(argv: list[str] | None = None) -> int:

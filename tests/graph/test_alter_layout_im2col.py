@@ -198,3 +198,21 @@ def test_grouped_conv_with_padded_groups_after_an_im2col_conv_compiles():
     data = rng.standard_normal((1, 1, 14, 16)).astype(np.float32)
     model = tensorforge.compile(graph, target="c -mcpu=haswell")
     np.testing.assert_allclose(model(data)[0], run_reference(graph, data)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_an_expand_after_a_splitting_reshape_stays_after_it():
+    """An op that broadcasts the reshaped value to a larger shape (Expand of a squeeze-and-excite
+    gate (1, 4, 1, 1) to (1, 4, 3, 1)) reads it at the output's index, but its output is not the
+    reshape's shape: it stays after the reshape (moved, it kept its 4-D shape attribute on the
+    3-D product and the compile failed: "expand: shapes (1, 4, 1), (1, 1, 3, 1) do not
+    broadcast"; found by the random-model campaign)."""
+    from tensorforge.graph.passes.alter_layout_im2col import epilogues_before_reshape
+    b = GraphBuilder("gate")
+    x = b.input("x", (1, 4, 1), "float32")
+    g = b.add1("reshape", [x], {"shape": (1, 4, 1, 1)})
+    y = b.add1("expand", [g], {"shape": (1, 1, 3, 1)})
+    graph = b.finish([y])
+    assert epilogues_before_reshape(graph) is graph
+    data = np.arange(4, dtype=np.float32).reshape(1, 4, 1)
+    model = tensorforge.compile(graph, target="c")
+    np.testing.assert_array_equal(model(data)[0], np.broadcast_to(data.reshape(1, 4, 1, 1), (1, 4, 3, 1)))
