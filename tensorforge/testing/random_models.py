@@ -650,7 +650,12 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
         rng = np.random.default_rng(seed + 1)
         calls = [rng.standard_normal((n, *feeds["x"].shape[1:])).astype(np.float32) for n in DYNAMIC_BATCHES]
     for x in calls:
-        want = sess.run(None, {"x": x})
+        try:
+            want = sess.run(None, {"x": x})
+        except Exception:         # noqa: BLE001 - a model ONNX Runtime refuses at this batch
+            if x.shape == feeds["x"].shape:
+                raise
+            continue              # (a constant that spans an axis the batch reaches: not batch-generic)
         got = compiled(x)
         for k, (g, w) in enumerate(zip(got, want)):
             g = np.asarray(g)

@@ -320,13 +320,14 @@ def _qdq_matmul(k: int, n: int = 24):
 
 
 @pytest.mark.skipif(not _int8_unit(), reason="this CPU has no int8 dot-product unit (VNNI, AMX)")
-@pytest.mark.parametrize("k", [1, 3, 4, 5])
-def test_product_over_one_group_of_four_features(k):
+@pytest.mark.parametrize("k, n", [(1, 24), (3, 24), (4, 24), (5, 24), (1, 3), (4, 3)])
+def test_product_over_one_group_of_four_features(k, n):
     """A QDQ MatMul over at most 4 features runs on the dot-product unit with one group of four in
-    its packed weight: its region's group index k // 4 is 0, like the unit axis before it, and
-    tensorize pairs the two instead of skipping the group axis (it skipped it and refused the
-    tile, so the compile failed; found by the random-model campaign)."""
-    model = _qdq_matmul(k)
+    its packed weight: its region's group index k // 4 is 0, like the unit axis before it.
+    tensorize pairs the two instead of skipping the group axis, and ignores the declared stride
+    of an axis the intrinsic only indexes at 0 (it refused both tiles, with 2 panels and with 1,
+    so the compile failed; found by the random-model campaign)."""
+    model = _qdq_matmul(k, n)
     compiled = tensorforge.compile(from_onnx(model), target="c -mcpu=native")
     assert any(n.op == "matmul_integer_vnni" for n in optimize(from_onnx(model), "c -mcpu=native").nodes)
     x = np.random.default_rng(0).standard_normal((12, k)).astype(np.float32)
