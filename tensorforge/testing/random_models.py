@@ -450,6 +450,29 @@ def _reshape_axes(b: _Builder, x: str, shape: tuple) -> str | None:
     return None
 
 
+def _view_by_shape(b: _Builder, x: str, shape: tuple) -> str | None:
+    """x.view(x.size(0), -1) or x.view(x.size(0), x.size(1), -1) as torch.onnx.export writes it:
+    the sizes taken from Shape at run time (with a symbolic batch, a shape computed per call)."""
+    from onnx import helper
+    rank = len(shape)
+    if rank < 3:
+        return None
+    keep = b.choice([1, 2])
+    sh = b.name("shape_")
+    b.nodes.append(helper.make_node("Shape", [x], [sh]))
+    parts = []
+    for axis in range(keep):
+        g = b.name("gather_")
+        b.nodes.append(helper.make_node("Gather", [sh, b.const(np.array(axis, np.int64), "idx")], [g], axis=0))
+        u = b.name("unsqueeze_")
+        b.nodes.append(helper.make_node("Unsqueeze", [g, b.const(np.array([0], np.int64), "axes")], [u]))
+        parts.append(u)
+    target = b.name("concat_")
+    b.nodes.append(helper.make_node("Concat", parts + [b.const(np.array([-1], np.int64), "rest")], [target], axis=0))
+    out = shape[:keep] + (int(np.prod(shape[keep:])),)
+    return b.node("Reshape", [x, target], out)
+
+
 # ---- ops on sequences (N, T, D) ------------------------------------------------------------------
 
 def _linear(b: _Builder, x: str, shape: tuple) -> str:
@@ -559,10 +582,12 @@ def _seq_transpose(b: _Builder, x: str, shape: tuple) -> str:
 _IMAGE_OPS = [(_conv, 5), (_conv_transpose, 1), (_batch_norm, 2), (_pool, 2), (_resize, 1), (_pad, 1),
               (_concat, 2), (_slice_channels, 1), (_squeeze_excite, 1), (_depth_space, 1), (_norm, 1),
               (_softmax_channels, 1), (_nhwc_round_trip, 1), (_to_sequence, 1), (_flatten_dense, 1), (_group_norm, 1),
-              (_unary, 4), (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
+              (_unary, 4), (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1),
+              (_view_by_shape, 1)]
 _SEQUENCE_OPS = [(_linear, 4), (_attention, 2), (_seq_layer_norm, 2), (_seq_transpose, 1), (_conv1d, 2),
                  (_recurrent, 1), (_unary, 3),
-                 (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
+                 (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1),
+                 (_view_by_shape, 1)]
 _OTHER_OPS = [(_unary, 3), (_binary, 3), (_reduce, 1), (_split, 1), (_select, 1), (_math, 1), (_reshape_axes, 1)]
 
 
