@@ -66,3 +66,28 @@ def test_generator_is_deterministic_and_valid():
                "LayerNormalization", "Transpose", "Reshape", "Split", "Where", "CumSum", "Pad", "LSTM", "GRU",
                "InstanceNormalization", "Gemm"):
         assert op in seen, op
+
+
+@pytest.mark.parametrize("seed, wrong", [(6, 1), (1, 3)])
+def test_check_fails_on_a_wrong_answer(monkeypatch, seed, wrong):
+    """check() catches a compiled model with `wrong` elements off by 1%: one in a model without
+    comparisons (seed 6), three in one with a Where (seed 1, which may have COMPARISON_FLIPS)."""
+    import tensorforge
+
+    real = tensorforge.compile
+
+    def off_by_a_little(*args, **kwargs):
+        model = real(*args, **kwargs)
+
+        def call(*xs):
+            outs = [np.array(o, copy=True) for o in model(*xs)]
+            flat = outs[-1].reshape(-1)
+            flat[:wrong] += 0.01 + np.abs(flat[:wrong]) * 0.01
+            return outs
+        call.input_names = model.input_names
+        return call
+
+    assert random_models.COMPARISON_FLIPS < 3
+    monkeypatch.setattr(tensorforge, "compile", off_by_a_little)
+    with pytest.raises(AssertionError):
+        random_models.check(seed)

@@ -38,6 +38,7 @@ ATOL = 1e-4      # times max(1, max |reference|)
 BF16_TOLERANCE = 0.1    # rtol and atol (times the scale): bfloat16 keeps 8 bits; a wrong layout is off by O(1)
 QDQ_TOLERANCE = 0.1     # the same for QDQ models: a few steps of ACT_SCALE, carried through later ops
 MAX_OFF_FRACTION = 0.005    # ... with this share of the elements allowed outside (see check)
+COMPARISON_FLIPS = 2        # float32 elements allowed off in a model with comparisons (see check)
 
 
 @dataclass
@@ -674,6 +675,7 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
     if dynamic:
         rng = np.random.default_rng(seed + 1)
         calls = [rng.standard_normal((n, *feeds["x"].shape[1:])).astype(np.float32) for n in DYNAMIC_BATCHES]
+    compares = any(n.op_type in ("Greater", "Less", "GreaterOrEqual") for n in model.graph.node)
     for x in calls:
         try:
             want = sess.run(None, {"x": x})
@@ -687,12 +689,15 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
             assert g.shape == w.shape, f"seed {seed}, batch {x.shape[0]}, output {k}: shape {g.shape} != {w.shape}"
             scale = max(1.0, float(np.max(np.abs(w)))) if w.size else 1.0
             where = f"seed {seed}, batch {x.shape[0]}, output {k} ({model.graph.output[k].name})"
+            off = ~np.isclose(g, w, rtol=rtol, atol=atol * scale)
             if precision == "fp32" and not quantized:
-                np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, err_msg=where)
+                # a value within float32 rounding of a comparison's threshold may select the
+                # other side of a Where: at most COMPARISON_FLIPS elements, in a model that compares
+                if off.sum() > (COMPARISON_FLIPS if compares else 0):
+                    np.testing.assert_allclose(g, w, rtol=rtol, atol=atol * scale, err_msg=where)
                 continue
             # bfloat16 and int8 steps move values across a comparison's threshold (a Where, a
             # max pool's tie) now and then: a few elements may differ, the rest must be close
-            off = ~np.isclose(g, w, rtol=rtol, atol=atol * scale)
             assert off.mean() <= MAX_OFF_FRACTION, \
                 f"{where}: {int(off.sum())} of {off.size} elements differ, e.g. {g[off][:4]} against {w[off][:4]}"
 
