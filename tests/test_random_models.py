@@ -54,6 +54,13 @@ def test_random_model_in_bfloat16(seed):
     random_models.check(seed, precision="bf16")
 
 
+@pytest.mark.parametrize("seed", [500, 501, 502, 503])
+def test_random_model_with_random_tuning_records(seed):
+    """Every tunable task at a random point of its knob space (random_records): tuning picks knob
+    values and never changes what is computed."""
+    random_models.check(seed, tuned=True)
+
+
 def test_generator_is_deterministic_and_valid():
     """The same seed gives the same model and input; every model passes the ONNX checker (done in
     random_model) and draws ops from the whole catalogue over a few seeds."""

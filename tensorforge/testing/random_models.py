@@ -647,17 +647,31 @@ def describe(model) -> str:
     return " ".join(n.op_type for n in model.graph.node)
 
 
+def random_records(graph, target: str, seed: int, threads: int | None = None) -> list:
+    """Tuning records that give each tunable task of `graph` a random point of its knob space, as
+    if the tuner had measured it fastest: the compiled model must compute the same with any
+    point (tuning picks knob values, it never changes what is computed)."""
+    import random
+
+    from ..autotune.records import Record
+    from ..autotune.task import extract_tasks
+    rng = random.Random(seed)
+    return [Record(task, task.config_space.random(rng).to_json(), costs=(1e-3,), threads=threads)
+            for task in extract_tasks(graph, target)]
+
+
 DYNAMIC_BATCHES = (3, 1, 5)     # a bucket, the smallest, and one that runs as chunks of buckets
 
 
 def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native", dynamic: bool = False,
-          precision: str = "fp32", quantized: bool = False) -> None:
+          precision: str = "fp32", quantized: bool = False, tuned: bool = False) -> None:
     """Compile seed's model, run it, and compare with ONNX Runtime: AssertionError on a mismatch
     (any exception from the compile or the call propagates).  `dynamic`: the model with a
     symbolic batch, compiled once and called with each of DYNAMIC_BATCHES.  `precision` "bf16":
     convs and products in bfloat16 (compile's precision), compared within BF16_TOLERANCE.
     `quantized`: the QDQ model (random_model's), within QDQ_TOLERANCE: a rounding tie that falls
-    the other way moves a value by one step."""
+    the other way moves a value by one step.  `tuned`: compiled with `random_records` (a random
+    knob point for every tunable task)."""
     import onnxruntime as ort
 
     import tensorforge
@@ -666,8 +680,10 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    compiled = tensorforge.compile(tensorforge.frontend.from_onnx(model), target=target, threads=threads,
-                                   precision=precision, progress=False)
+    graph = tensorforge.frontend.from_onnx(model)
+    records = random_records(graph, target, seed, threads) if tuned else None
+    compiled = tensorforge.compile(graph, target=target, threads=threads, precision=precision, records=records,
+                                   progress=False)
     rtol, atol = (RTOL, ATOL) if precision == "fp32" else (BF16_TOLERANCE, BF16_TOLERANCE)
     if quantized:
         rtol, atol = max(rtol, QDQ_TOLERANCE), max(atol, QDQ_TOLERANCE)
@@ -711,6 +727,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--show", action="store_true", help="print each model's ops")
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--quantized", action="store_true", help="convs and products in the QDQ form")
+    ap.add_argument("--tuned", action="store_true", help="a random knob point for every tunable task")
     ap.add_argument("--dynamic", action="store_true", help="a symbolic batch, called with batches "
                     + ", ".join(map(str, DYNAMIC_BATCHES)))
     args = ap.parse_args(argv)
@@ -720,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in seeds:
         model, _ = random_model(seed, dynamic=args.dynamic, quantized=args.quantized)
         try:
-            check(seed, args.threads, args.target, args.dynamic, args.precision, args.quantized)
+            check(seed, args.threads, args.target, args.dynamic, args.precision, args.quantized, args.tuned)
             print(f"seed {seed}: ok ({len(model.graph.node)} nodes)" + (f"  {describe(model)}" if args.show else ""),
                   flush=True)
         except Exception as e:       # noqa: BLE001 - a campaign reports every failure and goes on
