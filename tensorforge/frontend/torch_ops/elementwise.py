@@ -5,6 +5,8 @@ float, a float tensor plus a Python int stays float); Python scalars become 0-d 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..torch_convert import aten
 from .common import as_value, cast
 
@@ -112,6 +114,17 @@ def unary(ctx, a: dict):
     if name == "logical_not" and x.dtype != "bool":
         x = ctx.add1("cast", [x], {"dtype": "bool"})
     return ctx.add1(_UNARY[name], [x])
+
+
+@aten("log1p", "expm1")
+def log1p_expm1(ctx, a: dict):
+    """log(1 + x) and exp(x) - 1 (softplus and mish decompose to log1p): the graph has no fused
+    form, and in float32 the sum loses only what the absolute tolerance of a model allows."""
+    x = cast(ctx, a["self"], ctx.out_dtypes[0])
+    one = ctx.const(np.asarray(1, x.dtype))
+    if ctx.op.split(".")[1] == "log1p":
+        return ctx.add1("log", [ctx.add1("add", [x, one])])
+    return ctx.add1("sub", [ctx.add1("exp", [x]), one])
 
 
 @aten("bitwise_not")

@@ -96,12 +96,38 @@ def batch_norm_no_training(ctx, a: dict):
 
 @aten("native_batch_norm", "_native_batch_norm_legit")
 def native_batch_norm(ctx, a: dict):
+    if a.get("running_mean") is None and ctx.op.endswith("no_stats"):
+        return _batch_statistics_norm(ctx, a["input"], a["weight"], a["bias"], float(a["eps"]))
     if a.get("training"):
         raise ctx.unsupported("batch norm in training mode (batch statistics) is not supported; call "
                               "module.eval() first")
     if a.get("running_mean") is None:
         raise ctx.unsupported("batch norm without running statistics is not supported")
     return _batch_norm(ctx, a["input"], a["weight"], a["bias"], a["running_mean"], a["running_var"], a["eps"])
+
+
+def _batch_statistics_norm(ctx, x, weight, bias, eps: float):
+    """Batch norm over the statistics of the batch itself (no running statistics: what
+    nn.InstanceNorm2d decomposes into, on the (1, N * C, H, W) view of its input, and
+    BatchNorm2d(track_running_stats=False)): per channel, mean and variance over every other
+    axis.  With one image that is an instance norm; otherwise the reductions are written out."""
+    c = x.shape[1]
+    weight = cast(ctx, weight, x.dtype) if weight is not None else ctx.const(np.ones(c, x.dtype))
+    bias = cast(ctx, bias, x.dtype) if bias is not None else ctx.const(np.zeros(c, x.dtype))
+    if x.shape[0] == 1 and len(x.shape) >= 3:
+        y = ctx.add1("instance_norm", [x, weight, bias], {"epsilon": eps})
+    else:
+        axes = (0,) + tuple(range(2, len(x.shape)))
+        mean = ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
+        centered = ctx.add1("sub", [x, mean])
+        var = ctx.add1("reduce_mean", [ctx.add1("mul", [centered, centered])], {"axes": axes, "keepdims": 1})
+        inv = ctx.add1("reciprocal", [ctx.add1("sqrt", [ctx.add1("add", [var, ctx.const(np.asarray(eps, x.dtype))])])])
+        per_channel = (c,) + (1,) * (len(x.shape) - 2)
+        y = ctx.add1("mul", [ctx.add1("mul", [centered, inv]), ctx.add1("reshape", [weight], {"shape": per_channel})])
+        y = ctx.add1("add", [y, ctx.add1("reshape", [bias], {"shape": per_channel})])
+    if ctx.used_outputs & {1, 2}:
+        raise ctx.unsupported("the saved batch statistics of a batch norm are not supported")
+    return (y, None, None)
 
 
 @aten("native_layer_norm")

@@ -1,0 +1,40 @@
+"""Differential tests on random PyTorch modules (tensorforge/testing/random_torch.py): seeded
+nn.Modules of convs, norms, pools, interpolation, slicing, permutes into nn.Linear, attention,
+LSTMs and GRUs, through from_torch (static and with a dynamic batch) and through
+torch.compile(backend="tensorforge"), against eager PyTorch.  A failure names the seed;
+
+    python -m tensorforge.testing.random_torch --seeds SEED --show [--dynamic | --compile]
+
+reproduces it."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
+
+from tensorforge.testing import random_torch  # noqa: E402
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_random_module_through_from_torch(seed):
+    random_torch.check(seed)
+
+
+@pytest.mark.parametrize("seed", [100, 101, 102, 103])
+def test_random_module_with_a_dynamic_batch(seed):
+    random_torch.check(seed, dynamic=True)
+
+
+@pytest.mark.parametrize("seed", [200, 201, 202, 203])
+def test_random_module_through_torch_compile(seed):
+    random_torch.check(seed, compile_backend=True)
+
+
+def test_modules_are_deterministic():
+    import torch
+    a, (xa,) = random_torch.random_module(3)
+    b, (xb,) = random_torch.random_module(3)
+    assert random_torch.describe(a) == random_torch.describe(b)
+    torch.testing.assert_close(xa, xb)
+    with torch.no_grad():
+        torch.testing.assert_close(a(xa), b(xb))

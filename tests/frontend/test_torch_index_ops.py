@@ -1,0 +1,89 @@
+"""from_torch on the ATen ops users' modules bring beyond the paper's workloads, each against torch
+eager: F.interpolate (upsample_*), nn.GroupNorm (native_group_norm), nn.InstanceNorm2d and
+BatchNorm2d without running statistics (_native_batch_norm_legit.no_stats), reflection and
+replication padding (index.Tensor), advanced indexing, flip (bidirectional RNNs), repeat, cumsum,
+softplus and mish (log1p), expm1.  Each was "not supported" before; the random-module campaign
+(tensorforge/testing/random_torch.py) found them."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+from torch_helpers import check_from_torch  # noqa: E402
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(scale_factor=2, mode="nearest"), dict(scale_factor=3, mode="nearest-exact"), dict(size=(7, 11), mode="nearest"),
+    dict(scale_factor=2, mode="bilinear", align_corners=False), dict(scale_factor=2, mode="bilinear", align_corners=True),
+    dict(size=(9, 4), mode="bilinear", align_corners=False), dict(scale_factor=2, mode="bicubic", align_corners=False),
+    dict(scale_factor=1.5, mode="bilinear", align_corners=False)])
+def test_interpolate(kwargs):
+    check_from_torch(Fn(lambda x: F.interpolate(x, **kwargs)), (torch.randn(2, 3, 5, 6),))
+
+
+def test_interpolate_1d_linear():
+    check_from_torch(Fn(lambda x: F.interpolate(x, scale_factor=2, mode="linear")), (torch.randn(1, 4, 9),))
+
+
+@pytest.mark.parametrize("affine", [True, False])
+def test_group_norm(affine):
+    torch.manual_seed(0)
+    norm = nn.GroupNorm(4, 8, affine=affine)
+    if affine:
+        with torch.no_grad():
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-0.5, 0.5)
+    check_from_torch(nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), norm, nn.SiLU()), (torch.randn(2, 3, 9, 7),))
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_instance_norm_and_batch_statistics(batch):
+    torch.manual_seed(0)
+    check_from_torch(nn.Sequential(nn.InstanceNorm2d(4, affine=True), nn.ReLU(),
+                                   nn.BatchNorm2d(4, track_running_stats=False)), (torch.randn(batch, 4, 6, 5),))
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+def test_padding_modes(mode):
+    check_from_torch(Fn(lambda x: F.pad(x, (1, 2, 2, 0), mode=mode) * 2), (torch.randn(1, 3, 5, 6),))
+
+
+def test_advanced_indexing_flip_repeat_cumsum():
+    rows = torch.tensor([2, 0, -1])
+    cols = torch.tensor([[1], [3]])
+
+    def f(x):
+        picked = x[:, rows]                 # one index tensor, a negative position
+        block = x[0, cols, rows]            # two broadcast indices on adjacent axes: (2, 3, W)
+        return picked.flip(1, 3), block.repeat(1, 2, 1), torch.cumsum(x, dim=2)
+
+    check_from_torch(Fn(f), (torch.randn(2, 4, 5, 6),))
+
+
+def test_softplus_mish_expm1():
+    check_from_torch(Fn(lambda x: (F.softplus(x), F.mish(x), torch.expm1(x))), (torch.randn(3, 7) * 3,))
+
+
+def test_bidirectional_gru():
+    torch.manual_seed(0)
+    gru = nn.GRU(6, 8, batch_first=True, bidirectional=True)
+    check_from_torch(Fn(lambda x: gru(x)[0]), (torch.randn(2, 5, 6),))
+
+
+def test_boolean_mask_is_a_clear_error():
+    """x[mask] has a size only the data gives: refused with the node and the reason."""
+    from tensorforge.frontend import from_torch
+    with pytest.raises(NotImplementedError, match="node index .*(symbolic dimension|boolean mask)"):
+        from_torch(Fn(lambda x, m: x[m]), (torch.randn(4, 3), torch.tensor([True, False, True, True])))
