@@ -99,3 +99,18 @@ def test_errors():
     staged = tensorforge.compile(from_onnx(one_node("ReduceSum", {"x": X, "axes": i64(1)})[0]))
     for axis in (1, 0, -1):      # axes given at run time: specialized per value
         np.testing.assert_allclose(staged(X, i64(axis))[0], X.sum(axis=axis, keepdims=True), rtol=1e-5)
+
+
+def test_topk_with_its_indices_unused_runs():
+    """x.topk(k)[0] as exported: TopK's indices output is read by nothing, so the memory plan gives
+    it no buffer; the host kernel's step wrote every output and the call raised KeyError."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    g = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1), helper.make_node("Relu", ["v"], ["y"])],
+                          "topk_values", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (2, 5, 8))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.array([3], np.int64), "k")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    x = rand((2, 5, 8))
+    got = tensorforge.compile(from_onnx(onnx.shape_inference.infer_shapes(model)))(x)[0]
+    np.testing.assert_array_equal(got, np.maximum(-np.sort(-x, axis=-1)[..., :3], 0))

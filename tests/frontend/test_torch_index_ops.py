@@ -87,3 +87,32 @@ def test_boolean_mask_is_a_clear_error():
     from tensorforge.frontend import from_torch
     with pytest.raises(NotImplementedError, match="node index .*(symbolic dimension|boolean mask)"):
         from_torch(Fn(lambda x, m: x[m]), (torch.randn(4, 3), torch.tensor([True, False, True, True])))
+
+
+@pytest.mark.parametrize("size", [(4, 3), (7, 7), 2])
+def test_adaptive_pools_with_unequal_windows(size):
+    """Adaptive average and max pooling where the output does not divide the input (9x7 to 4x3:
+    windows of 3 and 2 rows that overlap): products with averaging matrices, and maxima over
+    gathered window positions."""
+    check_from_torch(Fn(lambda x: (F.adaptive_avg_pool2d(x, size), F.adaptive_max_pool2d(x, size))),
+                     (torch.randn(2, 3, 9, 7),))
+
+
+def test_statistics_norms_and_selu():
+    def f(x):
+        return (x.var(dim=(2, 3), keepdim=True), x.std(1), x.var(1, correction=0), F.normalize(x, dim=1),
+                x.norm(dim=-1), torch.linalg.vector_norm(x, ord=3, dim=1), F.cosine_similarity(x, x.flip(1), dim=1),
+                F.selu(x))
+    check_from_torch(Fn(f), (torch.randn(2, 4, 5, 6),))
+
+
+def test_selections_sorting_and_rounding():
+    index = torch.tensor([[[0, 2, 1]], [[3, 3, 0]]])
+
+    def f(x):
+        values, positions = x.topk(3, dim=-1)
+        ascending, order = x.sort(dim=1)
+        return (values, positions, ascending, order, torch.roll(x, 2, 1), x.index_select(2, torch.tensor([4, 0])),
+                torch.gather(x, 1, index.expand(2, 1, 3)), torch.round(x * 3), torch.trunc(x * 3), torch.frac(x * 3),
+                torch.atan2(x, x.flip(2)))
+    check_from_torch(Fn(f), (torch.randn(2, 4, 5),))

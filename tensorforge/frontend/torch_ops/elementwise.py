@@ -150,9 +150,44 @@ def leaky_relu(ctx, a: dict):
 
 @aten("elu")
 def elu(ctx, a: dict):
-    if float(a.get("scale", 1)) != 1.0 or float(a.get("input_scale", 1)) != 1.0:
-        raise ctx.unsupported("elu with scale or input_scale other than 1 is not supported")
-    return ctx.add1("elu", [a["self"]], {"alpha": float(a.get("alpha", 1.0))})
+    """scale * (x if x > 0 else alpha * (exp(input_scale * x) - 1)): nn.ELU, and nn.SELU (which
+    decomposes to elu with SELU's scale and alpha)."""
+    x = a["self"]
+    alpha, scale, input_scale = (float(a.get(k, 1.0)) for k in ("alpha", "scale", "input_scale"))
+    if input_scale != 1.0:
+        negative = ctx.add1("mul", [ctx.add1("sub", [ctx.add1("exp", [ctx.add1("mul", [x, as_value(ctx, input_scale, x)])]),
+                                                     as_value(ctx, 1.0, x)]), as_value(ctx, alpha, x)])
+        y = ctx.add1("where", [ctx.add1("greater", [x, as_value(ctx, 0.0, x)]), x, negative])
+    else:
+        y = ctx.add1("elu", [x], {"alpha": alpha})
+    return y if scale == 1.0 else ctx.add1("mul", [y, as_value(ctx, scale, x)])
+
+
+@aten("round", "trunc")
+def round_trunc(ctx, a: dict):
+    """round (half to even, as PyTorch) and trunc (toward zero); `decimals` scales first."""
+    x = cast(ctx, a["self"], ctx.out_dtypes[0])
+    if ctx.op.split(".")[1] == "trunc":
+        return ctx.add1("mul", [ctx.add1("sign", [x]), ctx.add1("floor", [ctx.add1("abs", [x])])])
+    decimals = int(a.get("decimals", 0) or 0)
+    if decimals:
+        factor = as_value(ctx, 10.0 ** decimals, x)
+        return ctx.add1("div", [ctx.add1("round", [ctx.add1("mul", [x, factor])]), factor])
+    return ctx.add1("round", [x])
+
+
+@aten("atan2")
+def atan2(ctx, a: dict):
+    """atan2(y, x): atan(y / x) moved by pi into the left half-plane; 0 at the origin (as PyTorch)."""
+    dtype = ctx.out_dtypes[0]
+    y, x = _operands(ctx, a["self"], a["other"], dtype)
+    zero, pi = as_value(ctx, 0.0, x), as_value(ctx, np.pi, x)
+    base = ctx.add1("atan", [ctx.add1("div", [y, x])])
+    shift = ctx.add1("where", [ctx.add1("less", [y, zero]), ctx.add1("neg", [pi]), pi])
+    left = ctx.add1("add", [base, shift])
+    out = ctx.add1("where", [ctx.add1("less", [x, zero]), left, base])
+    origin = ctx.add1("logical_and", [ctx.add1("equal", [x, zero]), ctx.add1("equal", [y, zero])])
+    return ctx.add1("where", [origin, zero, out])
 
 
 @aten("hardsigmoid")
@@ -174,6 +209,12 @@ def clamp(ctx, a: dict):
     x = a["self"]
     lo = a.get("min_val", a.get("min"))
     hi = a.get("max_val", a.get("max"))
-    if hasattr(lo, "dtype") or hasattr(hi, "dtype"):
-        raise ctx.unsupported("clamp with tensor bounds is not supported")
+    if hasattr(lo, "dtype") or hasattr(hi, "dtype"):       # tensor bounds (F.cosine_similarity's eps)
+        dtype = ctx.out_dtypes[0]
+        x = cast(ctx, x, dtype)
+        if lo is not None:
+            x = ctx.add1("maximum", [x, cast(ctx, as_value(ctx, lo, x, dtype), dtype)])
+        if hi is not None:
+            x = ctx.add1("minimum", [x, cast(ctx, as_value(ctx, hi, x, dtype), dtype)])
+        return x
     return ctx.add1("clip", [x], {"min": None if lo is None else float(lo), "max": None if hi is None else float(hi)})

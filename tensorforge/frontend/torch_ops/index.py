@@ -5,7 +5,8 @@ What users' modules bring that the core ATen set keeps as ops of their own:
   by computed rows and columns) -> gather.  Several indices on adjacent axes broadcast together:
   the axes are merged and indexed by the linear index (row-major), so one gather serves any
   number of them.  Boolean masks (a data-dependent shape) are refused.
-- `flip` -> gather with the reversed positions; `repeat` -> tile; `cumsum` -> cumsum.
+- `index_select` -> gather; `gather` -> gather_elements; `flip` -> gather with the reversed
+  positions; `repeat` -> tile; `cumsum` -> cumsum.
 - `upsample_*` (F.interpolate) -> resize, with PyTorch's coordinates: nearest is floor(dst /
   scale) ("asymmetric" with floor), nearest-exact floor((dst + 0.5) / scale) ("half_pixel" with
   round-half-up), linear and cubic (dst + 0.5) / scale - 0.5 ("half_pixel"; PyTorch clamps a
@@ -50,6 +51,21 @@ def index(ctx, a: dict):
     flat = ctx.add1("reshape", [x], {"shape": merged})
     assert rank >= len(axes)
     return ctx.add1("gather", [flat, linear], {"axis": first})
+
+
+@aten("index_select")
+def index_select(ctx, a: dict):
+    x = a["self"]
+    return ctx.add1("gather", [x, a["index"]], {"axis": norm_dim(int(a["dim"]), len(x.shape))})
+
+
+@aten("gather")
+def gather(ctx, a: dict):
+    """torch.gather: out[i][j][k] = x[i][index[i][j][k]][k] along `dim` (ONNX GatherElements)."""
+    x = a["self"]
+    if a.get("sparse_grad"):
+        raise ctx.unsupported("gather with sparse_grad is not supported")
+    return ctx.add1("gather_elements", [x, a["index"]], {"axis": norm_dim(int(a["dim"]), len(x.shape))})
 
 
 @aten("flip")

@@ -181,10 +181,49 @@ def adaptive_avg_pool2d(ctx, a: dict):
     if out == (1, 1):
         return ctx.add1("global_avg_pool", [x])
     h, w = x.shape[2:]
-    if h % out[0] or w % out[1]:
-        raise ctx.unsupported(f"adaptive pooling of {h}x{w} to {out[0]}x{out[1]} (not a divisor) is not supported")
-    kernel = (h // out[0], w // out[1])
-    return ctx.add1("avg_pool2d", [x], {"kernel": kernel, "strides": kernel, "padding": (0, 0, 0, 0)})
+    if h % out[0] == 0 and w % out[1] == 0:
+        kernel = (h // out[0], w // out[1])
+        return ctx.add1("avg_pool2d", [x], {"kernel": kernel, "strides": kernel, "padding": (0, 0, 0, 0)})
+    # windows of unequal sizes (9 rows to 4: [0, 3), [2, 5), [4, 7), [6, 9)): the mean over a
+    # window is separable, so it is a product with an averaging matrix along each axis
+    rows, cols = _averaging(h, out[0], x.dtype), _averaging(w, out[1], x.dtype)
+    y = ctx.add1("matmul", [x, ctx.const(np.ascontiguousarray(cols.T))])          # (N, C, H, ow)
+    return ctx.add1("matmul", [ctx.const(rows), y])                                # (N, C, oh, ow)
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive pooling windows: [floor(i * size / out), ceil((i + 1) * size / out))."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def _averaging(size: int, out: int, dtype: str) -> np.ndarray:
+    m = np.zeros((out, size), dtype)
+    for i, (lo, hi) in enumerate(adaptive_windows(size, out)):
+        m[i, lo:hi] = 1.0 / (hi - lo)
+    return m
+
+
+@aten("adaptive_max_pool2d", "adaptive_max_pool1d")
+def adaptive_max_pool(ctx, a: dict):
+    """Max over PyTorch's adaptive windows, one axis after the other (a maximum over a rectangle is
+    the maximum of its rows' maxima): per axis, the window's positions as up to `longest` gathers
+    (a shorter window repeats its last position)."""
+    x = a["self"]
+    if 1 in ctx.used_outputs:
+        raise ctx.unsupported("the indices output of adaptive max pooling is not supported")
+    spatial = len(x.shape) - 2
+    out = ints(a["output_size"], spatial)
+    for k, o in enumerate(out):
+        axis = 2 + k
+        windows = adaptive_windows(int(x.shape[axis]), o)
+        longest = max(hi - lo for lo, hi in windows)
+        best = None
+        for t in range(longest):
+            taps = ctx.const(np.array([min(lo + t, hi - 1) for lo, hi in windows], np.int64))
+            picked = ctx.add1("gather", [x, taps], {"axis": axis})
+            best = picked if best is None else ctx.add1("maximum", [best, picked])
+        x = best
+    return x, None
 
 
 @aten("_softmax", "softmax", "_log_softmax", "log_softmax")
