@@ -79,9 +79,9 @@ def test_generator_is_deterministic_and_valid():
 def test_check_fails_on_a_wrong_answer(monkeypatch, seed, wrong):
     """check() catches a compiled model with `wrong` elements off by 1%: one in a model without
     comparisons (seed 6), three in one with a Where (seed 1, which may have COMPARISON_FLIPS)."""
-    import tensorforge
+    from tensorforge import driver
 
-    real = tensorforge.compile
+    real = driver.compile
 
     def off_by_a_little(*args, **kwargs):
         model = real(*args, **kwargs)
@@ -95,6 +95,6 @@ def test_check_fails_on_a_wrong_answer(monkeypatch, seed, wrong):
         return call
 
     assert random_models.COMPARISON_FLIPS < 3
-    monkeypatch.setattr(tensorforge, "compile", off_by_a_little)
+    monkeypatch.setattr(driver, "compile", off_by_a_little)
     with pytest.raises(AssertionError):
         random_models.check(seed)

@@ -674,15 +674,16 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
     knob point for every tunable task)."""
     import onnxruntime as ort
 
-    import tensorforge
+    from .. import driver
+    from ..frontend import from_onnx
     model, feeds = random_model(seed, dynamic=dynamic, quantized=quantized)
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
-    graph = tensorforge.frontend.from_onnx(model)
+    graph = from_onnx(model)
     records = random_records(graph, target, seed, threads) if tuned else None
-    compiled = tensorforge.compile(graph, target=target, threads=threads, precision=precision, records=records,
+    compiled = driver.compile(graph, target=target, threads=threads, precision=precision, records=records,
                                    progress=False)
     rtol, atol = (RTOL, ATOL) if precision == "fp32" else (BF16_TOLERANCE, BF16_TOLERANCE)
     if quantized:

@@ -95,6 +95,8 @@ def _norm(g: _Gen, v: int) -> int:
     nn = g.torch.nn
     n, c, h, w = g.shapes[v]
     kind = g.choice(["batch", "batch", "group", "instance", "layer"])
+    if kind in ("group", "instance") and h * w == 1:      # PyTorch refuses a norm over one element
+        kind = "batch"
     if kind == "batch":
         bn = nn.BatchNorm2d(c)
         with g.torch.no_grad():
@@ -202,10 +204,28 @@ def _pad(g: _Gen, v: int) -> int:
     return g.add("pad", [v], (n, c, h + pads[2] + pads[3], w + pads[0] + pads[1]), extra=(pads, mode))
 
 
+def _adaptive(g: _Gen, v: int) -> int | None:
+    """Adaptive average or max pooling to a size that need not divide the input's."""
+    n, c, h, w = g.shapes[v]
+    oh, ow = int(g.rng.integers(1, min(h, 7) + 1)), int(g.rng.integers(1, min(w, 7) + 1))
+    return g.add(g.choice(["adaptive_avg", "adaptive_max"]), [v], (n, c, oh, ow), extra=(oh, ow))
+
+
+def _roll(g: _Gen, v: int) -> int:
+    """torch.roll over the rows and columns (Swin's shifted windows)."""
+    n, c, h, w = g.shapes[v]
+    return g.add("roll", [v], (n, c, h, w), extra=(int(g.rng.integers(1, h + 1)), int(g.rng.integers(1, w + 1))))
+
+
+def _stats_norm(g: _Gen, v: int) -> int:
+    """Normalization written by hand: (x - mean) / std over the channels, or F.normalize."""
+    return g.add(g.choice(["standardize", "l2_normalize"]), [v], g.shapes[v])
+
+
 # ---- steps on any rank ---------------------------------------------------------------------------
 
 _ACTIVATIONS = ["relu", "relu_", "gelu", "gelu_tanh", "silu", "hardswish", "leaky_relu", "elu", "sigmoid", "tanh",
-                "softplus", "mish", "clamp"]
+                "softplus", "mish", "clamp", "selu", "relu6", "logsigmoid"]
 
 
 def _activation(g: _Gen, v: int) -> int:
@@ -221,6 +241,13 @@ def _residual(g: _Gen, v: int) -> int | None:
 
 def _softmax(g: _Gen, v: int) -> int:
     return g.add("softmax", [v], g.shapes[v], extra=int(g.rng.integers(1, len(g.shapes[v]))))
+
+
+def _glu_prelu(g: _Gen, v: int) -> int | None:
+    shape = g.shapes[v]
+    if g.rng.random() < 0.5 and shape[1] % 2 == 0:
+        return g.add("glu", [v], (shape[0], shape[1] // 2, *shape[2:]))
+    return g.add("layer", [v], shape, g.layer(g.torch.nn.PReLU(shape[1])))
 
 
 # ---- steps on sequences (N, T, D) ---------------------------------------------------------------
@@ -269,15 +296,35 @@ def _conv1d(g: _Gen, v: int) -> int | None:
     return g.add("conv1d_tokens", [v], (n, t, units), g.layer(nn.Conv1d(d, units, k, padding=k // 2)))
 
 
+def _rms_norm(g: _Gen, v: int) -> int:
+    """x * rsqrt(mean(x^2) + eps) * weight, as LLaMA-style models write it."""
+    n, t, d = g.shapes[v]
+    weight = g.layer(g.torch.nn.Linear(d, d, bias=False))     # only its diagonal is used, as a scale
+    return g.add("rms_norm", [v], (n, t, d), weight)
+
+
+def _topk_mean(g: _Gen, v: int) -> int | None:
+    n, t, d = g.shapes[v]
+    k = int(g.rng.integers(1, min(d, 8) + 1))
+    return g.add("topk_mean", [v], (n, t, 1), extra=k)
+
+
+def _masked_attention(g: _Gen, v: int) -> int:
+    """Attention with a causal mask from torch.triu and masked_fill, scores by einsum."""
+    n, t, d = g.shapes[v]
+    return g.add("masked_attention", [v], (n, t, d), g.layer(g.torch.nn.Linear(d, 3 * d)))
+
+
 def _cumsum(g: _Gen, v: int) -> int:
     return g.add("cumsum", [v], g.shapes[v], extra=int(g.rng.integers(1, len(g.shapes[v]))))
 
 
 _IMAGE = [(_conv, 5), (_conv_transpose, 1), (_norm, 2), (_pool, 2), (_interpolate, 1), (_cat, 1), (_slice, 1),
           (_se, 1), (_channels_last_linear, 1), (_flatten_linear, 1), (_to_tokens, 1), (_pixel_shuffle, 1), (_pad, 1),
-          (_activation, 3), (_residual, 2), (_softmax, 1)]
+          (_activation, 3), (_residual, 2), (_softmax, 1), (_adaptive, 1), (_roll, 1), (_stats_norm, 1), (_glu_prelu, 1)]
 _SEQUENCE = [(_linear, 4), (_layer_norm, 2), (_attention, 2), (_recurrent, 1), (_conv1d, 1), (_activation, 3),
-             (_residual, 2), (_softmax, 1), (_cumsum, 1)]
+             (_residual, 2), (_softmax, 1), (_cumsum, 1), (_rms_norm, 1), (_topk_mean, 1), (_masked_attention, 1),
+             (_glu_prelu, 1)]
 _OTHER = [(_activation, 3), (_residual, 2), (_softmax, 1)]
 
 
@@ -292,7 +339,8 @@ def _run_step(torch, layers, op: str, xs: list, layer: int | None, extra):
                 "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"), "silu": F.silu, "hardswish": F.hardswish,
                 "leaky_relu": lambda t: F.leaky_relu(t, 0.1), "elu": F.elu, "sigmoid": torch.sigmoid,
                 "tanh": torch.tanh, "softplus": F.softplus, "mish": F.mish,
-                "clamp": lambda t: t.clamp(-1.0, 2.0)}[extra](x)
+                "clamp": lambda t: t.clamp(-1.0, 2.0), "selu": F.selu, "relu6": F.relu6,
+                "logsigmoid": F.logsigmoid}[extra](x)
     if op in ("add", "mul", "sub"):
         return getattr(torch, op)(x, xs[1])
     if op == "scale_shift":
@@ -343,6 +391,29 @@ def _run_step(torch, layers, op: str, xs: list, layer: int | None, extra):
         return layers[layer](x.transpose(1, 2)).transpose(1, 2)
     if op == "cumsum":
         return torch.cumsum(x, dim=extra)
+    if op == "adaptive_avg":
+        return F.adaptive_avg_pool2d(x, extra)
+    if op == "adaptive_max":
+        return F.adaptive_max_pool2d(x, extra)
+    if op == "roll":
+        return torch.roll(x, shifts=extra, dims=(2, 3))
+    if op == "standardize":
+        return (x - x.mean(1, keepdim=True)) / (x.std(1, keepdim=True) + 1e-3)
+    if op == "l2_normalize":
+        return F.normalize(x, dim=1)
+    if op == "glu":
+        return F.glu(x, dim=1)
+    if op == "rms_norm":
+        scale = torch.diagonal(layers[layer].weight)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * scale
+    if op == "topk_mean":
+        return x.topk(extra, dim=-1).values.mean(-1, keepdim=True)
+    if op == "masked_attention":
+        n, t, d = x.shape
+        q, k, v = layers[layer](x).chunk(3, dim=-1)
+        scores = torch.einsum("btd,bsd->bts", q, k) / (d ** 0.5)
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
     raise ValueError(f"unknown step {op}")
 
 
@@ -431,7 +502,7 @@ def check(seed: int, compile_backend: bool = False, dynamic: bool = False, targe
     dimension dynamic, called with BATCHES."""
     import torch
 
-    import tensorforge
+    from .. import driver
     module, (x,) = random_module(seed)
     calls = [x]
     if dynamic:
@@ -443,7 +514,7 @@ def check(seed: int, compile_backend: bool = False, dynamic: bool = False, targe
                                      options={"target": target})
             run = compiled
         else:
-            from tensorforge.frontend import from_torch
+            from ..frontend import from_torch
             shapes = None
             example = x
             if dynamic:
@@ -451,7 +522,7 @@ def check(seed: int, compile_backend: bool = False, dynamic: bool = False, targe
                 shapes = {"x": {0: batch}}
                 # an example batch of 2: torch.export specializes a dimension that is 1 in the example
                 example = torch.cat([x, x]) if x.shape[0] == 1 else x
-            model = tensorforge.compile(from_torch(module, (example,), dynamic_shapes=shapes), target=target,
+            model = driver.compile(from_torch(module, (example,), dynamic_shapes=shapes), target=target,
                                         progress=False)
 
             def run(t):

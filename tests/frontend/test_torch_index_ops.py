@@ -116,3 +116,8 @@ def test_selections_sorting_and_rounding():
                 torch.gather(x, 1, index.expand(2, 1, 3)), torch.round(x * 3), torch.trunc(x * 3), torch.frac(x * 3),
                 torch.atan2(x, x.flip(2)))
     check_from_torch(Fn(f), (torch.randn(2, 4, 5),))
+
+
+def test_diagonal():
+    check_from_torch(Fn(lambda x: (torch.diagonal(x), torch.diagonal(x, 1, 0, 2), torch.diagonal(x, -2, 1, 2))),
+                     (torch.randn(4, 5, 6),))

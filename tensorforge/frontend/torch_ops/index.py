@@ -5,7 +5,8 @@ What users' modules bring that the core ATen set keeps as ops of their own:
   by computed rows and columns) -> gather.  Several indices on adjacent axes broadcast together:
   the axes are merged and indexed by the linear index (row-major), so one gather serves any
   number of them.  Boolean masks (a data-dependent shape) are refused.
-- `index_select` -> gather; `gather` -> gather_elements; `flip` -> gather with the reversed
+- `index_select` -> gather; `gather` -> gather_elements; `diagonal` -> a gather from the two
+  axes merged; `flip` -> gather with the reversed
   positions; `repeat` -> tile; `cumsum` -> cumsum.
 - `upsample_*` (F.interpolate) -> resize, with PyTorch's coordinates: nearest is floor(dst /
   scale) ("asymmetric" with floor), nearest-exact floor((dst + 0.5) / scale) ("half_pixel" with
@@ -66,6 +67,24 @@ def gather(ctx, a: dict):
     if a.get("sparse_grad"):
         raise ctx.unsupported("gather with sparse_grad is not supported")
     return ctx.add1("gather_elements", [x, a["index"]], {"axis": norm_dim(int(a["dim"]), len(x.shape))})
+
+
+@aten("diagonal", "diagonal_copy")
+def diagonal(ctx, a: dict):
+    """torch.diagonal(x, offset, dim1, dim2): the two axes moved last and merged, the diagonal
+    gathered from the merged axis (it becomes the last axis, as in PyTorch)."""
+    x = a["self"]
+    rank = len(x.shape)
+    d1, d2 = norm_dim(int(a.get("dim1", 0)), rank), norm_dim(int(a.get("dim2", 1)), rank)
+    offset = int(a.get("offset", 0))
+    rest = [k for k in range(rank) if k not in (d1, d2)]
+    n1, n2 = int(x.shape[d1]), int(x.shape[d2])
+    rows = np.arange(n1)
+    rows = rows[(rows + offset >= 0) & (rows + offset < n2)]          # element (r, r + offset)
+    moved = ctx.add1("transpose", [x], {"perm": tuple(rest) + (d1, d2)}) if rest or (d1, d2) != (0, 1) else x
+    merged = ctx.add1("reshape", [moved], {"shape": tuple(int(x.shape[k]) for k in rest) + (n1 * n2,)})
+    positions = ctx.const((rows * n2 + rows + offset).astype(np.int64))
+    return ctx.add1("gather", [merged, positions], {"axis": len(rest)})
 
 
 @aten("flip")

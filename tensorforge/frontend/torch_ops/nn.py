@@ -206,8 +206,10 @@ def _averaging(size: int, out: int, dtype: str) -> np.ndarray:
 @aten("adaptive_max_pool2d", "adaptive_max_pool1d")
 def adaptive_max_pool(ctx, a: dict):
     """Max over PyTorch's adaptive windows, one axis after the other (a maximum over a rectangle is
-    the maximum of its rows' maxima): per axis, the window's positions as up to `longest` gathers
-    (a shorter window repeats its last position)."""
+    the maximum of its rows' maxima): per axis, one gather of every window's positions as an
+    (out, longest) table (a shorter window repeats its last position) and a max over the table's
+    second axis.  (A chain of `maximum`s, one per position, inlined into one kernel grew as 3^n:
+    each maximum reads its left operand three times for NaN propagation.)"""
     x = a["self"]
     if 1 in ctx.used_outputs:
         raise ctx.unsupported("the indices output of adaptive max pooling is not supported")
@@ -217,12 +219,9 @@ def adaptive_max_pool(ctx, a: dict):
         axis = 2 + k
         windows = adaptive_windows(int(x.shape[axis]), o)
         longest = max(hi - lo for lo, hi in windows)
-        best = None
-        for t in range(longest):
-            taps = ctx.const(np.array([min(lo + t, hi - 1) for lo, hi in windows], np.int64))
-            picked = ctx.add1("gather", [x, taps], {"axis": axis})
-            best = picked if best is None else ctx.add1("maximum", [best, picked])
-        x = best
+        table = np.array([[min(lo + t, hi - 1) for t in range(longest)] for lo, hi in windows], np.int64)
+        picked = ctx.add1("gather", [x, ctx.const(table)], {"axis": axis})
+        x = ctx.add1("reduce_max", [picked], {"axes": (axis + 1,), "keepdims": 0})
     return x, None
 
 
