@@ -121,3 +121,12 @@ def test_selections_sorting_and_rounding():
 def test_diagonal():
     check_from_torch(Fn(lambda x: (torch.diagonal(x), torch.diagonal(x, 1, 0, 2), torch.diagonal(x, -2, 1, 2))),
                      (torch.randn(4, 5, 6),))
+
+
+def test_as_strided_view_of_the_whole_tensor():
+    """as_strided in row-major order (strides of size-1 axes free): a reshape; another stride is
+    refused with the node and its sizes."""
+    check_from_torch(Fn(lambda x: (x * 2).as_strided((2, 8, 1, 1), (8, 1, 8, 8)) + 1), (torch.randn(2, 8),))
+    from tensorforge.frontend import from_torch
+    with pytest.raises(NotImplementedError, match="as_strided with size"):
+        from_torch(Fn(lambda x: (x * 2).as_strided((3, 3), (1, 2))), (torch.randn(2, 8),))

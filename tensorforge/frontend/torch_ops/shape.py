@@ -21,6 +21,30 @@ def view(ctx, a: dict):
     return ctx.add1("reshape", [x], {"shape": tuple(shape), "allowzero": 1})
 
 
+@aten("as_strided", "as_strided_copy")
+def as_strided(ctx, a: dict):
+    """as_strided that is a view of the whole tensor in row-major order (what decompositions of
+    keepdim reductions leave: size (2, 8, 1, 1) with strides (8, 1, 8, 8)): a reshape.  Strides of
+    axes of size 1 never move, so they may be anything; other strided views are refused."""
+    x = a["self"]
+    size, stride = int_list(a["size"]), int_list(a["stride"])
+    offset = int(a.get("storage_offset") or 0)
+    expect, step = [], 1
+    for d in reversed(size):
+        expect.append(step)
+        step *= d
+    expect.reverse()
+    total = 1
+    for d in x.shape:
+        total *= int(d)
+    if offset or step != total or any(d != 1 and s != e for d, s, e in zip(size, stride, expect)):
+        raise ctx.unsupported(f"as_strided with size {size}, strides {stride} and offset {offset} (not a "
+                              "row-major view of the whole tensor) is not supported")
+    if tuple(x.shape) == size:
+        return x
+    return ctx.add1("reshape", [x], {"shape": size, "allowzero": 1})
+
+
 @aten("permute", "permute_copy")
 def permute(ctx, a: dict):
     x = a["self"]
