@@ -732,23 +732,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dynamic", action="store_true", help="a symbolic batch, called with batches "
                     + ", ".join(map(str, DYNAMIC_BATCHES)))
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition(":")
-    seeds = range(int(lo), int(hi)) if hi else [int(lo)]
-    failed = []
-    for seed in seeds:
+
+    def label(seed: int) -> tuple[str, str]:
         model, _ = random_model(seed, dynamic=args.dynamic, quantized=args.quantized)
+        return f"{len(model.graph.node)} nodes", describe(model)
+
+    return campaign(args.seeds, lambda seed: check(seed, args.threads, args.target, args.dynamic, args.precision,
+                                                   args.quantized, args.tuned),
+                    label, "ONNX Runtime", args.show)
+
+
+def campaign(seeds: str, check_one, label, peer: str, show: bool = False) -> int:
+    """Run `check_one(seed)` for the seeds of "START:STOP" (or one seed), one line per seed (with
+    `label(seed)`'s size and, on a failure or with `show`, its ops), every failure reported and
+    the run going on; the failed seeds last.  Returns the exit status (1 when any failed)."""
+    lo, _, hi = seeds.partition(":")
+    chosen = range(int(lo), int(hi)) if hi else [int(lo)]
+    failed = []
+    for seed in chosen:
+        size, ops = label(seed)
         try:
-            check(seed, args.threads, args.target, args.dynamic, args.precision, args.quantized, args.tuned)
-            print(f"seed {seed}: ok ({len(model.graph.node)} nodes)" + (f"  {describe(model)}" if args.show else ""),
-                  flush=True)
+            check_one(seed)
+            print(f"seed {seed}: ok ({size})" + (f"  {ops}" if show else ""), flush=True)
         except Exception as e:       # noqa: BLE001 - a campaign reports every failure and goes on
             failed.append(seed)
             first = str(e).strip().splitlines()
-            print(f"seed {seed}: FAIL {type(e).__name__}: {' '.join(first[:6])[:600]}\n    ops: {describe(model)}",
-                  flush=True)
+            print(f"seed {seed}: FAIL {type(e).__name__}: {' '.join(first[:6])[:600]}\n    ops: {ops}", flush=True)
             if not isinstance(e, AssertionError):
-                traceback.print_exc(limit=-3)
-    print(f"{len(seeds) - len(failed)} of {len(seeds)} seeds match ONNX Runtime" +
+                traceback.print_exc(limit=-4)
+    print(f"{len(chosen) - len(failed)} of {len(chosen)} seeds match {peer}" +
           (f"; failed: {' '.join(map(str, failed))}" if failed else ""))
     return 1 if failed else 0
 

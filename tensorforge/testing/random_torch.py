@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 
 import numpy as np
+
+from .random_models import campaign
 
 RTOL = 1e-4
 ATOL = 1e-4       # times max(1, max |eager|)
@@ -541,25 +542,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="c -mcpu=native")
     ap.add_argument("--show", action="store_true", help="print each module's steps")
     args = ap.parse_args(argv)
-    lo, _, hi = args.seeds.partition(":")
-    seeds = range(int(lo), int(hi)) if hi else [int(lo)]
-    failed = []
-    for seed in seeds:
+
+    def label(seed: int) -> tuple[str, str]:
         module, _ = random_module(seed)
-        try:
-            check(seed, args.compile, args.dynamic, args.target)
-            print(f"seed {seed}: ok ({len(module.steps) - 1} steps)" + (f"  {describe(module)}" if args.show else ""),
-                  flush=True)
-        except Exception as e:       # noqa: BLE001 - a campaign reports every failure and goes on
-            failed.append(seed)
-            first = str(e).strip().splitlines()
-            print(f"seed {seed}: FAIL {type(e).__name__}: {' '.join(first[:6])[:600]}\n    steps: {describe(module)}",
-                  flush=True)
-            if not isinstance(e, AssertionError):
-                traceback.print_exc(limit=-4)
-    print(f"{len(seeds) - len(failed)} of {len(seeds)} seeds match eager PyTorch" +
-          (f"; failed: {' '.join(map(str, failed))}" if failed else ""))
-    return 1 if failed else 0
+        return f"{len(module.steps) - 1} steps", describe(module)
+
+    return campaign(args.seeds, lambda seed: check(seed, args.compile, args.dynamic, args.target), label,
+                    "eager PyTorch", args.show)
 
 
 if __name__ == "__main__":
