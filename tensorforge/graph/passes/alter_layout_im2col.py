@@ -86,8 +86,8 @@ def epilogues_before_reshape(graph: Graph) -> Graph:
             y = r.outputs[0]
             users = readers.get(y, [])
             e = users[0] if len(users) == 1 else None
-            # an op that broadcasts y to a larger shape (an expand, an add of a (1, 1, H, W)
-            # constant to a (N, C, 1, 1) value) is elementwise, but its output is not y's shape
+            # an op whose output is not y's shape is elementwise but cannot move: a slice from
+            # index 0 (alter_layout's cut of padded groups), an expand or a broadcasting add
             if e is None or y in outputs or len(e.outputs) != 1 or e.outputs[0].shape != y.shape \
                     or not is_elementwise(e):
                 continue

@@ -626,9 +626,9 @@ def _blocked(v: Value, block: int) -> Value:
 
 def is_elementwise(n: Node) -> bool:
     """Whether `n`'s op reads every input only at the output's index (up to broadcasting), in a
-    single stage, each input of the output's shape or broadcast to it: then it computes the same
-    values in any layout that all operands share.  (A slice from index 0 reads its input at the
-    output's index too, but of a larger input, whose other layout would not be the output's.)"""
+    single stage: then it computes the same values in any layout that all operands share.  (A
+    slice from index 0 or an expand is such an op too, though its output's shape is not its
+    input's: a caller that moves the op to another shape checks the shapes.)"""
     from ... import te
     from ...arith import simplify, structural_equal
     from ...ir.expr import IntImm, TensorLoad
@@ -666,9 +666,6 @@ def is_elementwise(n: Node) -> bool:
             offset = len(y.shape) - len(shape)
             if offset < 0:          # an input of higher rank than the output (a squeeze)
                 ok.append(False)
-                return
-            if any(d not in (1, y.shape[offset + k]) for k, d in enumerate(shape)):
-                ok.append(False)    # a larger input read at the output's index: a slice from 0
                 return
             want = [0 if d == 1 and y.shape[offset + k] != 1 else axes[offset + k] for k, d in enumerate(shape)]
             ok.append(len(node.indices) == len(want) and all(at(i, w) for i, w in zip(node.indices, want)))
