@@ -450,6 +450,13 @@ class CPrinter(VectorExtensions, CLikePrinter):
         self.parallel_depth += construct == "parallel"
         self.simd_depth += construct == "simd"
         try:
+            if construct is None and _paired_guarded_stores(s):
+                # GCC 12's loop vectorizer, tuned for AVX-512 cores (-march=native on Zen 4/5,
+                # Skylake-X), builds a wrong mask for two stores per iteration whose loads are
+                # guarded by a range of the loop variable: `pad[2i] = 1 <= i && i < 6 ? x[2i - 2] :
+                # 0; pad[2i + 1] = ...` left pad[4], pad[5] zero (a 2-column image's padding).
+                # An empty asm statement keeps the compiler from vectorizing this (short) loop.
+                self.emit('__asm__ volatile("");')
             self.stmt(s.body)
         finally:
             self.parallel_depth -= construct == "parallel"
@@ -506,3 +513,25 @@ class CPrinter(VectorExtensions, CLikePrinter):
         self.emit(f"tf_free({name});")
         self.indent -= 1
         self.emit("}")
+
+
+def _paired_guarded_stores(s: N.For) -> bool:
+    """The loop's body is two stores whose values select on a condition of the loop variable (a
+    guarded load): the shape GCC 12 mis-vectorizes (see CPrinter.loop_body)."""
+    body = s.body
+    if not isinstance(body, N.SeqStmt) or len(body.seq) != 2 or not all(isinstance(st, N.BufferStore) for st in body.seq):
+        return False
+    found = []
+
+    def guarded(node) -> None:
+        cond = node.condition if isinstance(node, E.Select) else \
+            node.args[0] if isinstance(node, E.Call) and node.op == "if_then_else" else None
+        if cond is not None and uses_var(cond, s.loop_var):
+            found.append(node)
+
+    for st in body.seq:
+        before = len(found)
+        post_order_visit(st.value, guarded)
+        if len(found) == before:
+            return False
+    return True
