@@ -99,14 +99,26 @@ def nan_max(a: te.Expr, b: te.Expr) -> te.Expr:
     """max(a, b) that propagates NaN from either side, like np.maximum."""
     if not is_float(a.dtype):
         return te.max(a, b)
-    return te.if_then_else(te.any(a > b, te.isnan(a)), a, b)
+    return _bound_once(a, lambda v: te.if_then_else(te.any(v > b, te.isnan(v)), v, b))
 
 
 def nan_min(a: te.Expr, b: te.Expr) -> te.Expr:
     """min(a, b) that propagates NaN from either side, like np.minimum."""
     if not is_float(a.dtype):
         return te.min(a, b)
-    return te.if_then_else(te.any(a < b, te.isnan(a)), a, b)
+    return _bound_once(a, lambda v: te.if_then_else(te.any(v < b, te.isnan(v)), v, b))
+
+
+def _bound_once(a: te.Expr, body: Callable) -> te.Expr:
+    """body(a), with `a` bound to a variable first when it is itself a NaN-propagating maximum or
+    minimum (or a binding of one): the body reads its operand three times, so a chain of n of them
+    (an 8-input Max, or several Max nodes inlined into one kernel) grew as 3^n and took 22 s to
+    compile at n = 8.  A lone maximum keeps its operand as it is (the kernels it was tuned in)."""
+    from ..ir.expr import Let, Select, Var
+    if not isinstance(a, (Select, Let)):
+        return body(a)
+    v = Var("m", a.dtype)
+    return Let(v, a, body(v))
 
 
 # -- compute construction -------------------------------------------------------------------------
