@@ -519,19 +519,19 @@ def _paired_guarded_stores(s: N.For) -> bool:
     """The loop's body is two stores whose values select on a condition of the loop variable (a
     guarded load): the shape GCC 12 mis-vectorizes (see CPrinter.loop_body)."""
     body = s.body
-    if not isinstance(body, N.SeqStmt) or len(body.seq) != 2 or not all(isinstance(st, N.BufferStore) for st in body.seq):
-        return False
+    return (isinstance(body, N.SeqStmt) and len(body.seq) == 2
+            and all(isinstance(st, N.BufferStore) and _guarded_by(st.value, s.loop_var) for st in body.seq))
+
+
+def _guarded_by(value: E.Expr, var: E.Var) -> bool:
+    """Whether `value` holds a select (or if_then_else) whose condition uses `var`."""
     found = []
 
-    def guarded(node) -> None:
+    def visit(node) -> None:
         cond = node.condition if isinstance(node, E.Select) else \
             node.args[0] if isinstance(node, E.Call) and node.op == "if_then_else" else None
-        if cond is not None and uses_var(cond, s.loop_var):
+        if cond is not None and uses_var(cond, var):
             found.append(node)
 
-    for st in body.seq:
-        before = len(found)
-        post_order_visit(st.value, guarded)
-        if len(found) == before:
-            return False
-    return True
+    post_order_visit(value, visit)
+    return bool(found)

@@ -111,9 +111,10 @@ def nan_min(a: te.Expr, b: te.Expr) -> te.Expr:
 
 def _bound_once(a: te.Expr, body: Callable) -> te.Expr:
     """body(a), with `a` bound to a variable first when it is itself a NaN-propagating maximum or
-    minimum (or a binding of one): the body reads its operand three times, so a chain of n of them
-    (an 8-input Max, or several Max nodes inlined into one kernel) grew as 3^n and took 22 s to
-    compile at n = 8.  A lone maximum keeps its operand as it is (the kernels it was tuned in)."""
+    minimum (or a binding of one): the body reads its operand three times, so the chain of an
+    n-input Max grew as 3^n and took 22 s to compile at n = 8.  A lone maximum keeps its operand as
+    it is (the kernels it was tuned in).  Separate Max nodes inlined into one kernel are not
+    covered: there the operand is the inlined load, bound by nothing (see the inliner)."""
     from ..ir.expr import Let, Select, Var
     if not isinstance(a, (Select, Let)):
         return body(a)

@@ -75,14 +75,11 @@ class _Builder:
     def weights(self, shape: tuple, fan_in: int) -> str:
         return self.const((self.rng.standard_normal(shape) / math.sqrt(max(1, fan_in))).astype(np.float32), "w")
 
-    def pick(self, rank: int | None = None) -> tuple | None:
-        """A value of the pool (of `rank` when given): the newest with probability 0.6, else any."""
-        cands = [v for v in self.pool if rank is None or len(v[1]) == rank]
-        if not cands:
-            return None
+    def pick(self) -> tuple:
+        """A value of the pool: the newest with probability 0.6, else any."""
         if self.rng.random() < 0.6:
-            return cands[-1]
-        return cands[int(self.rng.integers(len(cands)))]
+            return self.pool[-1]
+        return self.pool[int(self.rng.integers(len(self.pool)))]
 
     def choice(self, options):
         return options[int(self.rng.integers(len(options)))]

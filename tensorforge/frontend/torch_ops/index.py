@@ -29,7 +29,6 @@ from .common import cast, int_list, norm_dim
 def index(ctx, a: dict):
     x = a["self"]
     indices = list(a["indices"])
-    rank = len(x.shape)
     axes = [k for k, i in enumerate(indices) if i is not None]
     if not axes:
         return x
@@ -50,7 +49,6 @@ def index(ctx, a: dict):
         linear = i if linear is None else ctx.add1("add", [ctx.add1("mul", [linear, size_c]), i])
     merged = tuple(x.shape[:first]) + (int(np.prod(sizes)),) + tuple(x.shape[last + 1:])
     flat = ctx.add1("reshape", [x], {"shape": merged})
-    assert rank >= len(axes)
     return ctx.add1("gather", [flat, linear], {"axis": first})
 
 
