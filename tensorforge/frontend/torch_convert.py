@@ -136,6 +136,13 @@ def concrete(value: Any, symbols: dict) -> int:
     return int(value)
 
 
+def _data_dependent(size: Any) -> bool:
+    """Whether a SymInt holds a size torch.export could only learn by running the graph (an
+    unbacked symbol: the length of x[mask], of nonzero's output...)."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return bool(free_unbacked_symbols(size))
+
+
 def _static_shape(t: Any, where: str, symbols: dict | None = None) -> tuple:
     dims = []
     for d in t.shape:
@@ -143,6 +150,13 @@ def _static_shape(t: Any, where: str, symbols: dict | None = None) -> tuple:
             try:
                 d = concrete(d, symbols or {})
             except Exception:
+                if _data_dependent(d):
+                    raise NotImplementedError(
+                        f"{where} has a dimension {d} that depends on the values of a tensor (a boolean "
+                        "mask, nonzero, masked_select, unique): from_torch needs every size to follow "
+                        "from the input shapes; keep the shape (torch.where(mask, x, 0)) or use "
+                        "torch.compile(model, backend=\"tensorforge\"), which leaves such ops to "
+                        "PyTorch") from None
                 raise NotImplementedError(f"{where} has a symbolic dimension {d} that its inputs' shapes do "
                                           "not determine") from None
         dims.append(d)
@@ -251,7 +265,7 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict, symbols: dict) -> Any:
     if name in SIZE_QUERIES:
         return SIZE_QUERIES[name](*args)
     metas = _meta_tensors(n)
-    shapes = tuple(_static_shape(t, f"node {n.name}", symbols) if hasattr(t, "shape") else None for t in metas)
+    shapes = tuple(_static_shape(t, f"node {n.name} ({op_label(n)})", symbols) if hasattr(t, "shape") else None for t in metas)
     dtypes = tuple(torch_dtype(t.dtype) if hasattr(t, "dtype") else None for t in metas)
     if isinstance(n.meta.get("val"), (list, tuple)):
         used = frozenset(u.args[1] for u in n.users if op_name(u) == "getitem" and u.users)   # not dead ones

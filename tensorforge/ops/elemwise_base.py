@@ -113,8 +113,8 @@ def _bound_once(a: te.Expr, body: Callable) -> te.Expr:
     """body(a), with `a` bound to a variable first when it is itself a NaN-propagating maximum or
     minimum (or a binding of one): the body reads its operand three times, so the chain of an
     n-input Max grew as 3^n and took 22 s to compile at n = 8.  A lone maximum keeps its operand as
-    it is (the kernels it was tuned in).  Separate Max nodes inlined into one kernel are not
-    covered: there the operand is the inlined load, bound by nothing (see the inliner)."""
+    it is (the kernels it was tuned in).  Separate Max nodes inlined into one kernel are bound by
+    the inliner (tir/build.py's _InlineExpander), where the operand is a load of the one before."""
     from ..ir.expr import Let, Select, Var
     if not isinstance(a, (Select, Let)):
         return body(a)

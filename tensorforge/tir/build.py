@@ -18,12 +18,14 @@ element outside a tensor's domain is computed or read.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence, cast
 
 from .. import arith
+from ..arith.structural import Interner
 from ..ir.dtype import itemsize
-from ..ir.expr import DATA, REDUCE, Expr, IntImm, IterVar, Let, Range, Reduce, TensorLoad, Var, const
-from ..ir.functor import Mutator, free_vars, post_order_visit, substitute
+from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Range, Reduce, Select, TensorLoad, Var, const
+from ..ir.functor import Mutator, Visitor, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
@@ -102,7 +104,7 @@ class _Lowering:
         cached = self.body_cache.get(stage)
         if cached is None:
             expander = _InlineExpander(self)
-            cached = tuple(expander.visit(b) for b in _compute_op(stage).body)
+            cached = tuple(expander.expand(b) for b in _compute_op(stage).body)
             self.body_cache[stage] = cached
         return cached
 
@@ -565,17 +567,132 @@ def arith_max(a: Expr, b: Expr) -> Expr:
     return Max(a, b)
 
 
+# An inlined producer whose expanded body has more expression nodes than this (its loads count as
+# one node each, whatever their indices) is bound to a variable where its reader loads it more
+# than once at the same indices (see _InlineExpander).
+_BIND_ABOVE = 64
+
+
 class _InlineExpander(Mutator):
+    """Substitutes the bodies of inlined producers (already expanded themselves) for their loads.
+
+    A producer that one scope (the stage's body, or one source of a reduction) loads more than once
+    at the same indices, at least once where the load is evaluated whatever the data (not only in
+    a branch of a Select or on the right of && or ||), is expanded once and bound with a Let when its body is larger than
+    _BIND_ABOVE nodes.  Without that a chain of ops that read their input k times grows as k^n:
+    a NaN-propagating maximum reads its operand three times, and eight chained Max nodes fused into
+    one kernel printed 600 KB of C.  Small bodies are still copied, as the kernels were tuned.
+    """
+
     def __init__(self, lowering: _Lowering):
         self.lowering = lowering
+        self.interner = Interner()
+        self.bound: dict[int, Var] = {}
+
+    def expand(self, expr: Expr) -> Expr:
+        return self._scope(expr)
+
+    def _scope(self, expr: Expr) -> Expr:
+        counter = _ScopeLoads(self)
+        counter.visit(expr)
+        outer, lets = self.bound, []
+        self.bound = dict(outer)
+        for key, (load, count) in counter.repeated.items():
+            if count < 2 or key not in counter.unconditional or key in outer:
+                continue
+            value = self._inline(load)
+            if _expr_size(value) <= _BIND_ABOVE:
+                continue
+            var = Var(f"{load.tensor.name}_v", value.dtype)
+            lets.append((var, value))
+            self.bound[key] = var
+        body = self.visit(expr)
+        self.bound = outer
+        for var, value in reversed(lets):
+            body = Let(var, value, body)
+        return body
+
+    def is_inlined(self, node: TensorLoad) -> bool:
+        return self.lowering.stage_of(node.tensor).attach_type == INLINE
+
+    def visit_Reduce(self, node: Reduce):
+        source = tuple(self._scope(s) for s in node.source)
+        condition = self.visit(node.condition)
+        if condition is node.condition and all(a is b for a, b in zip(source, node.source)):
+            return node
+        return dataclasses.replace(node, source=source, condition=condition)
 
     def visit_TensorLoad(self, node: TensorLoad):
+        var = self.bound.get(self.interner.key(node)) if self.bound else None
+        if var is not None:
+            return var
+        if not self.is_inlined(node):
+            return self.generic_visit(node)
+        return self._inline(node)
+
+    def _inline(self, node: TensorLoad) -> Expr:
         node = self.generic_visit(node)
         st = self.lowering.stage_of(node.tensor)
-        if st.attach_type != INLINE:
-            return node
         body = self.lowering.body_of(st)[node.tensor.value_index]
         return substitute(body, {iv.var: i for iv, i in zip(_compute_op(st).axis, node.indices)})
+
+
+class _ScopeLoads(Visitor):
+    """The loads of inlined producers in one scope of _InlineExpander (reductions are scopes of
+    their own): how often each (by structure) occurs, and which occur where they are evaluated
+    whatever the data (outside a Select's branches and the right side of && and ||)."""
+
+    def __init__(self, expander: _InlineExpander):
+        self.expander = expander
+        self.repeated: dict[int, tuple[TensorLoad, int]] = {}
+        self.unconditional: set[int] = set()
+        self.guarded = 0
+
+    def visit_Reduce(self, node: Reduce) -> None:
+        pass                        # its sources are scopes of their own, its condition is left as is
+
+    def visit_Select(self, node: Select) -> None:
+        self.visit(node.condition)
+        self._guarded(node.true_value, node.false_value)
+
+    def visit_And(self, node: And) -> None:        # && and || evaluate their right side on condition
+        self.visit(node.a)
+        self._guarded(node.b)
+
+    visit_Or = visit_And
+
+    def _guarded(self, *exprs: Expr) -> None:
+        self.guarded += 1
+        for e in exprs:
+            self.visit(e)
+        self.guarded -= 1
+
+    def visit_TensorLoad(self, node: TensorLoad) -> None:
+        self.generic_visit(node)
+        if not self.expander.is_inlined(node):
+            return
+        key = self.expander.interner.key(node)
+        load, count = self.repeated.get(key, (node, 0))
+        self.repeated[key] = (load, count + 1)
+        if not self.guarded:
+            self.unconditional.add(key)
+
+
+def _expr_size(expr: Expr) -> int:
+    """The number of expression nodes under `expr`, a load counting as one whatever its indices."""
+    counter = _DataSize()
+    counter.visit(expr)
+    return counter.count
+
+
+class _DataSize(Visitor):
+    def __init__(self):
+        self.count = 0
+
+    def visit(self, node) -> None:
+        self.count += isinstance(node, Expr)
+        if not isinstance(node, TensorLoad):
+            self.generic_visit(node)
 
 
 class _LoadLowerer(Mutator):

@@ -1,7 +1,7 @@
 """A NaN-propagating maximum or minimum reads its left operand three times; in the chain of an
 ONNX Max or Min with many inputs the operand is bound once, so the expression grows linearly (it
 grew as 3^n: 22 s to compile an 8-input Max, minutes for 12).  The values, NaNs included, are
-NumPy's.  (Separate maximum nodes inlined into one kernel still grow: see the stop notes.)"""
+NumPy's.  (Separate maximum nodes inlined into one kernel: tests/tir/test_inline_binding.py.)"""
 from __future__ import annotations
 
 import numpy as np

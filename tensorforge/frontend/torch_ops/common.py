@@ -1,5 +1,6 @@
 """Helpers shared by the ATen converters (no converters are registered here): turning Python
-scalars into constants of a tensor's dtype, normalizing dims, reading int lists."""
+scalars into constants of a tensor's dtype, normalizing dims, reading int lists, the moments of
+the norms and of var/std."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -37,6 +38,27 @@ def cast(ctx, v: Value, dtype: str) -> Value:
     if ctx.is_const(v):
         return ctx.const(ctx.value_of(v).astype(dtype))
     return ctx.add1("cast", [v], {"dtype": dtype})
+
+
+def moments(ctx, x: Value, axes: tuple, keepdims: bool = True, correction: float = 0) -> tuple[Value, Value, Value]:
+    """(mean, x - mean, variance) over `axes`: the variance is the sum of the squared deviations
+    over count - correction (0: the population variance of the norms; 1: Bessel's, torch.var's
+    default).  The mean always keeps `axes` as size 1 (it broadcasts against x); the variance
+    keeps them where `keepdims`."""
+    mean = ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
+    centered = ctx.add1("sub", [x, mean])
+    squares = ctx.add1("mul", [centered, centered])
+    if correction == 0:
+        return mean, centered, ctx.add1("reduce_mean", [squares], {"axes": axes, "keepdims": int(keepdims)})
+    count = int(np.prod([x.shape[k] for k in axes]))
+    total = ctx.add1("reduce_sum", [squares], {"axes": axes, "keepdims": int(keepdims)})
+    return mean, centered, ctx.add1("div", [total, as_value(ctx, float(max(count - correction, 0)), x)])
+
+
+def rsqrt_eps(ctx, var: Value, eps: float) -> Value:
+    """1 / sqrt(var + eps)."""
+    shifted = ctx.add1("add", [var, ctx.const(np.asarray(eps, var.dtype))])
+    return ctx.add1("reciprocal", [ctx.add1("sqrt", [shifted])])
 
 
 def norm_dim(dim: int, rank: int) -> int:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..torch_convert import aten
-from .common import cast, int_list, norm_dim
+from .common import cast, int_list, moments, norm_dim, rsqrt_eps
 
 
 @aten("index")
@@ -164,8 +164,7 @@ def native_group_norm(ctx, a: dict):
         y = ctx.add1("add", [y, ctx.add1("reshape", [cast(ctx, a["bias"], x.dtype)], {"shape": per_channel})])
     mean = rstd = None
     if ctx.used_outputs & {1, 2}:        # the saved statistics, (N, G) each
-        mean = ctx.add1("reduce_mean", [grouped], {"axes": (2,), "keepdims": 0})
-        centered = ctx.add1("sub", [grouped, ctx.add1("reshape", [mean], {"shape": (n, groups, 1)})])
-        var = ctx.add1("reduce_mean", [ctx.add1("mul", [centered, centered])], {"axes": (2,), "keepdims": 0})
-        rstd = ctx.add1("reciprocal", [ctx.add1("sqrt", [ctx.add1("add", [var, ctx.const(np.asarray(eps, x.dtype))])])])
+        mean, _, var = moments(ctx, grouped, (2,), keepdims=False)
+        mean = ctx.add1("reshape", [mean], {"shape": (n, groups)})
+        rstd = rsqrt_eps(ctx, var, eps)
     return y, mean, rstd

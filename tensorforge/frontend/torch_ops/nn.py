@@ -11,7 +11,7 @@ import numpy as np
 
 from ...graph.ir import Value
 from ..torch_convert import aten
-from .common import cast, int_list, ints, norm_dim
+from .common import cast, int_list, ints, moments, norm_dim, rsqrt_eps
 
 
 def _bias(ctx, y: Value, bias: Value | None) -> Value:
@@ -118,10 +118,8 @@ def _batch_statistics_norm(ctx, x, weight, bias, eps: float):
         y = ctx.add1("instance_norm", [x, weight, bias], {"epsilon": eps})
     else:
         axes = (0,) + tuple(range(2, len(x.shape)))
-        mean = ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
-        centered = ctx.add1("sub", [x, mean])
-        var = ctx.add1("reduce_mean", [ctx.add1("mul", [centered, centered])], {"axes": axes, "keepdims": 1})
-        inv = ctx.add1("reciprocal", [ctx.add1("sqrt", [ctx.add1("add", [var, ctx.const(np.asarray(eps, x.dtype))])])])
+        _, centered, var = moments(ctx, x, axes)
+        inv = rsqrt_eps(ctx, var, eps)
         per_channel = (c,) + (1,) * (len(x.shape) - 2)
         y = ctx.add1("mul", [ctx.add1("mul", [centered, inv]), ctx.add1("reshape", [weight], {"shape": per_channel})])
         y = ctx.add1("add", [y, ctx.add1("reshape", [bias], {"shape": per_channel})])

@@ -2,10 +2,8 @@
 A mean or max over every spatial axis of an (N, C, ...) tensor, kept as size 1, is global pooling."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..torch_convert import aten
-from .common import as_value, cast, dims_list, norm_dim
+from .common import as_value, cast, dims_list, moments, norm_dim
 
 _REDUCE = {"mean": "reduce_mean", "sum": "reduce_sum", "amax": "reduce_max", "amin": "reduce_min",
            "prod": "reduce_prod"}
@@ -62,12 +60,7 @@ def var(ctx, a: dict):
     correction = a.get("correction")
     if correction is None:
         correction = 1 if a.get("unbiased", True) else 0
-    count = int(np.prod([x.shape[k] for k in axes]))
-    mean = ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
-    centered = ctx.add1("sub", [x, mean])
-    total = ctx.add1("reduce_sum", [ctx.add1("mul", [centered, centered])],
-                     {"axes": axes, "keepdims": int(bool(a.get("keepdim", False)))})
-    return ctx.add1("div", [total, as_value(ctx, float(max(count - float(correction), 0)), x)])
+    return moments(ctx, x, axes, bool(a.get("keepdim", False)), float(correction))[2]
 
 
 @aten("linalg_vector_norm")
