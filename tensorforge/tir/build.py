@@ -24,7 +24,7 @@ from typing import Sequence, cast
 from .. import arith
 from ..arith.structural import Interner
 from ..ir.dtype import itemsize
-from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Range, Reduce, Select, TensorLoad, Var, const
+from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Or, Range, Reduce, Select, TensorLoad, Var, const
 from ..ir.functor import Mutator, Visitor, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
@@ -574,33 +574,39 @@ _BIND_ABOVE = 64
 
 
 class _InlineExpander(Mutator):
-    """Substitutes the bodies of inlined producers (already expanded themselves) for their loads.
+    """Expands a stage's body: the loads of inlined producers become the producers' bodies, with
+    the producers' axes replaced by the indices of the load, through any depth of inlining.
 
-    A producer that one scope (the stage's body, or one source of a reduction) loads more than once
-    at the same indices, at least once where the load is evaluated whatever the data (not only in
-    a branch of a Select or on the right of && or ||), is expanded once and bound with a Let when its body is larger than
-    _BIND_ABOVE nodes.  Without that a chain of ops that read their input k times grows as k^n:
-    a NaN-propagating maximum reads its operand three times, and eight chained Max nodes fused into
-    one kernel printed 600 KB of C.  Small bodies are still copied, as the kernels were tuned.
+    A producer loaded more than once at the same indices in one scope (the stage's body, or one
+    source of a reduction), counted through the whole expansion (a diamond: SiLU exported as
+    x * Sigmoid(x) reads x directly and through the Sigmoid), and at least once where the load is
+    evaluated whatever the data (not only in a branch of a Select or on the right of && or ||),
+    is expanded once and bound with a Let when its expansion is larger than _BIND_ABOVE nodes.
+    Without that a chain of ops that read their input k times grows as k^n: a NaN-propagating
+    maximum reads its operand three times, and eight chained Max nodes fused into one kernel
+    printed 600 KB of C.  Smaller expansions are copied, as the kernels were tuned.
     """
 
     def __init__(self, lowering: _Lowering):
         self.lowering = lowering
         self.interner = Interner()
         self.bound: dict[int, Var] = {}
+        self.mapping: dict = {}             # the axes of the producer being expanded -> indices
 
     def expand(self, expr: Expr) -> Expr:
         return self._scope(expr)
 
     def _scope(self, expr: Expr) -> Expr:
-        counter = _ScopeLoads(self)
-        counter.visit(expr)
+        found = _Occurrences(self)
+        found.walk(expr, {}, False)
         outer, lets = self.bound, []
         self.bound = dict(outer)
-        for key, (load, count) in counter.repeated.items():
-            if count < 2 or key not in counter.unconditional or key in outer:
+        for key in found.order:             # nested producers first: a bound value uses their variables
+            load = found.loads[key]
+            if (found.count[key] < 2 or key not in found.unconditional or key in found.pinned
+                    or key in outer):
                 continue
-            value = self._inline(load)
+            value = self._inline(load.tensor, tuple(self.visit(i) for i in load.indices))
             if _expr_size(value) <= _BIND_ABOVE:
                 continue
             var = Var(f"{load.tensor.name}_v", value.dtype)
@@ -615,6 +621,14 @@ class _InlineExpander(Mutator):
     def is_inlined(self, node: TensorLoad) -> bool:
         return self.lowering.stage_of(node.tensor).attach_type == INLINE
 
+    def key(self, node: TensorLoad, mapping: dict) -> tuple[int, TensorLoad]:
+        """The structural number of the load with its indices in the scope's variables, and that load."""
+        load = TensorLoad(node.tensor, tuple(substitute(i, mapping) for i in node.indices))
+        return self.interner.key(load), load
+
+    def visit_Var(self, node: Var):
+        return self.mapping.get(node, node)
+
     def visit_Reduce(self, node: Reduce):
         source = tuple(self._scope(s) for s in node.source)
         condition = self.visit(node.condition)
@@ -623,59 +637,88 @@ class _InlineExpander(Mutator):
         return dataclasses.replace(node, source=source, condition=condition)
 
     def visit_TensorLoad(self, node: TensorLoad):
-        var = self.bound.get(self.interner.key(node)) if self.bound else None
-        if var is not None:
-            return var
         if not self.is_inlined(node):
             return self.generic_visit(node)
-        return self._inline(node)
+        if self.bound:
+            var = self.bound.get(self.key(node, self.mapping)[0])
+            if var is not None:
+                return var
+        return self._inline(node.tensor, tuple(self.visit(i) for i in node.indices))
 
-    def _inline(self, node: TensorLoad) -> Expr:
-        node = self.generic_visit(node)
-        st = self.lowering.stage_of(node.tensor)
-        body = self.lowering.body_of(st)[node.tensor.value_index]
-        return substitute(body, {iv.var: i for iv, i in zip(_compute_op(st).axis, node.indices)})
+    def _inline(self, tensor: Tensor, indices: tuple) -> Expr:
+        op = _compute_op(self.lowering.stage_of(tensor))
+        saved, self.mapping = self.mapping, {iv.var: i for iv, i in zip(op.axis, indices)}
+        try:
+            return self.visit(op.body[tensor.value_index])
+        finally:
+            self.mapping = saved
 
 
-class _ScopeLoads(Visitor):
-    """The loads of inlined producers in one scope of _InlineExpander (reductions are scopes of
-    their own): how often each (by structure) occurs, and which occur where they are evaluated
-    whatever the data (outside a Select's branches and the right side of && and ||)."""
+class _Occurrences:
+    """The loads of inlined producers in one scope of _InlineExpander, through the producers'
+    bodies (each walked once per distinct load; reductions are scopes of their own): how often
+    each occurs, which occur where they are evaluated whatever the data (outside a Select's
+    branches and the right side of && and ||), which have indices that use a variable a Let inside
+    the scope binds (pinned: they cannot be bound at its top), in the order their walks finish."""
 
     def __init__(self, expander: _InlineExpander):
         self.expander = expander
-        self.repeated: dict[int, tuple[TensorLoad, int]] = {}
+        self.count: dict[int, int] = {}
+        self.loads: dict[int, TensorLoad] = {}
         self.unconditional: set[int] = set()
-        self.guarded = 0
+        self.pinned: set[int] = set()
+        self.order: list[int] = []
+        self.let_vars: set[Var] = set()
 
-    def visit_Reduce(self, node: Reduce) -> None:
-        pass                        # its sources are scopes of their own, its condition is left as is
-
-    def visit_Select(self, node: Select) -> None:
-        self.visit(node.condition)
-        self._guarded(node.true_value, node.false_value)
-
-    def visit_And(self, node: And) -> None:        # && and || evaluate their right side on condition
-        self.visit(node.a)
-        self._guarded(node.b)
-
-    visit_Or = visit_And
-
-    def _guarded(self, *exprs: Expr) -> None:
-        self.guarded += 1
-        for e in exprs:
-            self.visit(e)
-        self.guarded -= 1
-
-    def visit_TensorLoad(self, node: TensorLoad) -> None:
-        self.generic_visit(node)
-        if not self.expander.is_inlined(node):
+    def walk(self, e: Expr, mapping: dict, guarded: bool, counting: bool = True) -> None:
+        if isinstance(e, Reduce):
             return
-        key = self.expander.interner.key(node)
-        load, count = self.repeated.get(key, (node, 0))
-        self.repeated[key] = (load, count + 1)
-        if not self.guarded:
+        if isinstance(e, Select):
+            self.walk(e.condition, mapping, guarded, counting)
+            self.walk(e.true_value, mapping, True, counting)
+            self.walk(e.false_value, mapping, True, counting)
+        elif isinstance(e, (And, Or)):
+            self.walk(e.a, mapping, guarded, counting)
+            self.walk(e.b, mapping, True, counting)
+        elif isinstance(e, TensorLoad) and self.expander.is_inlined(e):
+            for i in e.indices:
+                self.walk(i, mapping, guarded, counting)
+            self._load(e, mapping, guarded, counting)
+        else:
+            if isinstance(e, Let):
+                self.let_vars.add(e.var)
+            for child in _children(e):
+                self.walk(child, mapping, guarded, counting)
+
+    def _load(self, e: TensorLoad, mapping: dict, guarded: bool, counting: bool) -> None:
+        key, load = self.expander.key(e, mapping)
+        first = key not in self.count
+        if first:
+            self.count[key] = 0
+            self.loads[key] = load
+            if free_vars(load.indices) & self.let_vars:
+                self.pinned.add(key)
+        self.count[key] += counting
+        upgraded = not guarded and key not in self.unconditional
+        if not guarded:
             self.unconditional.add(key)
+        if first or upgraded:               # a second walk only marks what is evaluated anyway
+            op = _compute_op(self.expander.lowering.stage_of(e.tensor))
+            inner = {iv.var: i for iv, i in zip(op.axis, load.indices)}
+            self.walk(op.body[e.tensor.value_index], inner, guarded, counting and first)
+        if first:
+            self.order.append(key)
+
+
+def _children(e: Expr) -> list:
+    out = []
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, Expr):
+            out.append(v)
+        elif type(v) is tuple:
+            out.extend(x for x in v if isinstance(x, Expr))
+    return out
 
 
 def _expr_size(expr: Expr) -> int:

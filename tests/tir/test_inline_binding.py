@@ -1,8 +1,9 @@
-"""Inlining binds a producer its reader loads several times at the same indices (tir/build.py's
-_InlineExpander): separate Max nodes fused into one kernel, and chains of activations that read
-their input twice, grew as 3^n and 2^n (eight chained Max nodes printed 600 KB of C; twelve
-HardSwish nodes compiled for minutes).  The values stay NumPy's, and a load that only a branch of
-a Select evaluates is not moved out of it."""
+"""Inlining binds a producer its reader loads several times at the same indices, counted through
+the whole expansion (tir/build.py's _InlineExpander): separate Max nodes fused into one kernel,
+chains of activations that read their input twice, and diamonds (SiLU as x * sigmoid(x), two
+nodes) grew as 3^n and 2^n (eight chained Max nodes printed 600 KB of C; twelve HardSwish nodes
+compiled for minutes).  The values stay NumPy's, and a load that only a branch of a Select
+evaluates is not moved out of it."""
 from __future__ import annotations
 
 import numpy as np
@@ -63,6 +64,43 @@ def test_chained_activations_that_read_their_input_twice(op, ref):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
         sizes[n] = len(model.source)
     assert sizes[12] < 4 * sizes[4]
+
+
+def _silu(x):
+    return x / (1 + np.exp(-x))
+
+
+def _poly(x):
+    return x + np.tanh(x * x * 0.1)
+
+
+def _diamonds(kind: str, n: int) -> tensorforge.Module:
+    """n SiLUs as sigmoid and mul nodes (x read directly and through the sigmoid), or n steps of
+    x + tanh(x * x * 0.1) as four nodes."""
+    b = GraphBuilder("diamonds")
+    y = b.input("x", (3, 50), "float32")
+    c = b.const(np.float32(0.1))
+    for _ in range(n):
+        if kind == "silu":
+            y = b.add1("mul", [y, b.add1("sigmoid", [y])])
+        else:
+            y = b.add1("add", [y, b.add1("tanh", [b.add1("mul", [b.add1("mul", [y, y]), c])])])
+    return tensorforge.compile(b.finish([y]), target="c")
+
+
+@pytest.mark.parametrize("kind, ref", [("silu", _silu), ("poly", _poly)])
+def test_diamonds_of_separate_nodes(kind, ref):
+    x = np.random.default_rng(3).standard_normal((3, 50)).astype(np.float32) * 2
+    sizes = {}
+    for n in (4, 12):
+        model = _diamonds(kind, n)
+        want = x.astype(np.float64)
+        for _ in range(n):
+            want = ref(want)
+        (got,) = model(x)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        sizes[n] = len(model.source)
+    assert sizes[12] < 4 * sizes[4]          # it was 2^8 times larger
 
 
 def test_load_only_a_branch_evaluates_stays_in_it():
