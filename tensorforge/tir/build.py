@@ -25,7 +25,7 @@ from .. import arith
 from ..arith.structural import Interner
 from ..ir.dtype import itemsize
 from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Or, Range, Reduce, Select, TensorLoad, Var, const
-from ..ir.functor import Mutator, Visitor, free_vars, post_order_visit, substitute
+from ..ir.functor import Mutator, Visitor, field_names, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
@@ -712,8 +712,8 @@ class _Occurrences:
 
 def _children(e: Expr) -> list:
     out = []
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
+    for name in field_names(type(e)):
+        v = getattr(e, name)
         if isinstance(v, Expr):
             out.append(v)
         elif type(v) is tuple:
