@@ -5,12 +5,17 @@ them), blocks and threads are `blockIdx.x` / `threadIdx.x`, shared memory is `__
 barrier is `__syncthreads()`.  Math uses the single-precision functions (`expf`) of the CUDA math
 library, which NVRTC provides without includes; float16 is a 16-bit struct converted with PTX
 instructions, used only for loads, stores and conversions (legalize.py does half arithmetic in
-float32); bfloat16 is an unsigned short converted with bit shifts (c_gpu.py).
+float32); bfloat16 is an unsigned short converted with bit shifts (c_gpu.py).  A value bound
+inside an expression (a Let: the inliner's shared subexpressions, a NaN-propagating maximum's
+operand) is an immediately called lambda, as NVRTC has no GNU statement expressions.
 """
 from __future__ import annotations
 
 from ..ir import dtype as dt
+from ..ir import expr as E
+from .analysis import is_nonneg
 from .c_gpu import GPUDialect, GPUPrinter, GPUSource
+from .c_text import ATOM
 
 # float16 as a 16-bit value converted with the PTX instructions (round to nearest even), so the
 # source needs no header: NVRTC ships without cuda_fp16.h.  Arithmetic is done in float32.
@@ -55,6 +60,13 @@ CUDA_DIALECT = GPUDialect(
 class CUDAPrinter(GPUPrinter):
     def __init__(self):
         super().__init__(CUDA_DIALECT)
+
+    def print_Let(self, e: E.Let):
+        value = self.expr(e.value)
+        with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
+            body = self.expr(e.body)
+        result = self.value_type(e.body.dtype, e.body)
+        return f"[&]() -> {result} {{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; return {body}; }}()", ATOM
 
 
 def codegen_cuda(funcs, target=None) -> GPUSource:

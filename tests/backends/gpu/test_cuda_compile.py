@@ -74,3 +74,28 @@ def test_missing_arch_without_a_device_asks_for_one(nvrtc):
     s, args = row_sum(10, 10, 4)
     with pytest.raises(ValueError, match="-arch=sm_90"):
         tensorforge.build(s, args, target="cuda")
+
+
+def test_values_bound_in_an_expression_compile(nvrtc):
+    """A Let inside an expression (the inliner's shared values: a chain of SiLUs as two nodes
+    each and of maximums; a variadic Max's operand) prints as a lambda called in place: NVRTC
+    rejects the GNU statement expression the C printer uses."""
+    from tensorforge.graph.builder import GraphBuilder
+    b = GraphBuilder("bound")
+    y = b.input("x", (3, 50), "float32")
+    for _ in range(6):
+        y = b.add1("mul", [y, b.add1("sigmoid", [y])])
+    for _ in range(4):
+        y = b.add1("maximum", [y, b.add1("neg", [y])])
+    y = b.add1("maximum", [y] + [b.input(f"x{k}", (3, 50), "float32") for k in range(4)])
+    model = tensorforge.compile(b.finish([y]), target=TARGET)
+    assert "[&]() -> float {" in model.source
+    if cuda_device_present():
+        x = np.random.default_rng(0).standard_normal((5, 3, 50)).astype(np.float32)
+        want = x[0].astype(np.float64)
+        for _ in range(6):
+            want = want / (1 + np.exp(-want))
+        for _ in range(4):
+            want = np.maximum(want, -want)
+        want = np.max(np.stack([want, *x[1:]]), axis=0)
+        np.testing.assert_allclose(model(*x)[0], want, rtol=1e-5, atol=1e-6)
