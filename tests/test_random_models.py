@@ -98,3 +98,15 @@ def test_check_fails_on_a_wrong_answer(monkeypatch, seed, wrong):
     monkeypatch.setattr(driver, "compile", off_by_a_little)
     with pytest.raises(AssertionError):
         random_models.check(seed)
+
+
+@pytest.mark.parametrize("seed", [300, 301, 302])
+def test_random_model_compiles_for_cuda(seed):
+    """The GPU backend's source for random models must pass NVRTC (compile only, with no device):
+    a kind of expression the C printer takes and NVRTC refuses fails here."""
+    try:
+        from cuda.bindings import nvrtc
+        nvrtc.nvrtcVersion()
+    except Exception as err:  # noqa: BLE001 - any reason NVRTC cannot load
+        pytest.skip(f"NVRTC is not available: {err}")
+    random_models.check(seed, target="cuda -arch=sm_90", run=False)

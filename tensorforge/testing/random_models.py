@@ -661,14 +661,15 @@ DYNAMIC_BATCHES = (3, 1, 5)     # a bucket, the smallest, and one that runs as c
 
 
 def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native", dynamic: bool = False,
-          precision: str = "fp32", quantized: bool = False, tuned: bool = False) -> None:
+          precision: str = "fp32", quantized: bool = False, tuned: bool = False, run: bool = True) -> None:
     """Compile seed's model, run it, and compare with ONNX Runtime: AssertionError on a mismatch
     (any exception from the compile or the call propagates).  `dynamic`: the model with a
     symbolic batch, compiled once and called with each of DYNAMIC_BATCHES.  `precision` "bf16":
     convs and products in bfloat16 (compile's precision), compared within BF16_TOLERANCE.
     `quantized`: the QDQ model (random_model's), within QDQ_TOLERANCE: a rounding tie that falls
     the other way moves a value by one step.  `tuned`: compiled with `random_records` (a random
-    knob point for every tunable task)."""
+    knob point for every tunable task).  `run` False: compile only (a target whose device this
+    machine lacks, such as "cuda -arch=sm_90": its compiler must accept every kernel)."""
     import onnxruntime as ort
 
     from .. import driver
@@ -682,6 +683,8 @@ def check(seed: int, threads: int | None = None, target: str = "c -mcpu=native",
     records = random_records(graph, target, seed, threads) if tuned else None
     compiled = driver.compile(graph, target=target, threads=threads, precision=precision, records=records,
                                    progress=False)
+    if not run:
+        return
     rtol, atol = (RTOL, ATOL) if precision == "fp32" else (BF16_TOLERANCE, BF16_TOLERANCE)
     if quantized:
         rtol, atol = max(rtol, QDQ_TOLERANCE), max(atol, QDQ_TOLERANCE)
@@ -728,6 +731,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tuned", action="store_true", help="a random knob point for every tunable task")
     ap.add_argument("--dynamic", action="store_true", help="a symbolic batch, called with batches "
                     + ", ".join(map(str, DYNAMIC_BATCHES)))
+    ap.add_argument("--compile-only", action="store_true",
+                    help="compile without running (a target whose device is missing: cuda -arch=sm_90)")
     args = ap.parse_args(argv)
 
     def label(seed: int) -> tuple[str, str]:
@@ -735,14 +740,15 @@ def main(argv: list[str] | None = None) -> int:
         return f"{len(model.graph.node)} nodes", describe(model)
 
     return campaign(args.seeds, lambda seed: check(seed, args.threads, args.target, args.dynamic, args.precision,
-                                                   args.quantized, args.tuned),
-                    label, "ONNX Runtime", args.show)
+                                                   args.quantized, args.tuned, run=not args.compile_only),
+                    label, "ONNX Runtime", args.show, outcome="compile" if args.compile_only else None)
 
 
-def campaign(seeds: str, check_one, label, peer: str, show: bool = False) -> int:
+def campaign(seeds: str, check_one, label, peer: str, show: bool = False, outcome: str | None = None) -> int:
     """Run `check_one(seed)` for the seeds of "START:STOP" (or one seed), one line per seed (with
     `label(seed)`'s size and, on a failure or with `show`, its ops), every failure reported and
-    the run going on; the failed seeds last.  Returns the exit status (1 when any failed)."""
+    the run going on; the failed seeds last, after how many seeds `outcome` ("match PEER" by
+    default).  Returns the exit status (1 when any failed)."""
     lo, _, hi = seeds.partition(":")
     chosen = range(int(lo), int(hi)) if hi else [int(lo)]
     failed = []
@@ -757,7 +763,7 @@ def campaign(seeds: str, check_one, label, peer: str, show: bool = False) -> int
             print(f"seed {seed}: FAIL {type(e).__name__}: {' '.join(first[:6])[:600]}\n    ops: {ops}", flush=True)
             if not isinstance(e, AssertionError):
                 traceback.print_exc(limit=-4)
-    print(f"{len(chosen) - len(failed)} of {len(chosen)} seeds match {peer}" +
+    print(f"{len(chosen) - len(failed)} of {len(chosen)} seeds {outcome or 'match ' + peer}" +
           (f"; failed: {' '.join(map(str, failed))}" if failed else ""))
     return 1 if failed else 0
 
