@@ -12,6 +12,7 @@ low-level path for one schedule (`lower`, `build`) is in build_module.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from . import build_records, compile_progress, parallel_lowering
+from .arith.recursion import deep_recursion
 from .backends import backend_for
 from .batch_buckets import DEFAULT_BATCH_BUCKETS
 from .build_module import build, lower  # noqa: F401 - the public API re-exports them from here
@@ -43,6 +45,18 @@ from .staged import ShapeSpecializedModel, StagedModel
 from .target import Target
 
 
+def _deep_recursion(fn):
+    """`fn` with room for deep recursion (arith/recursion.py): a kernel of a few hundred fused
+    element-wise ops is an expression deeper than Python's default 1000 frames, which lowering
+    and printing walk recursively (a chain of 400 sin/cos nodes raised RecursionError)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with deep_recursion():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_deep_recursion
 def compile(graph, target="c", opt_level: int = 3, records=None, name: str | None = None,  # noqa: A001
             threads: int | None = None, precision: str = "fp32",
             batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS, sequence_buckets="auto",

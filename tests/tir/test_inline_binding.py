@@ -141,3 +141,18 @@ def test_repeated_load_evaluated_anyway_is_bound_once():
 
     func = check_schedule(s, [x, out], reference, rtol=1e-5, atol=1e-3)
     assert str(func).count("x[") == 25    # one copy of P's 25 loads of x, not three
+
+
+def test_a_chain_of_400_fused_ops():
+    """400 element-wise nodes inlined into one kernel: an expression deeper than Python's default
+    recursion limit, which lowering and printing walk (it raised RecursionError)."""
+    b = GraphBuilder("long")
+    y = b.input("x", (3, 50), "float32")
+    for k in range(400):
+        y = b.add1("sin" if k % 2 else "cos", [y])
+    model = tensorforge.compile(b.finish([y]), target="c")
+    x = np.random.default_rng(4).standard_normal((3, 50)).astype(np.float32)
+    want = x.astype(np.float64)
+    for k in range(400):
+        want = np.sin(want) if k % 2 else np.cos(want)
+    np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-5)
