@@ -696,7 +696,7 @@ class _Occurrences:
         if first:
             self.count[key] = 0
             self.loads[key] = load
-            if free_vars(load.indices) & self.let_vars:
+            if any(free_vars(i) & self.let_vars for i in load.indices):
                 self.pinned.add(key)
         self.count[key] += counting
         upgraded = not guarded and key not in self.unconditional

@@ -153,3 +153,26 @@ def test_a_chain_of_400_fused_ops():
     for k in range(400):
         want = np.sin(want) if k % 2 else np.cos(want)
     np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-5)
+
+
+def test_load_indexed_by_a_variable_bound_inside_stays_inside():
+    """out[i] = let j = n - 1 - i in P[j] + P[j] * 0.5: the repeated load's index is a variable
+    the body binds, so it cannot be bound above that binding (it is copied instead)."""
+    from tensorforge.ir.expr import Let, Var
+    n = 23
+    x = te.placeholder((n,), "float32", name="x")
+    p = te.compute((n,), lambda i: sum((x[i] * float(k + 1) for k in range(30)), x[i]), name="p")
+
+    def body(i):
+        j = Var("j", "int32")
+        return Let(j, n - 1 - i, p[j] + p[j] * 0.5)
+
+    out = te.compute((n,), body, name="out")
+    s = te.create_schedule([out.op])
+    s[p].compute_inline()
+
+    def reference(xv):
+        pv = xv.astype(np.float64) * (1 + sum(range(1, 31)))
+        return (1.5 * pv[::-1]).astype(np.float32)
+
+    check_schedule(s, [x, out], reference, rtol=1e-5, atol=1e-3)
