@@ -176,3 +176,23 @@ def test_load_indexed_by_a_variable_bound_inside_stays_inside():
         return (1.5 * pv[::-1]).astype(np.float32)
 
     check_schedule(s, [x, out], reference, rtol=1e-5, atol=1e-3)
+
+
+def test_load_on_the_right_of_and_stays_there():
+    """out[i] = (i > 0 && P[i-1] > 0 && P[i-1] < 40): && evaluates P[i-1] only where i > 0, so
+    it is not bound before the condition (x[-1] at i = 0 otherwise)."""
+    n = 31
+    x = te.placeholder((n,), "float32", name="x")
+    p = te.compute((n,), lambda i: sum((x[i] * float(k + 1) for k in range(30)), x[i]), name="p")
+    out = te.compute((n,), lambda i: te.if_then_else(te.all(i > 0, p[i - 1] > 0.0, p[i - 1] < 40.0), 1.0, 0.0),
+                     name="out")
+    s = te.create_schedule([out.op])
+    s[p].compute_inline()
+
+    def reference(xv):
+        pv = xv.astype(np.float64) * (1 + sum(range(1, 31)))
+        r = np.zeros(n)
+        r[1:] = (pv[:-1] > 0) & (pv[:-1] < 40)
+        return r.astype(np.float32)
+
+    check_schedule(s, [x, out], reference)
