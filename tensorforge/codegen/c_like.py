@@ -362,7 +362,12 @@ class CLikePrinter:
         value = self.expr(e.value)
         with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
             body = self.expr(e.body)
-        return f"({{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; {body}; }})", ATOM
+        return self.let_text(e, name, value, body), ATOM
+
+    def let_text(self, e: E.Let, name: str, value: str, body: str) -> str:
+        """A value bound inside an expression: a GNU statement expression (GCC, clang); a
+        dialect without them overrides this (CUDA: NVRTC)."""
+        return f"({{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; {body}; }})"
 
     def print_BufferLoad(self, e: N.BufferLoad):
         index = self.single_index(e.buffer, e.indices, "load")

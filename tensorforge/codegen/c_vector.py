@@ -191,7 +191,7 @@ class VectorExtensions:
         value = self.expr(e.value)
         with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
             body = body_fn()
-        return f"({{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; {body}; }})"
+        return self.let_text(e, name, value, body)
 
     def _blend(self, elem: str, lanes: int) -> str:
         """Helper `NAME(mask, t, f)`: lanes of t where mask is set, else of f."""

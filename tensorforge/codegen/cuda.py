@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from ..ir import dtype as dt
 from ..ir import expr as E
-from .analysis import is_nonneg
 from .c_gpu import GPUDialect, GPUPrinter, GPUSource
-from .c_text import ATOM
 
 # float16 as a 16-bit value converted with the PTX instructions (round to nearest even), so the
 # source needs no header: NVRTC ships without cuda_fp16.h.  Arithmetic is done in float32.
@@ -61,12 +59,9 @@ class CUDAPrinter(GPUPrinter):
     def __init__(self):
         super().__init__(CUDA_DIALECT)
 
-    def print_Let(self, e: E.Let):
-        value = self.expr(e.value)
-        with self.bind(e.var, is_nonneg(e.value, self.nonneg)) as name:
-            body = self.expr(e.body)
+    def let_text(self, e: E.Let, name: str, value: str, body: str) -> str:
         result = self.value_type(e.body.dtype, e.body)
-        return f"[&]() -> {result} {{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; return {body}; }}()", ATOM
+        return f"[&]() -> {result} {{ {self.value_type(e.value.dtype, e.value)} {name} = {value}; return {body}; }}()"
 
 
 def codegen_cuda(funcs, target=None) -> GPUSource:
