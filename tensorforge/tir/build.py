@@ -24,8 +24,8 @@ from typing import Sequence, cast
 from .. import arith
 from ..arith.structural import Interner
 from ..ir.dtype import itemsize
-from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Or, Range, Reduce, Select, TensorLoad, Var, const
-from ..ir.functor import Mutator, Visitor, field_names, free_vars, post_order_visit, substitute
+from ..ir.expr import DATA, REDUCE, And, Expr, IntImm, IterVar, Let, Range, Reduce, Select, TensorLoad, Var, const
+from ..ir.functor import Mutator, Visitor, free_vars, post_order_visit, substitute
 from ..te.schedule import INLINE, ROOT, SCOPE, Schedule, ScheduleError, Split, Stage
 from ..te.tensor import ComputeOp, PlaceholderOp, Tensor
 from . import nodes as N
@@ -598,7 +598,7 @@ class _InlineExpander(Mutator):
 
     def _scope(self, expr: Expr) -> Expr:
         found = _Occurrences(self)
-        found.walk(expr, {}, False)
+        found.visit(expr)
         outer, lets = self.bound, []
         self.bound = dict(outer)
         for key in found.order:             # nested producers first: a bound value uses their variables
@@ -654,12 +654,15 @@ class _InlineExpander(Mutator):
             self.mapping = saved
 
 
-class _Occurrences:
+class _Occurrences(Visitor):
     """The loads of inlined producers in one scope of _InlineExpander, through the producers'
     bodies (each walked once per distinct load; reductions are scopes of their own): how often
     each occurs, which occur where they are evaluated whatever the data (outside a Select's
     branches and the right side of && and ||), which have indices that use a variable a Let inside
-    the scope binds (pinned: they cannot be bound at its top), in the order their walks finish."""
+    the scope binds (pinned: they cannot be bound at its top), in the order their walks finish.
+    The walk's state: `mapping` (the axes of the producer walked -> the load's indices),
+    `guarded` (inside a branch) and `counting` (off while a second walk only marks loads as
+    evaluated anyway)."""
 
     def __init__(self, expander: _InlineExpander):
         self.expander = expander
@@ -669,56 +672,57 @@ class _Occurrences:
         self.pinned: set[int] = set()
         self.order: list[int] = []
         self.let_vars: set[Var] = set()
+        self.mapping: dict = {}
+        self.guarded = False
+        self.counting = True
 
-    def walk(self, e: Expr, mapping: dict, guarded: bool, counting: bool = True) -> None:
-        if isinstance(e, Reduce):
+    def visit_Reduce(self, node: Reduce) -> None:
+        pass
+
+    def visit_Select(self, node: Select) -> None:
+        self.visit(node.condition)
+        self._guarded(node.true_value, node.false_value)
+
+    def visit_And(self, node: And) -> None:
+        self.visit(node.a)
+        self._guarded(node.b)
+
+    visit_Or = visit_And
+
+    def visit_Let(self, node: Let) -> None:
+        self.let_vars.add(node.var)
+        self.generic_visit(node)
+
+    def _guarded(self, *exprs: Expr) -> None:
+        saved, self.guarded = self.guarded, True
+        for e in exprs:
+            self.visit(e)
+        self.guarded = saved
+
+    def visit_TensorLoad(self, node: TensorLoad) -> None:
+        self.generic_visit(node)
+        if not self.expander.is_inlined(node):
             return
-        if isinstance(e, Select):
-            self.walk(e.condition, mapping, guarded, counting)
-            self.walk(e.true_value, mapping, True, counting)
-            self.walk(e.false_value, mapping, True, counting)
-        elif isinstance(e, (And, Or)):
-            self.walk(e.a, mapping, guarded, counting)
-            self.walk(e.b, mapping, True, counting)
-        elif isinstance(e, TensorLoad) and self.expander.is_inlined(e):
-            for i in e.indices:
-                self.walk(i, mapping, guarded, counting)
-            self._load(e, mapping, guarded, counting)
-        else:
-            if isinstance(e, Let):
-                self.let_vars.add(e.var)
-            for child in _children(e):
-                self.walk(child, mapping, guarded, counting)
-
-    def _load(self, e: TensorLoad, mapping: dict, guarded: bool, counting: bool) -> None:
-        key, load = self.expander.key(e, mapping)
+        key, load = self.expander.key(node, self.mapping)
         first = key not in self.count
         if first:
             self.count[key] = 0
             self.loads[key] = load
             if any(free_vars(i) & self.let_vars for i in load.indices):
                 self.pinned.add(key)
-        self.count[key] += counting
-        upgraded = not guarded and key not in self.unconditional
-        if not guarded:
+        self.count[key] += self.counting
+        upgraded = not self.guarded and key not in self.unconditional
+        if not self.guarded:
             self.unconditional.add(key)
         if first or upgraded:               # a second walk only marks what is evaluated anyway
-            op = _compute_op(self.expander.lowering.stage_of(e.tensor))
-            inner = {iv.var: i for iv, i in zip(op.axis, load.indices)}
-            self.walk(op.body[e.tensor.value_index], inner, guarded, counting and first)
+            op = _compute_op(self.expander.lowering.stage_of(node.tensor))
+            saved = self.mapping, self.counting
+            self.mapping = {iv.var: i for iv, i in zip(op.axis, load.indices)}
+            self.counting = self.counting and first
+            self.visit(op.body[node.tensor.value_index])
+            self.mapping, self.counting = saved
         if first:
             self.order.append(key)
-
-
-def _children(e: Expr) -> list:
-    out = []
-    for name in field_names(type(e)):
-        v = getattr(e, name)
-        if isinstance(v, Expr):
-            out.append(v)
-        elif type(v) is tuple:
-            out.extend(x for x in v if isinstance(x, Expr))
-    return out
 
 
 def _expr_size(expr: Expr) -> int:
