@@ -29,6 +29,7 @@ from .calibrate import ensure_calibrated
 from .compile_progress import CompileProgress
 from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
+from .frontend.torch_staged import StagedTorchModel, StagedTorchProgram
 from .graph.fuse import FusedGroup, fuse
 from .graph.ir import Graph, freeze_attr
 from .graph.passes.alter_layout_winograd import choosing_tiles
@@ -66,7 +67,9 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
 
     A model that is not one static graph compiles at call time, once per specialization: an
     OnnxProgram (from_onnx of a model with symbolic shapes, control flow, ...) gives a
-    StagedModel, a TorchProgram (from_torch with symbolic dimensions) a ShapeSpecializedModel.
+    StagedModel, a TorchProgram (from_torch with symbolic dimensions) a ShapeSpecializedModel,
+    a StagedTorchProgram (from_torch of a module with x[mask], nonzero or masked_select) a
+    StagedTorchModel.
     `batch_buckets`: the batch sizes a model with a symbolic batch compiles; another
     batch size runs as chunks of these where the model keeps batch rows apart (batch 7 as
     4 + 2 + 1; see batch_buckets.py).  () or None compiles every batch size as it comes.
@@ -109,6 +112,8 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
         Target.parse(target)
         options = {"target": target, "opt_level": opt_level, "records": records, "threads": threads,
                    "precision": precision, "progress": progress}
+        if isinstance(graph, StagedTorchProgram):
+            return StagedTorchModel(graph, options, batch_buckets=batch_buckets)
         if isinstance(graph, OnnxProgram):
             return StagedModel(graph, options, batch_buckets=batch_buckets, sequence_buckets=sequence_buckets,
                                pad_values=pad_values, shape_generic=shape_generic)

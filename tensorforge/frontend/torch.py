@@ -12,7 +12,9 @@ lifted constants become the graph's params; the user inputs, in order, its input
 Symbolic dimensions (`torch.export.Dim` in `dynamic_shapes`) stay symbols: `from_torch` then
 returns a `TorchProgram`, which `tensorforge.compile` turns into a model that converts and
 compiles the program once per concrete input shape it is called with (checked against the Dims'
-ranges and kept in an LRU cache), like a staged ONNX model.
+ranges and kept in an LRU cache), like a staged ONNX model.  A module with sizes that only its
+data gives (`x[mask]`, `torch.nonzero`, `torch.masked_select`) becomes a `StagedTorchProgram`
+(torch_staged.py): compiled stretches with those ops run on the host between them.
 PyTorch is an optional dependency (the `torch` extra), imported only here.
 """
 from __future__ import annotations
@@ -110,6 +112,9 @@ def convert_program(program: Any, name: str):
         bindings[arg] = ("const", to_numpy(tensor))
     _reject_symbolic_inputs(program)
     specs = _input_specs(program)
+    from .torch_staged import StagedTorchProgram, host_nodes
+    if host_nodes(program.graph):     # sizes only the data gives: x[mask], nonzero
+        return StagedTorchProgram(program, bindings, name, specs)
     if any(not isinstance(d, int) for _, dims, _ in specs for d in dims):
         return TorchProgram(program, bindings, name, specs)
     return convert_graph(program.graph, bindings, name)
@@ -135,8 +140,7 @@ class TorchProgram:
     def __init__(self, program: Any, bindings: dict, name: str, specs: list):
         self.program, self.bindings, self.name, self.specs = program, bindings, name, specs
         self.dim_names: dict[str, str] = {}      # symbol -> the user's Dim name (from_torch fills it)
-        self.ranges = {sym: (int(r.lower), None if r.upper.is_infinite else int(r.upper))
-                       for sym, r in program.range_constraints.items()
+        self.ranges = {sym: (int(r.lower), _upper(r.upper)) for sym, r in program.range_constraints.items()
                        if getattr(r.lower, "is_integer", False) or isinstance(r.lower, int)}
 
     @property
@@ -181,6 +185,14 @@ class TorchProgram:
         from .torch_convert import convert_graph
         symbols = self.symbols_for(shapes)
         return convert_graph(self.program.graph, self.bindings, self.name, symbols)
+
+
+def _upper(bound: Any) -> int | None:
+    """A Dim's upper bound as an int, None for no bound (sympy's oo, or torch's integer infinity,
+    which calls itself finite)."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    return None if bound in (int_oo, sympy.oo) else int(bound)
 
 
 def to_numpy(tensor: Any) -> Any:

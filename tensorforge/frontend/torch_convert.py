@@ -152,10 +152,10 @@ def _static_shape(t: Any, where: str, symbols: dict | None = None) -> tuple:
             except Exception:
                 if _data_dependent(d):
                     raise NotImplementedError(
-                        f"{where} has a dimension {d} that depends on the values of a tensor (a boolean "
-                        "mask, nonzero, masked_select, unique): from_torch needs every size to follow "
-                        "from the input shapes; keep the shape (torch.where(mask, x, 0)) or use "
-                        "torch.compile(model, backend=\"tensorforge\"), which leaves such ops to "
+                        f"{where} has a dimension {d} that depends on the values of a tensor: from_torch "
+                        "runs x[mask], nonzero and masked_select on the host between compiled stretches, "
+                        "but no other op that makes such a size; keep the shape (torch.where(mask, x, 0)) "
+                        "or use torch.compile(model, backend=\"tensorforge\"), which leaves such ops to "
                         "PyTorch") from None
                 raise NotImplementedError(f"{where} has a symbolic dimension {d} that its inputs' shapes do "
                                           "not determine") from None
@@ -218,7 +218,9 @@ def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = 
         if n.op != "placeholder":
             continue
         kind, array = bindings[n.name]
-        if kind == "const":
+        if kind == "size":          # a size of a staged program's stretch (torch_staged.py)
+            env[n] = concrete(n.meta["val"], symbols)
+        elif kind == "const":
             env[n] = b.const(np.asarray(array), name=n.name)
         else:
             metas = _meta_tensors(n)

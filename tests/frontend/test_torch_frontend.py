@@ -182,6 +182,23 @@ def test_dynamic_batch_lstm():
         np.testing.assert_allclose(model(x)[0], want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dim", [dict(), dict(min=0)])
+def test_dim_without_an_upper_bound(dim):
+    """A Dim with no max (torch gives it an integer infinity, which calls itself finite) and one
+    that admits an empty batch."""
+    import numpy as np
+
+    import tensorforge
+    module = nn.Sequential(nn.Linear(8, 4), nn.ReLU()).eval()
+    model = tensorforge.compile(from_torch(module, (torch.randn(4, 8),),
+                                           dynamic_shapes={"input": {0: torch.export.Dim("batch", **dim)}}))
+    for rows in (3, 1, 100) + ((0,) if dim else ()):
+        x = torch.randn(rows, 8)
+        with torch.no_grad():
+            want = module(x).numpy()
+        np.testing.assert_allclose(model(x)[0], want, rtol=1e-5, atol=1e-5)
+
+
 def test_rejects_a_non_module():
     with pytest.raises(TypeError, match="expects a torch.nn.Module"):
         from_torch(lambda x: x, (torch.randn(2),))

@@ -73,7 +73,9 @@ def test_advanced_indexing_flip_repeat_cumsum():
 
 
 def test_softplus_mish_expm1():
-    check_from_torch(Fn(lambda x: (F.softplus(x), F.mish(x), torch.expm1(x))), (torch.randn(3, 7) * 3,))
+    # expm1 grows to 2e4 at the inputs' tails (x near 10): float32's last bit there is 2e-3
+    torch.manual_seed(0)
+    check_from_torch(Fn(lambda x: (F.softplus(x), F.mish(x), torch.expm1(x))), (torch.randn(3, 7) * 3,), rtol=1e-6)
 
 
 def test_bidirectional_gru():
@@ -82,13 +84,9 @@ def test_bidirectional_gru():
     check_from_torch(Fn(lambda x: gru(x)[0]), (torch.randn(2, 5, 6),))
 
 
-def test_boolean_mask_is_a_clear_error():
-    """x[mask] has a size only the data gives: refused with the node, the reason and what works
-    (torch.compile leaves the op to PyTorch)."""
-    from tensorforge.frontend import from_torch
-    with pytest.raises(NotImplementedError, match=r"node index \(aten.index.Tensor\) has a dimension u\d+ that "
-                                                  r"depends on the values of a tensor \(a boolean mask"):
-        from_torch(Fn(lambda x, m: x[m]), (torch.randn(4, 3), torch.tensor([True, False, True, True])))
+def test_boolean_mask_through_torch_compile():
+    """x[mask] through torch.compile: dynamo leaves the op to PyTorch and compiles the rest
+    (from_torch runs it on the host between compiled stretches: test_torch_staged.py)."""
     module = Fn(lambda x: (x * 2)[x > 0].sum() + x.mean())
     x = torch.randn(5, 4)
     compiled = torch.compile(module, backend="tensorforge")

@@ -34,7 +34,7 @@ def eager(module, args) -> list[np.ndarray]:
     return [o.numpy() for o in flat]
 
 
-def check_from_torch(module, args, atol: float = 1e-4) -> None:
+def check_from_torch(module, args, atol: float = 1e-4, rtol: float = 0.0) -> None:
     """from_torch + compile + call matches torch eager on every output."""
     import tensorforge
     from tensorforge.frontend import from_torch
@@ -44,4 +44,4 @@ def check_from_torch(module, args, atol: float = 1e-4) -> None:
     assert len(got) == len(expected)
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype
-        np.testing.assert_allclose(g, e, atol=atol, rtol=0)
+        np.testing.assert_allclose(g, e, atol=atol, rtol=rtol)

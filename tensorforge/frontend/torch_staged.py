@@ -1,0 +1,324 @@
+"""from_torch on a module whose sizes depend on its data: `x[mask]`, `torch.nonzero`,
+`torch.masked_select`.
+
+torch.export traces such an op with an unbacked symbol for the size only the data gives (`u0`
+rows of `x[mask]`); the ops after it carry that symbol in their shapes.  No static graph can hold
+them, so `from_torch` returns a `StagedTorchProgram` instead: the program's nodes cut into stages
+at those ops.  Each stage is a stretch of ordinary nodes, a `TorchProgram` of its own whose
+inputs are the values that earlier stages, the ops themselves or the user hand it (their shapes
+symbolic where the data decides them); the data-dependent ops run on the host in NumPy between
+the stages.  `tensorforge.compile` makes it a `StagedTorchModel`: each stage is a
+ShapeSpecializedModel (staged.py), compiled per concrete shape of its inputs and kept in an LRU
+cache, and where the data-dependent size leads a stage's inputs (the rows of `x[mask]`) and the
+stage keeps those rows apart, a count that is not a batch bucket runs as chunks of the buckets
+(batch_buckets.py), so a new count compiles nothing once its buckets exist.
+
+Other ops with data-dependent sizes (`unique`, `.item()` feeding a shape, ...) are refused at
+`from_torch` with one line naming the node.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..batch_buckets import DEFAULT_BATCH_BUCKETS
+from ..errors import InputError
+from .onnx_host import contiguous
+from .torch import TorchProgram
+from .torch_convert import _flat, needed_nodes, op_label, op_name, torch_dtype
+
+
+def _nonzero(x: np.ndarray) -> np.ndarray:
+    return np.argwhere(x).astype(np.int64)
+
+
+def _index(x: np.ndarray, indices: list) -> np.ndarray:
+    """aten.index.Tensor: `x[indices]` with None for a whole axis (NumPy's advanced indexing is
+    PyTorch's: boolean masks select, integer arrays gather, separated index arrays go first)."""
+    key = tuple(slice(None) if i is None else (i if i.dtype == np.bool_ else i.astype(np.int64)) for i in indices)
+    return contiguous(x[key])
+
+
+def _masked_select(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    x, mask = np.broadcast_arrays(x, mask)
+    return contiguous(x[mask])
+
+
+# ops that may give a size only the data decides, run on the host: name -> (fn, argument names)
+HOST_OPS: dict[str, tuple[Callable, tuple[str, ...]]] = {
+    "nonzero": (_nonzero, ("self",)),
+    "index": (_index, ("self", "indices")),
+    "masked_select": (_masked_select, ("self", "mask")),
+}
+
+
+def _unbacked(val: Any) -> set:
+    """The unbacked symbols (sizes only the data gives) in the shape of a node's value."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    vals = list(val) if isinstance(val, (list, tuple)) else [val]
+    found: set = set()
+    for v in vals:
+        dims = list(v.shape) if hasattr(v, "shape") else [v] if v is not None else []
+        for d in dims:
+            found |= set(free_unbacked_symbols(d))
+    return found
+
+
+def _introduces_unbacked(n: Any) -> bool:
+    own = _unbacked(n.meta.get("val"))
+    inherited = set().union(*(_unbacked(p.meta.get("val")) for p in n.all_input_nodes)) if n.all_input_nodes else set()
+    return bool(own - inherited)
+
+
+def host_nodes(graph: Any) -> list:
+    """The needed nodes of `graph` that run on the host: the ops of HOST_OPS whose output has a size
+    that none of their inputs had."""
+    return [n for n in needed_nodes(graph) if n.op == "call_function" and op_name(n) in HOST_OPS
+            and _introduces_unbacked(n)]
+
+
+def _is_tensor(n: Any) -> bool:
+    return hasattr(n.meta.get("val"), "shape")
+
+
+def _free(x: Any) -> set:
+    """The symbols of a size (a SymInt, a sympy expression or an int)."""
+    expr = getattr(getattr(x, "node", None), "expr", x)
+    return set(getattr(expr, "free_symbols", ()))
+
+
+def _tensor_sources(n: Any) -> list:
+    """The tensor nodes a size node was computed from (through other size nodes)."""
+    found, stack, seen = [], list(n.all_input_nodes), set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if _is_tensor(p):
+            found.append(p)
+        else:
+            stack.extend(p.all_input_nodes)
+    return found
+
+
+def _dims(n: Any) -> tuple:
+    """A tensor node's shape with each symbolic size as its sympy expression."""
+    return tuple(d if isinstance(d, int) else d.node.expr for d in n.meta["val"].shape)
+
+
+class _Stage:
+    """The stretch of nodes one stage compiles (None when it has none) and the host ops that run
+    after it.  `inputs`: the names of the values the stretch reads, in its program's input order;
+    `outputs`: those it gives to later stages and to the program's outputs."""
+
+    def __init__(self, program: TorchProgram | None, inputs: list[str], outputs: list[str], hosts: list):
+        self.program, self.inputs, self.outputs, self.hosts = program, inputs, outputs, hosts
+
+
+class StagedTorchProgram(TorchProgram):
+    """An exported PyTorch program with data-dependent sizes, cut into stages (module docstring).
+    Its `specs` are the user inputs'; `tensorforge.compile` gives a StagedTorchModel."""
+
+    def __init__(self, program: Any, bindings: dict, name: str, specs: list):
+        super().__init__(program, bindings, name, specs)
+        import torch.fx
+        graph = program.graph
+        hosts = host_nodes(graph)
+        self.host_ops = sorted({op_label(n) for n in hosts})
+        host_set = set(hosts)
+        nodes = needed_nodes(graph)
+        stage: dict = {}
+        for n in nodes:
+            if n.op == "output":
+                continue
+            stage[n] = max((stage[p] + (p in host_set) for p in n.all_input_nodes), default=0)
+        count = max((stage[n] + (n in host_set) for n in stage), default=0) + 1
+        out_node = next(n for n in graph.nodes if n.op == "output")
+        self.outputs = [o for o in _flat(out_node.args[0])]
+        for k, o in enumerate(self.outputs):
+            if not hasattr(o, "op") or not _is_tensor(o):
+                raise NotImplementedError(f"output {k} of {name} is not a tensor; only tensor outputs are supported")
+        # a node's value is needed outside its stretch by another stage's node, a host op or the outputs
+        wanted = {o.name for o in self.outputs}
+        for n in nodes:
+            for p in n.all_input_nodes:
+                if n in host_set or p in host_set or stage.get(n) != stage.get(p):
+                    wanted.add(p.name)
+        # values of the weights alone (a transposed weight) are worked out in each stretch that
+        # reads them, where they fold at compile time, not passed from one stretch to the next
+        weights = {n for n in nodes if n.op == "placeholder" and bindings.get(n.name, ("input",))[0] == "const"}
+        readers: dict = {}
+        for n in nodes:
+            for p in n.all_input_nodes:
+                readers.setdefault(p, []).append(n)
+        self._folded: set = set()
+        for n in nodes:
+            if (n.op == "call_function" and n not in host_set and _is_tensor(n) and n.all_input_nodes
+                    and all(p in weights or p in self._folded for p in n.all_input_nodes)
+                    and n.name not in {o.name for o in self.outputs}
+                    and not any(r in host_set for r in readers.get(n, ()))):
+                self._folded.add(n)
+        self.stages: list[_Stage] = []
+        for s in range(count):
+            members = [n for n in nodes if n.op == "call_function" and stage.get(n) == s and n not in host_set
+                       and _is_tensor(n) and n not in self._folded]
+            hosts_here = [n for n in hosts if stage[n] == s]
+            if not members:
+                self.stages.append(_Stage(None, [], [], hosts_here))
+                continue
+            self.stages.append(self._stretch(torch.fx, s, members, wanted, hosts_here))
+
+    def _stretch(self, fx: Any, s: int, members: list, wanted: set, hosts: list) -> _Stage:
+        """Stage `s`'s stretch as a TorchProgram of its own: a placeholder for each value it reads
+        from outside (a weight stays a constant; a size becomes a value its inputs' shapes give)."""
+        inside = set(members)
+        graph = fx.Graph()
+        remap: dict = {}
+        bindings: dict = {}
+        inputs: list = []          # the nodes of the values it reads at run time, in order
+
+        def outside(p: Any) -> Any:
+            if p in self._folded:
+                for q in p.all_input_nodes:
+                    if q not in remap:
+                        outside(q)
+                remap[p] = graph.node_copy(p, lambda q: remap[q])
+                return remap[p]
+            node = graph.placeholder(p.name)
+            node.meta = dict(p.meta)
+            remap[p] = node
+            if p.op == "placeholder" and self.bindings.get(p.name, ("input",))[0] == "const":
+                bindings[node.name] = self.bindings[p.name]
+            elif _is_tensor(p):
+                bindings[node.name] = ("input", None)
+                inputs.append(p)
+            else:
+                bindings[node.name] = ("size", None)      # a size its inputs' shapes give (sym_size(x[mask], 0))
+                sizes.append(p)
+            return node
+
+        sizes: list = []
+        for n in members:
+            for p in n.all_input_nodes:
+                if p not in inside and p not in remap:
+                    outside(p)
+            remap[n] = graph.node_copy(n, lambda p: remap[p])
+        # a size is worked out from the symbols of the stretch's input shapes: where they lack one
+        # of its symbols, the tensor it was read from (x[mask] for sym_size(x[mask], 0)) is passed too
+        def given() -> set:
+            return set().union(*(_free(d) for q in inputs for d in _dims(q)))
+
+        for p in sizes:
+            if _free(p.meta.get("val")) - given():
+                for q in _tensor_sources(p):
+                    if q not in remap:
+                        outside(q)
+            if _free(p.meta.get("val")) - given():
+                raise NotImplementedError(f"{self.name}: the size {p.name} ({p.meta.get('val')}) is used where no "
+                                          "input of its stretch gives it")
+        outputs = [n.name for n in members if n.name in wanted]
+        graph.output(tuple(remap[n] for n in members if n.name in wanted))
+        specs = [(remap[q].name, _dims(q), torch_dtype(q.meta["val"].dtype)) for q in inputs]
+        stretch = TorchProgram(_Shell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",
+                               specs)
+        return _Stage(stretch, [q.name for q in inputs], outputs, hosts)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}: {dt}[{', '.join(map(str, dims))}]" for n, dims, dt in self.specs)
+        return (f"StagedTorchProgram({self.name}, inputs [{shown}], {len(self.stages)} stage(s) around "
+                f"{', '.join(self.host_ops)})")
+
+    def graph_for(self, shapes: list[tuple]):
+        raise NotImplementedError(f"{self.name} has sizes that depend on its data ({', '.join(self.host_ops)}); "
+                                  "tensorforge.compile runs it stage by stage")
+
+
+class _Shell:
+    """What TorchProgram reads of an ExportedProgram: its graph and its symbols' ranges."""
+
+    def __init__(self, graph: Any, range_constraints: dict):
+        self.graph, self.range_constraints = graph, range_constraints
+
+
+class StagedTorchModel:
+    """`model(*arrays)` -> list of outputs: the stages of a StagedTorchProgram run in order, each
+    on its ShapeSpecializedModel, the data-dependent ops in NumPy between them."""
+
+    def __init__(self, program: StagedTorchProgram, options: dict, max_specializations: int = 64,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
+        from ..staged import ShapeSpecializedModel
+        self.program = program
+        self._models = [ShapeSpecializedModel(st.program, options, max_specializations, batch_buckets=batch_buckets,
+                                              sequence_buckets=None) if st.program is not None else None
+                        for st in program.stages]
+        self._dtypes = [np.dtype(dt) for _, _, dt in program.specs]
+        self._consts = {k: v[1] for k, v in program.bindings.items() if v[0] == "const"}
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.program.input_names)
+
+    @property
+    def info(self) -> dict:
+        """Per stage, its compiled specializations and how calls ran (ShapeSpecializedModel.info)."""
+        return {"stages": [m.info if m is not None else None for m in self._models],
+                "host_ops": list(self.program.host_ops),
+                "specializations": sum(m.info["specializations"] for m in self._models if m is not None)}
+
+    def __repr__(self) -> str:
+        return (f"StagedTorchModel({self.program.name}, {len(self._models)} stage(s), "
+                f"{self.info['specializations']} specialization(s) compiled)")
+
+    def __call__(self, *arrays) -> list:
+        names = self.input_names
+        if len(arrays) != len(names):
+            raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"got {len(arrays)}")
+        arrays = tuple(np.asarray(a.detach().numpy() if hasattr(a, "detach") else a) for a in arrays)
+        try:
+            self.program.symbols_for([a.shape for a in arrays])
+        except ValueError as err:
+            raise InputError(f"model {self.program.name}: {err}") from None
+        for name, a, want in zip(names, arrays, self._dtypes):
+            if a.dtype != want:
+                raise TypeError(f"input {name!r}: expected dtype {want.name}, got {a.dtype.name}")
+        env: dict[str, Any] = dict(zip(names, arrays))
+        for stage, model in zip(self.program.stages, self._models):
+            if model is not None:
+                outs = model(*[env[name] for name in stage.inputs])
+                env.update(zip(stage.outputs, outs))
+            for n in stage.hosts:
+                fn, params = HOST_OPS[op_name(n)]
+                bound = _arguments(n)
+                env[n.name] = fn(*[_value(bound[p], env, self._consts) for p in params])
+        return [contiguous(_value(o, env, self._consts)) for o in self.program.outputs]
+
+    def run(self, **named) -> list:
+        missing = [n for n in self.input_names if n not in named]
+        unknown = sorted(set(named) - set(self.input_names))
+        if missing or unknown:
+            raise TypeError(f"model {self.program.name}: unknown input(s) {unknown}, missing {missing}; "
+                            f"inputs are {self.input_names}")
+        return self(*[named[n] for n in self.input_names])
+
+
+def _arguments(n: Any) -> dict:
+    """A node's arguments by its schema's names."""
+    schema = n.target._schema
+    bound = dict(n.kwargs)
+    for a, v in zip(schema.arguments, n.args):
+        bound[a.name] = v
+    return bound
+
+
+def _value(x: Any, env: dict, consts: dict) -> Any:
+    """An argument's value: a node's array (a weight's from `consts`), lists element-wise."""
+    if isinstance(x, (list, tuple)):
+        return [_value(y, env, consts) for y in x]
+    if hasattr(x, "op"):
+        return env[x.name] if x.name in env else consts[x.name]
+    return x
+
+

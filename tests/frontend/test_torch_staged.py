@@ -1,0 +1,131 @@
+"""from_torch on modules whose sizes depend on their data (frontend/torch_staged.py): x[mask],
+torch.nonzero, torch.masked_select, alone and chained, with weights, with a symbolic batch, with
+empty selections; each call's outputs against torch eager on inputs the export never saw."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
+
+from torch import nn  # noqa: E402
+from torch_helpers import eager  # noqa: E402
+
+import tensorforge  # noqa: E402
+from tensorforge.frontend import from_torch  # noqa: E402
+from tensorforge.frontend.torch_staged import StagedTorchModel, StagedTorchProgram  # noqa: E402
+
+
+class Fn(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+class Filter(nn.Module):
+    """Rows whose score clears a threshold, through a linear head; a detector's post-processing."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.score = nn.Linear(8, 1)
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        keep = self.score(x).squeeze(-1) > 0
+        rows = x[keep]
+        return self.head(rows).relu(), rows.size(0) * torch.ones(1), torch.nonzero(keep)
+
+
+def _check(model, module, args, atol=1e-5):
+    got = model(*[a.numpy() for a in args])
+    want = eager(module, args)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        np.testing.assert_allclose(g, w, atol=atol, rtol=1e-5)
+
+
+def test_mask_nonzero_and_masked_select_match_eager_on_new_data():
+    def f(x):
+        y = x[x.sum(-1) > 0]
+        return (y * 2).view(y.size(0), 2, 4).mean(1), torch.nonzero(x > 0.5), torch.masked_select(x, x < -1).sum()
+
+    module = Fn(f)
+    program = from_torch(module, (torch.randn(6, 8),))
+    assert isinstance(program, StagedTorchProgram)
+    assert program.host_ops == ["aten.index.Tensor", "aten.masked_select.default", "aten.nonzero.default"]
+    model = tensorforge.compile(program)
+    assert isinstance(model, StagedTorchModel)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(4):
+        _check(model, module, (torch.randn(6, 8, generator=gen),))
+
+
+def test_selected_rows_through_weights_run_on_batch_buckets():
+    """The selected rows lead the next stretch's only input, and a linear layer keeps rows apart:
+    a count that is not a bucket runs as chunks of the buckets, so new counts compile nothing."""
+    module = Filter().eval()
+    model = tensorforge.compile(from_torch(module, (torch.randn(16, 8),)))
+    gen = torch.Generator().manual_seed(2)
+    for _ in range(8):
+        _check(model, module, (torch.randn(16, 8, generator=gen),))
+    stretch = model.info["stages"][1]
+    assert stretch["batch_split"]["symbol"] is not None
+    # 8 calls, counts 0..16: the stretch compiled only buckets (1, 2, 4, 8, 16 and the empty one)
+    assert stretch["specializations"] <= 7, stretch
+
+
+def test_empty_selection():
+    module = Filter().eval()
+    model = tensorforge.compile(from_torch(module, (torch.randn(16, 8),)))
+    x = -torch.ones(16, 8) * 100 * torch.sign(module.score.weight.detach())    # every score far below 0
+    assert not (module.score(x) > 0).any()
+    _check(model, module, (x,))
+
+
+def test_symbolic_batch_and_mask():
+    module = Filter().eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    program = from_torch(module, (torch.randn(16, 8),), dynamic_shapes={"x": {0: batch}})
+    model = tensorforge.compile(program)
+    gen = torch.Generator().manual_seed(3)
+    for rows in (16, 3, 40, 1):
+        _check(model, module, (torch.randn(rows, 8, generator=gen),))
+    with pytest.raises(ValueError, match=r"input 'x'.*outside the range \[1, 64\]"):
+        model(np.zeros((65, 8), np.float32))
+
+
+def test_mask_of_an_input_and_chained_selections():
+    def f(x, m):
+        a = x[m]                    # a mask given by the caller, over the first two axes
+        b = a[a[:, 0] > 0]          # a selection of a selection
+        return b.exp(), torch.nonzero(m)
+
+    module = Fn(f)
+    x, m = torch.randn(3, 4, 5), torch.rand(3, 4) > 0.5
+    model = tensorforge.compile(from_torch(module, (x, m)))
+    gen = torch.Generator().manual_seed(4)
+    for _ in range(3):
+        _check(model, module, (torch.randn(3, 4, 5, generator=gen), torch.rand(3, 4, generator=gen) > 0.3))
+    with pytest.raises(TypeError, match=r"input 'xs_1': expected dtype bool, got float32"):
+        model(x.numpy(), m.float().numpy())
+
+
+def test_a_size_read_from_a_selection():
+    """torch.zeros(n) with n the count of a selection: the stretch reads the size from the
+    selection's shape, so the selection is passed to it even where nothing else reads it."""
+    module = Fn(lambda x: torch.zeros(x[x > 0].size(0), 3) + x.sum())
+    model = tensorforge.compile(from_torch(module, (torch.randn(10),)))
+    gen = torch.Generator().manual_seed(5)
+    for _ in range(3):
+        _check(model, module, (torch.randn(10, generator=gen),))
+
+
+def test_ops_whose_size_only_data_gives_and_that_have_no_host_form_are_refused():
+    from tensorforge.frontend.onnx import UnsupportedOpsError
+    with pytest.raises(UnsupportedOpsError, match=r"aten._local_scalar_dense.default"):
+        from_torch(Fn(lambda x, n: x[: n.item()] * 2), (torch.randn(6), torch.tensor(3)))
