@@ -82,6 +82,12 @@ def _is_tensor(n: Any) -> bool:
     return hasattr(n.meta.get("val"), "shape")
 
 
+def _computes_tensors(n: Any) -> bool:
+    """Whether a node's value is a tensor or a tuple of them (native_layer_norm, topk), not a size."""
+    val = n.meta.get("val")
+    return hasattr(val, "shape") or (isinstance(val, (list, tuple)) and any(hasattr(v, "shape") for v in val))
+
+
 def _free(x: Any) -> set:
     """The symbols of a size (a SymInt, a sympy expression or an int)."""
     expr = getattr(getattr(x, "node", None), "expr", x)
@@ -155,7 +161,7 @@ class StagedTorchProgram(TorchProgram):
                 readers.setdefault(p, []).append(n)
         self._folded: set = set()
         for n in nodes:
-            if (n.op == "call_function" and n not in host_set and _is_tensor(n) and n.all_input_nodes
+            if (n.op == "call_function" and n not in host_set and _computes_tensors(n) and n.all_input_nodes
                     and all(p in weights or p in self._folded for p in n.all_input_nodes)
                     and n.name not in {o.name for o in self.outputs}
                     and not any(r in host_set for r in readers.get(n, ()))):
@@ -163,7 +169,7 @@ class StagedTorchProgram(TorchProgram):
         self.stages: list[_Stage] = []
         for s in range(count):
             members = [n for n in nodes if n.op == "call_function" and stage.get(n) == s and n not in host_set
-                       and _is_tensor(n) and n not in self._folded]
+                       and _computes_tensors(n) and n not in self._folded]
             hosts_here = [n for n in hosts if stage[n] == s]
             if not members:
                 self.stages.append(_Stage(None, [], [], hosts_here))

@@ -1,7 +1,8 @@
 """Random PyTorch modules for differential testing of the PyTorch paths: seeded nn.Modules that
 combine what users write (convs of every kind, norms, pools, interpolation, slicing and
 concatenation, permutes into nn.Linear, attention through scaled_dot_product_attention, LSTMs
-and GRUs, in-place activations), run through `from_torch` (torch.export) or
+and GRUs, in-place activations, selections whose size only the data gives: x[mask], nonzero,
+masked_select), run through `from_torch` (torch.export) or
 `torch.compile(backend="tensorforge")` and compared with eager PyTorch.
 
     module, args = random_module(seed)        # torch.nn.Module in eval mode, (input tensor,)
@@ -320,12 +321,31 @@ def _cumsum(g: _Gen, v: int) -> int:
     return g.add("cumsum", [v], g.shapes[v], extra=int(g.rng.integers(1, len(g.shapes[v]))))
 
 
+def _masked_rows(g: _Gen, v: int) -> int:
+    """The tokens whose features sum above 0, through a linear layer, summed, added back to every
+    token: x[mask] (a count only the data gives) feeding weights, then a reduction."""
+    n, t, d = g.shapes[v]
+    return g.add("masked_rows", [v], (n, t, d), g.layer(g.torch.nn.Linear(d, d)))
+
+
+def _masked_select_sum(g: _Gen, v: int) -> int:
+    """x + 0.01 * the sum of the elements above 1 (torch.masked_select)."""
+    return g.add("masked_select_sum", [v], g.shapes[v])
+
+
+def _nonzero_gather(g: _Gen, v: int) -> int:
+    """The positions where the first channel is positive (torch.nonzero), every channel gathered
+    there and averaged, added back as a per-channel shift."""
+    return g.add("nonzero_gather", [v], g.shapes[v])
+
+
 _IMAGE = [(_conv, 5), (_conv_transpose, 1), (_norm, 2), (_pool, 2), (_interpolate, 1), (_cat, 1), (_slice, 1),
           (_se, 1), (_channels_last_linear, 1), (_flatten_linear, 1), (_to_tokens, 1), (_pixel_shuffle, 1), (_pad, 1),
-          (_activation, 3), (_residual, 2), (_softmax, 1), (_adaptive, 1), (_roll, 1), (_stats_norm, 1), (_glu_prelu, 1)]
+          (_activation, 3), (_residual, 2), (_softmax, 1), (_adaptive, 1), (_roll, 1), (_stats_norm, 1), (_glu_prelu, 1),
+          (_masked_select_sum, 0.5), (_nonzero_gather, 0.5)]
 _SEQUENCE = [(_linear, 4), (_layer_norm, 2), (_attention, 2), (_recurrent, 1), (_conv1d, 1), (_activation, 3),
              (_residual, 2), (_softmax, 1), (_cumsum, 1), (_rms_norm, 1), (_topk_mean, 1), (_masked_attention, 1),
-             (_glu_prelu, 1)]
+             (_glu_prelu, 1), (_masked_rows, 1), (_masked_select_sum, 0.5)]
 _OTHER = [(_activation, 3), (_residual, 2), (_softmax, 1)]
 
 
@@ -415,6 +435,15 @@ def _run_step(torch, layers, op: str, xs: list, layer: int | None, extra):
         scores = torch.einsum("btd,bsd->bts", q, k) / (d ** 0.5)
         mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
         return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+    if op == "masked_rows":
+        rows = x[x.sum(-1) > 0]
+        return x + layers[layer](rows).relu().sum(0) * 0.1
+    if op == "masked_select_sum":
+        return x + 0.01 * torch.masked_select(x, x > 1).sum()
+    if op == "nonzero_gather":
+        where = torch.nonzero(x[0, 0] > 0)
+        picked = x[:, :, where[:, 0], where[:, 1]]
+        return x + 0.1 * picked.sum(-1)[..., None, None] / x.shape[2] / x.shape[3]
     raise ValueError(f"unknown step {op}")
 
 

@@ -125,6 +125,18 @@ def test_a_size_read_from_a_selection():
         _check(model, module, (torch.randn(10, generator=gen),))
 
 
+def test_ops_of_several_outputs_after_a_selection():
+    """A layer norm and a top-k over the selected rows: ops whose value is a tuple (decomposed
+    layer norm, topk's values and indices) belong to the stretch like any other."""
+    torch.manual_seed(0)
+    norm = nn.LayerNorm(8)
+    module = Fn(lambda x: (norm(x[x[:, 0] > 0]).topk(3, dim=-1).values, x.mean(0)))
+    model = tensorforge.compile(from_torch(module, (torch.randn(12, 8),)))
+    gen = torch.Generator().manual_seed(6)
+    for _ in range(3):
+        _check(model, module, (torch.randn(12, 8, generator=gen),))
+
+
 def test_ops_whose_size_only_data_gives_and_that_have_no_host_form_are_refused():
     from tensorforge.frontend.onnx import UnsupportedOpsError
     with pytest.raises(UnsupportedOpsError, match=r"aten._local_scalar_dense.default"):
