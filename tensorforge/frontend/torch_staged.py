@@ -261,6 +261,12 @@ class StagedTorchModel:
                         for st in program.stages]
         self._dtypes = [np.dtype(dt) for _, _, dt in program.specs]
         self._consts = {k: v[1] for k, v in program.bindings.items() if v[0] == "const"}
+        # input shapes with no symbol are compared as tuples (symbols_for works through sympy)
+        static = [dims for _, dims, _ in program.specs]
+        self._static = static if all(isinstance(d, int) for dims in static for d in dims) else None
+        # per stage: (output name, NumPy function, its arguments as nodes) of each host op
+        self._hosts = [[(n.name, HOST_OPS[op_name(n)][0], [_arguments(n)[p] for p in HOST_OPS[op_name(n)][1]])
+                        for n in st.hosts] for st in program.stages]
 
     @property
     def input_names(self) -> list[str]:
@@ -283,22 +289,21 @@ class StagedTorchModel:
             raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
                             f"got {len(arrays)}")
         arrays = tuple(np.asarray(a.detach().numpy() if hasattr(a, "detach") else a) for a in arrays)
-        try:
-            self.program.symbols_for([a.shape for a in arrays])
-        except ValueError as err:
-            raise InputError(f"model {self.program.name}: {err}") from None
+        if self._static is None or any(a.shape != dims for a, dims in zip(arrays, self._static)):
+            try:
+                self.program.symbols_for([a.shape for a in arrays])
+            except ValueError as err:
+                raise InputError(f"model {self.program.name}: {err}") from None
         for name, a, want in zip(names, arrays, self._dtypes):
             if a.dtype != want:
                 raise TypeError(f"input {name!r}: expected dtype {want.name}, got {a.dtype.name}")
         env: dict[str, Any] = dict(zip(names, arrays))
-        for stage, model in zip(self.program.stages, self._models):
+        for stage, model, hosts in zip(self.program.stages, self._models, self._hosts):
             if model is not None:
                 outs = model(*[env[name] for name in stage.inputs])
                 env.update(zip(stage.outputs, outs))
-            for n in stage.hosts:
-                fn, params = HOST_OPS[op_name(n)]
-                bound = _arguments(n)
-                env[n.name] = fn(*[_value(bound[p], env, self._consts) for p in params])
+            for name, fn, args in hosts:
+                env[name] = fn(*[_value(a, env, self._consts) for a in args])
         return [contiguous(_value(o, env, self._consts)) for o in self.program.outputs]
 
     def run(self, **named) -> list:

@@ -1,6 +1,7 @@
 """Differential tests on random PyTorch modules (tensorforge/testing/random_torch.py): seeded
 nn.Modules of convs, norms, pools, interpolation, slicing, permutes into nn.Linear, attention,
-LSTMs and GRUs, through from_torch (static and with a dynamic batch) and through
+LSTMs and GRUs, selections whose size only the data gives (x[mask], nonzero, masked_select),
+through from_torch (static and with a dynamic batch) and through
 torch.compile(backend="tensorforge"), against eager PyTorch.  A failure names the seed;
 
     python -m tensorforge.testing.random_torch --seeds SEED --show [--dynamic | --compile]
@@ -23,6 +24,12 @@ def test_random_module_through_from_torch(seed):
 @pytest.mark.parametrize("seed", [100, 101, 102, 103])
 def test_random_module_with_a_dynamic_batch(seed):
     random_torch.check(seed, dynamic=True)
+
+
+@pytest.mark.parametrize("seed,dynamic", [(320, False), (334, False), (345, True), (315, True)])
+def test_random_module_with_data_dependent_sizes(seed, dynamic):
+    """Modules with x[mask], masked_select or nonzero steps: from_torch gives a staged program."""
+    random_torch.check(seed, dynamic=dynamic)
 
 
 @pytest.mark.parametrize("seed", [200, 201, 202, 203])
