@@ -60,6 +60,10 @@ def _detector():
     return module
 
 
+def _ort_call(session):
+    return lambda a: session.run(None, {"image": a})
+
+
 def _check(name: str, got: list, want: list) -> None:
     for g, w in zip(got, want):
         if g.shape != w.shape:
@@ -111,9 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         arrays = [x.numpy() for x in images]
         paths = {
             "eager": lambda a: [o.numpy() for o in module(torch.from_numpy(a))],
-            "from_torch": lambda a: staged_torch(a),
-            "ort": lambda a: session.run(None, {"image": a}),
-            "from_onnx": lambda a: staged_onnx(a),
+            "from_torch": staged_torch,
+            "ort": _ort_call(session),
+            "from_onnx": staged_onnx,
         }
         with torch.no_grad():
             for name, fn in paths.items():
