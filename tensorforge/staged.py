@@ -148,6 +148,9 @@ class StagedModel:
             sequence_buckets, pad_values, buckets.leading_symbol(program), max_specializations)
         self._compiled = _Specializations(program.name, options, max_specializations)
         self._signatures: dict[tuple, list] = {}
+        # where a node found no static form at the start of a stretch (NonZero of data, an If on
+        # a data condition): it runs on the host on every call, without converting it again
+        self._on_host: set[tuple] = set()
         self.batch_buckets = buckets.checked_buckets(batch_buckets)
         self._batch = buckets.leading_symbol(program) if self.batch_buckets else None
         self._batch_input = next((s.name for s in program.inputs if s.kind == "tensor" and s.dims
@@ -234,6 +237,8 @@ class StagedModel:
         """(Segment, Model or None) for the stretch at `start` given the env, compiled on a miss;
         None when the node at `start` must run on the host."""
         where = (id(program), start)
+        if where in self._on_host:
+            return None
         signatures = self._signatures.setdefault(where, [])
         for sig in signatures:
             key = _key(program, start, sig, env)
@@ -246,6 +251,8 @@ class StagedModel:
         bound = set(signatures[-1][1]) if signatures else set()
         segment = program.plan(start, env, bound)
         if segment is None:
+            if not signatures:      # no value it reads was ever bound: the node itself needs the host
+                self._on_host.add(where)
             return None
         found = self._generic.make(where, segment, env, f"{program.name} node {start}")
         if found is not None:

@@ -30,6 +30,8 @@ from .torch_convert import _flat, needed_nodes, op_label, op_name, torch_dtype
 
 
 def _nonzero(x: np.ndarray) -> np.ndarray:
+    if x.ndim == 1:
+        return np.flatnonzero(x).astype(np.int64, copy=False).reshape(-1, 1)
     return np.argwhere(x).astype(np.int64)
 
 
