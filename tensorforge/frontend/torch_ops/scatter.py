@@ -1,0 +1,187 @@
+"""ATen writes into positions and lookups in sorted lists -> scatter_elements, scatter_nd, where,
+gather and comparisons.
+
+- `scatter` (src, value, reduce), `scatter_add`, `scatter_reduce` -> scatter_elements: the
+  updates are `src` cut to the index's shape (PyTorch reads only that corner of it) or the value
+  spread to it; scatter_reduce's sum / prod / amax / amin combine with the reduction of the same
+  name, and with include_self=False the written positions are first set to the reduction's
+  identity.  Its "mean" is refused.
+- `index_put` (x[idx] = v, x[:, idx] += v, x[mask] = v, index_fill, index_copy, index_add):
+  integer indices on adjacent axes -> scatter_nd over those axes brought to the front (the
+  values broadcast to the indexed shape, as PyTorch broadcasts them); a boolean mask with values
+  that do not depend on how many positions it selects (a scalar, or one row for every
+  selected position) -> where.
+- `unfold` (x.unfold(dim, size, step): sliding windows) -> one gather of every window's
+  positions, the window axis moved last.
+- `searchsorted` and `bucketize` -> the count of boundaries below each value (at or below with
+  right=True): a comparison against every boundary and a sum.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..torch_convert import aten
+from .common import as_value, cast, norm_dim
+
+_REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+_IDENTITY = {"sum": 0, "prod": 1, "amax": -np.inf, "amin": np.inf}
+
+
+def _cut(ctx, src, shape: tuple):
+    """`src` cut to `shape` from its start on every axis (a no-op where they agree)."""
+    if tuple(src.shape) == tuple(shape):
+        return src
+    axes = tuple(k for k, (s, n) in enumerate(zip(src.shape, shape)) if s != n)
+    return ctx.add1("slice", [src], {"starts": (0,) * len(axes), "ends": tuple(shape[k] for k in axes),
+                                     "axes": axes, "steps": (1,) * len(axes)})
+
+
+def _expanded(ctx, v, shape: tuple):
+    return v if tuple(v.shape) == tuple(shape) else ctx.add1("expand", [v], {"shape": tuple(shape)})
+
+
+def _spread(ctx, value, like, shape: tuple):
+    """A scalar (or a tensor broadcastable to `shape`) as a tensor of `shape` in `like`'s dtype."""
+    return _expanded(ctx, cast(ctx, as_value(ctx, value, like), like.dtype), shape)
+
+
+def _identity(ctx, like, reduce: str):
+    limit = _IDENTITY[reduce]
+    if np.isinf(limit) and np.dtype(like.dtype).kind in "iu":
+        info = np.iinfo(like.dtype)
+        limit = info.min if limit < 0 else info.max
+    return ctx.const(np.asarray(limit).astype(like.dtype))
+
+
+@aten("scatter", "scatter_add", "scatter_reduce")
+def scatter(ctx, a: dict):
+    x, index = a["self"], a["index"]
+    dim = norm_dim(int(a["dim"]), len(x.shape))
+    name = ctx.op.split(".")[1]
+    shape = tuple(index.shape)
+    src = a.get("src")
+    updates = _cut(ctx, cast(ctx, src, x.dtype), shape) if src is not None else _spread(ctx, a.get("value"), x, shape)
+    reduce = a.get("reduce")
+    if name == "scatter_add":
+        reduction = "add"
+    elif name == "scatter":
+        reduction = {None: "none", "add": "add", "multiply": "mul"}.get(reduce)
+        if reduction is None:
+            raise ctx.unsupported(f"scatter with reduce={reduce!r}")
+    else:
+        if reduce not in _REDUCE:
+            raise ctx.unsupported(f"scatter_reduce with reduce={reduce!r} (sum, prod, amax and amin are supported)")
+        reduction = _REDUCE[reduce]
+        if not a.get("include_self", True):
+            # the positions written start from the reduction's identity instead of x
+            x = ctx.add1("scatter_elements", [x, index, _spread(ctx, _identity(ctx, x, reduce), x, shape)],
+                         {"axis": dim, "reduction": "none"})
+    return ctx.add1("scatter_elements", [x, index, updates], {"axis": dim, "reduction": reduction})
+
+
+@aten("index_put")
+def index_put(ctx, a: dict):
+    x, values = a["self"], cast(ctx, as_value(ctx, a["values"], a["self"]), a["self"].dtype)
+    indices = list(a["indices"])
+    accumulate = bool(a.get("accumulate", False))
+    axes = [k for k, i in enumerate(indices) if i is not None]
+    if not axes:
+        raise ctx.unsupported("index_put with no index tensor")
+    if any(indices[k].dtype == "bool" for k in axes):
+        return _put_masked(ctx, x, indices, axes, values, accumulate)
+    if axes != list(range(axes[0], axes[-1] + 1)):
+        raise ctx.unsupported("index_put with index tensors on axes that are not adjacent")
+    first, k = axes[0], len(axes)
+    batch = tuple(np.broadcast_shapes(*[tuple(indices[j].shape) for j in axes]))
+    parts = [ctx.add1("unsqueeze", [_expanded(ctx, cast(ctx, indices[j], "int64"), batch)], {"axes": (len(batch),)})
+             for j in axes]
+    where = parts[0] if k == 1 else ctx.add1("concat", parts, {"axis": len(batch)})
+    rank = len(x.shape)
+    before, after = tuple(x.shape[:first]), tuple(x.shape[first + k:])
+    # PyTorch broadcasts the values to the indexed result: x's leading axes, the indices' shape,
+    # x's trailing axes; scatter_nd wants the indices' axes first
+    updates = _spread(ctx, values, x, before + batch + after)
+    reduction = "add" if accumulate else "none"
+    if first == 0:
+        return ctx.add1("scatter_nd", [x, where, updates], {"reduction": reduction})
+    perm = tuple(range(first, first + k)) + tuple(range(first)) + tuple(range(first + k, rank))
+    nb = len(batch)
+    perm_updates = tuple(range(first, first + nb)) + tuple(range(first)) + tuple(range(first + nb, first + nb + len(after)))
+    moved = ctx.add1("transpose", [x], {"perm": perm})
+    written = ctx.add1("scatter_nd", [moved, where, ctx.add1("transpose", [updates], {"perm": perm_updates})],
+                       {"reduction": reduction})
+    return ctx.add1("transpose", [written], {"perm": tuple(int(p) for p in np.argsort(perm))})
+
+
+def _put_masked(ctx, x, indices, axes, values, accumulate: bool):
+    """x[mask] = values (+= with accumulate) where the values are the same for every selected
+    position: a where over the mask, broadcast along the axes it does not cover."""
+    if len(axes) != 1:
+        raise ctx.unsupported("index_put with a boolean mask beside other index tensors")
+    first, mask = axes[0], indices[axes[0]]
+    m = len(mask.shape)
+    rank = len(x.shape)
+    after = tuple(x.shape[first + m:])
+    vshape = tuple(values.shape)
+    # a value per selected position would need their count: only values whose leading axis (the
+    # selection's) is 1, or absent, broadcast to every position
+    lead = len(vshape) - len(after)
+    if lead > 1 or (lead == 1 and vshape[0] != 1):
+        raise ctx.unsupported("x[mask] = values with one value per selected position (a count only the data "
+                              "gives); a scalar or one row for all positions is supported")
+    try:
+        np.broadcast_shapes(vshape[max(lead, 0):], after)
+    except ValueError:
+        raise ctx.unsupported(f"x[mask] = values: values of shape {vshape} do not broadcast to rows of {after}") \
+            from None
+    if lead == 1:
+        values = ctx.add1("reshape", [values], {"shape": vshape[1:]})
+    full = ctx.add1("reshape", [mask], {"shape": (1,) * first + tuple(mask.shape) + (1,) * (rank - first - m)})
+    if accumulate:
+        zero = ctx.const(np.zeros((), x.dtype))
+        return ctx.add1("add", [x, ctx.add1("where", [full, values, zero])])
+    return ctx.add1("where", [full, values, x])
+
+
+@aten("unfold")
+def unfold(ctx, a: dict):
+    """Windows of `size` every `step` positions along `dimension`, as a new last axis."""
+    x = a["self"]
+    if not x.shape:
+        raise ctx.unsupported("unfold of a 0-d tensor")
+    d = norm_dim(int(a["dimension"]), len(x.shape))
+    size, step = int(a["size"]), int(a["step"])
+    count = (int(x.shape[d]) - size) // step + 1
+    positions = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1).astype(np.int64)
+    picked = ctx.add1("gather", [x, ctx.const(positions)], {"axis": d})
+    split = tuple(x.shape[:d]) + (count, size) + tuple(x.shape[d + 1:])
+    windows = ctx.add1("reshape", [picked], {"shape": split})
+    rank = len(split)
+    perm = tuple(k for k in range(rank) if k != d + 1) + (d + 1,)
+    return windows if d + 1 == rank - 1 else ctx.add1("transpose", [windows], {"perm": perm})
+
+
+@aten("searchsorted", "bucketize")
+def searchsorted(ctx, a: dict):
+    """searchsorted(boundaries, values) / bucketize(values, boundaries): per value the number of
+    boundaries below it (at or below it with right=True or side="right")."""
+    name = ctx.op.split(".")[1]
+    if name == "searchsorted":
+        bounds, values = a["sorted_sequence"], a["self"]
+        if a.get("sorter") is not None:
+            raise ctx.unsupported("searchsorted with a sorter")
+        right = bool(a.get("right")) or a.get("side") == "right"
+    else:
+        values, bounds = a["self"], a["boundaries"]
+        right = bool(a.get("right"))
+    values = as_value(ctx, values, bounds)
+    dtype = np.result_type(bounds.dtype, values.dtype).name
+    bounds, values = cast(ctx, bounds, dtype), cast(ctx, values, dtype)
+    if len(bounds.shape) > 1 and tuple(bounds.shape[:-1]) != tuple(values.shape[:-1]):
+        raise ctx.unsupported("searchsorted with boundaries whose leading axes differ from the values'")
+    vrank = len(values.shape)
+    v = ctx.add1("unsqueeze", [values], {"axes": (vrank,)})                     # (..., n, 1)
+    b = bounds if len(bounds.shape) == 1 else ctx.add1("unsqueeze", [bounds], {"axes": (vrank - 1,)})  # (..., 1, m)
+    below = ctx.add1("less_or_equal" if right else "less", [b, v])
+    count = ctx.add1("reduce_sum", [ctx.add1("cast", [below], {"dtype": "int64"})], {"axes": (vrank,), "keepdims": 0})
+    return cast(ctx, count, ctx.out_dtypes[0])
