@@ -94,7 +94,9 @@ def convert_program(program: Any, name: str):
 
     from .torch_convert import convert_graph
     from .torch_linear import fold_flattened_linears
+    from .torch_masked import fold_masked_updates
     fold_flattened_linears(program.graph)      # the program is from_torch's own, decomposed copy
+    fold_masked_updates(program.graph)         # x[mask] += v as a where: no data-dependent size
     state = dict(program.state_dict)
     constants = dict(program.constants)
     bindings: dict[str, tuple] = {}

@@ -111,3 +111,25 @@ def test_searchsorted_and_bucketize():
     x = _x(4, 5)
     x[0, :3] = torch.tensor([-1.0, 0.0, 2.0])          # values equal to boundaries: left and right differ
     check_from_torch(Fn(f, bounds, rows), (x,))
+
+
+def test_masked_updates_of_selected_values_stay_static():
+    """x[mask] += v and x[mask] = f(y[mask]) export as an index_put of values computed from the
+    selection; with element-wise f that is where(mask, f(y), x): a static graph, no staging."""
+    from tensorforge.frontend import from_torch
+    from tensorforge.graph.ir import Graph
+
+    def f(x, y):
+        a = x.clone()
+        a[x > 1] += 10.0
+        b = x.clone()
+        m = x[:, 0] > 0
+        b[m] = torch.sigmoid(y[m]) * 2 + x[m] - torch.tensor([1.0, 2.0, 3.0])
+        c = x.clone()
+        c[y < 0] *= -0.5
+        return a, b, c
+
+    module = Fn(f)
+    args = (_x(5, 3), _x(5, 3).flip(0))
+    assert isinstance(from_torch(module, args), Graph)
+    check_from_torch(module, args)
