@@ -1,4 +1,6 @@
-"""ATen elementwise ops -> tensorforge's elementwise ops.
+"""ATen elementwise ops -> tensorforge's elementwise ops: arithmetic, comparisons, where, unary
+math and activations (relu ... leaky_relu, elu, gelu, rrelu in eval mode), isnan / isinf,
+rounding, atan2, hypot, clamp.
 
 Operands are cast to the dtype PyTorch computed for the node (type promotion: int / float is a
 float, a float tensor plus a Python int stays float); Python scalars become 0-d constants.
@@ -15,7 +17,7 @@ _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "mini
 _COMPARE = {"eq": "equal", "lt": "less", "le": "less_or_equal", "gt": "greater", "ge": "greater_or_equal"}
 _UNARY = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt",
           "neg": "neg", "abs": "abs", "erf": "erf", "sin": "sin", "cos": "cos", "tan": "tan",
-          "reciprocal": "reciprocal", "floor": "floor", "ceil": "ceil", "sign": "sign", "isnan": "isnan",
+          "reciprocal": "reciprocal", "floor": "floor", "ceil": "ceil", "sign": "sign",
           "logical_not": "logical_not", "silu": "swish", "hardswish": "hard_swish", "mish": "mish",
           "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh"}
 
@@ -110,10 +112,19 @@ def where(ctx, a: dict):
 @aten(*_UNARY)
 def unary(ctx, a: dict):
     name = ctx.op.split(".")[1]
-    x = cast(ctx, a["self"], ctx.out_dtypes[0]) if name not in ("isnan", "logical_not") else a["self"]
+    x = cast(ctx, a["self"], ctx.out_dtypes[0]) if name != "logical_not" else a["self"]
     if name == "logical_not" and x.dtype != "bool":
         x = ctx.add1("cast", [x], {"dtype": "bool"})
     return ctx.add1(_UNARY[name], [x])
+
+
+@aten("isnan", "isinf")
+def isnan_isinf(ctx, a: dict):
+    """isnan / isinf: the graph op on floats; an integer or bool tensor is neither (all False)."""
+    x = a["self"]
+    if not x.dtype.startswith("float"):
+        return ctx.const(np.zeros(ctx.out_shape, dtype=bool))
+    return ctx.add1(ctx.op.split(".")[1], [x])
 
 
 @aten("log1p", "expm1")
@@ -146,6 +157,17 @@ def gelu(ctx, a: dict):
 @aten("leaky_relu")
 def leaky_relu(ctx, a: dict):
     return ctx.add1("leaky_relu", [a["self"]], {"alpha": float(a.get("negative_slope", 0.01))})
+
+
+@aten("rrelu_with_noise_functional")
+def rrelu(ctx, a: dict):
+    """nn.RReLU / F.rrelu in eval mode -> (leaky relu with slope (lower + upper) / 2, the noise
+    tensor unchanged).  Training mode draws a random slope per element: not supported."""
+    if a.get("training"):
+        raise ctx.unsupported("rrelu in training mode (a random slope per element) is not supported; "
+                              "call model.eval() first")
+    slope = (float(a["lower"]) + float(a["upper"])) / 2
+    return ctx.add1("leaky_relu", [a["self"]], {"alpha": slope}), a["noise"]
 
 
 @aten("elu")
@@ -188,6 +210,14 @@ def atan2(ctx, a: dict):
     out = ctx.add1("where", [ctx.add1("less", [x, zero]), left, base])
     origin = ctx.add1("logical_and", [ctx.add1("equal", [x, zero]), ctx.add1("equal", [y, zero])])
     return ctx.add1("where", [origin, zero, out])
+
+
+@aten("hypot")
+def hypot(ctx, a: dict):
+    """hypot(a, b) = sqrt(a * a + b * b), in the result's float dtype (unlike std::hypot, the
+    squares overflow where |a| or |b| exceeds the square root of the dtype's largest value)."""
+    x, y = _operands(ctx, a["self"], a["other"], ctx.out_dtypes[0])
+    return ctx.add1("sqrt", [ctx.add1("add", [ctx.add1("mul", [x, x]), ctx.add1("mul", [y, y])])])
 
 
 @aten("hardsigmoid")

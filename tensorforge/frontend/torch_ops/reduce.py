@@ -1,4 +1,5 @@
-"""ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all) and argmax / argmin.
+"""ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all, max, min), argmax /
+argmin, var / var_mean, vector norms; topk for topk, sort, median and kthvalue; cumprod; det.
 A mean or max over every spatial axis of an (N, C, ...) tensor, kept as size 1, is global pooling."""
 from __future__ import annotations
 
@@ -51,16 +52,55 @@ def argmax(ctx, a: dict):
     return ctx.add1(name, [x], {"axis": axis, "keepdims": int(bool(a.get("keepdim", False)))})
 
 
+@aten("max", "min")
+def max_min(ctx, a: dict):
+    """x.max() over every element (max.default), or x.max(dim, keepdim) -> (values, indices)
+    (max.dim): reduce_max and argmax, whose ties go to the first index as in PyTorch.  Only the
+    outputs that are read are computed."""
+    name, overload = ctx.op.split(".")[1:3]
+    x = a["self"]
+    if overload == "default":
+        return ctx.add1(f"reduce_{name}", [x], {"axes": tuple(range(len(x.shape))), "keepdims": 0})
+    if overload != "dim":
+        raise ctx.unsupported(f"{name}.{overload} is not supported")
+    axis = norm_dim(int(a["dim"]), len(x.shape))
+    keep = int(bool(a.get("keepdim", False)))
+    values = ctx.add1(f"reduce_{name}", [x], {"axes": (axis,), "keepdims": keep}) if 0 in ctx.used_outputs else None
+    indices = ctx.add1(f"arg{name}", [x], {"axis": axis, "keepdims": keep}) if 1 in ctx.used_outputs else None
+    return values, indices
+
+
 @aten("var")
 def var(ctx, a: dict):
     """x.var / x.std (std is sqrt of this): the mean of the squared deviations, over N -
     correction terms (Bessel's correction 1 by default)."""
     x = cast(ctx, a["self"], ctx.out_dtypes[0])
-    axes = dims_list(a.get("dim"), len(x.shape)) or tuple(range(len(x.shape)))
-    correction = a.get("correction")
-    if correction is None:
-        correction = 1 if a.get("unbiased", True) else 0
-    return moments(ctx, x, axes, bool(a.get("keepdim", False)), float(correction))[2]
+    return moments(ctx, x, _axes(a.get("dim"), x), bool(a.get("keepdim", False)), _correction(a))[2]
+
+
+@aten("var_mean")
+def var_mean(ctx, a: dict):
+    """torch.var_mean / torch.std_mean -> (var, mean): `moments`, the mean reshaped to drop the
+    reduced axes unless keepdim; only the mean where the variance is not read."""
+    x = cast(ctx, a["self"], ctx.out_dtypes[0])
+    axes = _axes(a.get("dim"), x)
+    keep = bool(a.get("keepdim", False))
+    if 0 not in ctx.used_outputs:
+        return None, ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": int(keep)})
+    mean, _, variance = moments(ctx, x, axes, keep, _correction(a))
+    return variance, mean if keep else ctx.add1("reshape", [mean], {"shape": ctx.out_shapes[1]})
+
+
+def _axes(dim, x) -> tuple:
+    """A reduction's axes: `dim` normalized, or every axis where it is None or empty."""
+    return dims_list(dim, len(x.shape)) or tuple(range(len(x.shape)))
+
+
+def _correction(a: dict) -> float:
+    """var's correction: `correction`, else 1 or 0 by `unbiased` (Bessel's correction by default)."""
+    if a.get("correction") is not None:
+        return float(a["correction"])
+    return 1.0 if a.get("unbiased", True) else 0.0
 
 
 @aten("linalg_vector_norm")
@@ -102,3 +142,40 @@ def topk_sort(ctx, a: dict):
         k, largest = int(a["k"]), int(bool(a.get("largest", True)))
     values, indices = ctx.add("topk", [x], {"k": k, "axis": axis, "largest": largest, "sorted": 1})
     return values, indices
+
+
+@aten("median", "kthvalue")
+def kth_smallest(ctx, a: dict):
+    """kthvalue(k, dim, keepdim) and median (the lower median, rank (n - 1) // 2, over `dim` or
+    every element) -> (values, indices): the k smallest by topk, of which the last is the k-th.
+    Among equal values the index may differ from PyTorch's."""
+    x = a["self"]
+    if ctx.op == "aten.median.default":
+        x, axis, keep = ctx.add1("reshape", [x], {"shape": (-1,)}), 0, False
+    else:
+        axis, keep = norm_dim(int(a.get("dim", -1)), len(x.shape)), bool(a.get("keepdim", False))
+    k = int(a["k"]) if ctx.op.startswith("aten.kthvalue") else (x.shape[axis] - 1) // 2 + 1
+    smallest = ctx.add("topk", [x], {"k": k, "axis": axis, "largest": 0, "sorted": 1})
+    picked = []
+    for i, (v, shape) in enumerate(zip(smallest, ctx.out_shapes)):     # median.default: values only
+        if i in ctx.used_outputs:
+            v = ctx.add1("slice", [v], {"starts": (k - 1,), "ends": (k,), "axes": (axis,)})
+            picked.append(v if keep else ctx.add1("reshape", [v], {"shape": shape}))
+        else:
+            picked.append(None)
+    return picked[0] if ctx.op == "aten.median.default" else tuple(picked)
+
+
+@aten("cumprod")
+def cumprod(ctx, a: dict):
+    """torch.cumprod(x, dim, dtype): in the result's dtype (integers and bool promote to int64)."""
+    x = cast(ctx, a["self"], ctx.out_dtypes[0])
+    return ctx.add1("cumprod", [x], {"axis": norm_dim(int(a["dim"]), len(x.shape))})
+
+
+@aten("_linalg_det")
+def linalg_det(ctx, a: dict):
+    """torch.linalg.det / torch.det -> (det, LU, pivots): only the determinant (the det op)."""
+    if ctx.used_outputs - {0}:
+        raise ctx.unsupported("only the determinant is supported, not the LU factors or pivots")
+    return ctx.add1("det", [a["A"]]), None, None
