@@ -152,3 +152,15 @@ def test_det(dtype):
 def test_det_lu_factors_are_refused():
     with pytest.raises(NotImplementedError, match="only the determinant"):
         from_torch(Fn(lambda m: torch.ops.aten._linalg_det(m)[1]), (torch.randn(3, 3),))
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.0, 3.0, float("inf")])
+@pytest.mark.parametrize("rows", [(4, 6), (30, 7)])
+def test_cdist(p, rows):
+    """Every p; with more than 25 rows the p = 2 distance takes PyTorch's product form."""
+    torch.manual_seed(0)
+    n, m = rows
+    x1, x2 = torch.randn(2, n, 5), torch.randn(2, m, 5)
+    if p == 0.0:
+        x2[:, :, :2] = x1[:, :1, :2]           # some coordinates equal: p = 0 counts the others
+    check_from_torch(Fn(lambda a, b: torch.cdist(a, b, p=p)), (x1, x2), atol=1e-4, rtol=1e-5)

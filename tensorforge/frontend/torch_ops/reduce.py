@@ -1,7 +1,10 @@
 """ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all, max, min), argmax /
-argmin, var / var_mean, vector norms; topk for topk, sort, median and kthvalue; cumprod; det.
+argmin, var / var_mean, vector norms; topk for topk, sort, median and kthvalue; cumprod; det;
+cdist.
 A mean or max over every spatial axis of an (N, C, ...) tensor, kept as size 1, is global pooling."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..torch_convert import aten
 from .common import as_value, cast, dims_list, moments, norm_dim
@@ -179,3 +182,38 @@ def linalg_det(ctx, a: dict):
     if ctx.used_outputs - {0}:
         raise ctx.unsupported("only the determinant is supported, not the LU factors or pivots")
     return ctx.add1("det", [a["A"]]), None, None
+
+
+@aten("_cdist_forward")
+def cdist(ctx, a: dict):
+    """torch.cdist(x1, x2, p): the p-norm distance of every row of x1 to every row of x2.  For
+    p = 2 with more than 25 rows on a side (compute_mode's default) or
+    compute_mode="use_mm_for_euclid_dist", PyTorch's product form sqrt(|a|^2 + |b|^2 - 2 a.b)
+    (clamped at 0); otherwise the differences of every pair, reduced."""
+    x1, x2, p = a["x1"], a["x2"], float(a["p"])
+    n, m, r = int(x1.shape[-2]), int(x2.shape[-2]), len(x1.shape)
+    mode = a.get("compute_mode")
+    if p == 2 and (mode == 1 or (mode in (None, 0) and (n > 25 or m > 25))):
+        sq1 = ctx.add1("reduce_sum", [ctx.add1("mul", [x1, x1])], {"axes": (r - 1,), "keepdims": 1})  # (..., n, 1)
+        sq2 = ctx.add1("reduce_sum", [ctx.add1("mul", [x2, x2])], {"axes": (r - 1,), "keepdims": 1})  # (..., m, 1)
+        cross = ctx.add1("matmul", [x1, x2], {"transpose_b": True})                                   # (..., n, m)
+        perm = tuple(range(r - 2)) + (r - 1, r - 2)
+        total = ctx.add1("add", [ctx.add1("sub", [sq1, ctx.add1("add", [cross, cross])]),
+                                 ctx.add1("transpose", [sq2], {"perm": perm})])
+        zero = ctx.const(np.zeros((), x1.dtype))
+        return ctx.add1("sqrt", [ctx.add1("maximum", [total, zero])])
+    diff = ctx.add1("sub", [ctx.add1("unsqueeze", [x1], {"axes": (r - 1,)}),
+                            ctx.add1("unsqueeze", [x2], {"axes": (r - 2,)})])                      # (..., n, m, d)
+    size = ctx.add1("abs", [diff])
+    last = {"axes": (r,), "keepdims": 0}
+    if p == 0:
+        nonzero = ctx.add1("cast", [ctx.add1("greater", [size, ctx.const(np.zeros((), x1.dtype))])], {"dtype": x1.dtype})
+        return ctx.add1("reduce_sum", [nonzero], last)
+    if p == 1:
+        return ctx.add1("reduce_sum", [size], last)
+    if np.isinf(p):
+        return ctx.add1("reduce_max", [size], last)
+    if p == 2:
+        return ctx.add1("sqrt", [ctx.add1("reduce_sum", [ctx.add1("mul", [diff, diff])], last)])
+    power = ctx.add1("pow", [size, ctx.const(np.asarray(p, x1.dtype))])
+    return ctx.add1("pow", [ctx.add1("reduce_sum", [power], last), ctx.const(np.asarray(1.0 / p, x1.dtype))])
