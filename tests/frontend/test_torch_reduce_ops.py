@@ -164,3 +164,9 @@ def test_cdist(p, rows):
     if p == 0.0:
         x2[:, :, :2] = x1[:, :1, :2]           # some coordinates equal: p = 0 counts the others
     check_from_torch(Fn(lambda a, b: torch.cdist(a, b, p=p)), (x1, x2), atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 0.5])
+def test_pdist(p):
+    torch.manual_seed(0)
+    check_from_torch(Fn(lambda x: F.pdist(x, p=p)), (torch.randn(7, 5),), atol=1e-4, rtol=1e-5)

@@ -1,6 +1,6 @@
 """ATen reductions -> reduce_* ops (mean, sum, amax, amin, prod, any, all, max, min), argmax /
 argmin, var / var_mean, vector norms; topk for topk, sort, median and kthvalue; cumprod; det;
-cdist.
+cdist and pdist.
 A mean or max over every spatial axis of an (N, C, ...) tensor, kept as size 1, is global pooling."""
 from __future__ import annotations
 
@@ -191,9 +191,26 @@ def cdist(ctx, a: dict):
     compute_mode="use_mm_for_euclid_dist", PyTorch's product form sqrt(|a|^2 + |b|^2 - 2 a.b)
     (clamped at 0); otherwise the differences of every pair, reduced."""
     x1, x2, p = a["x1"], a["x2"], float(a["p"])
-    n, m, r = int(x1.shape[-2]), int(x2.shape[-2]), len(x1.shape)
+    n, m = int(x1.shape[-2]), int(x2.shape[-2])
     mode = a.get("compute_mode")
-    if p == 2 and (mode == 1 or (mode in (None, 0) and (n > 25 or m > 25))):
+    return _distances(ctx, x1, x2, p, p == 2 and (mode == 1 or (mode in (None, 0) and (n > 25 or m > 25))))
+
+
+@aten("_pdist_forward")
+def pdist(ctx, a: dict):
+    """F.pdist(x, p): the distances of every pair of rows i < j, in row-major order of the pairs."""
+    x, p = a["self"], float(a["p"])
+    n = int(x.shape[0])
+    all_pairs = ctx.add1("reshape", [_distances(ctx, x, x, p, False)], {"shape": (n * n,)})
+    rows, cols = np.triu_indices(n, 1)
+    return ctx.add1("gather", [all_pairs, ctx.const((rows * n + cols).astype(np.int64))], {"axis": 0})
+
+
+def _distances(ctx, x1, x2, p: float, product: bool):
+    """The p-norm distances of the rows of x1 (..., n, d) to those of x2 (..., m, d): (..., n, m);
+    `product`: p = 2 as sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0)), as PyTorch computes it for many rows."""
+    r = len(x1.shape)
+    if product:
         sq1 = ctx.add1("reduce_sum", [ctx.add1("mul", [x1, x1])], {"axes": (r - 1,), "keepdims": 1})  # (..., n, 1)
         sq2 = ctx.add1("reduce_sum", [ctx.add1("mul", [x2, x2])], {"axes": (r - 1,), "keepdims": 1})  # (..., m, 1)
         cross = ctx.add1("matmul", [x1, x2], {"transpose_b": True})                                   # (..., n, m)
