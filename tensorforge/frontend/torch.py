@@ -5,9 +5,10 @@
     y, = model(x.numpy())
 
 `torch.export.export(module.eval(), example_inputs)` traces the module into an ExportedProgram;
-`run_decompositions()` lowers it to the core ATen op set, and `torch_convert.convert_graph` maps
-each ATen node to graph ops (converters in `frontend/torch_ops/`).  Parameters, buffers and
-lifted constants become the graph's params; the user inputs, in order, its inputs.
+`run_decompositions()` lowers it to the core ATen op set (all but col2im: torch_decomp.py), and
+`torch_convert.convert_graph` maps each ATen node to graph ops (converters in
+`frontend/torch_ops/`).  Parameters, buffers and lifted constants become the graph's params;
+the user inputs, in order, its inputs.
 
 Symbolic dimensions (`torch.export.Dim` in `dynamic_shapes`) stay symbols: `from_torch` then
 returns a `TorchProgram`, which `tensorforge.compile` turns into a model that converts and
@@ -25,6 +26,7 @@ from typing import Any
 from ..errors import MissingDependencyError
 from ..graph.ir import Graph
 from .onnx import InputShapeError
+from .torch_decomp import export_decompositions
 
 # PyTorch's own warnings during export that say nothing to a user of tensorforge: nn.LSTM's
 # flattened weights, and a deprecation inside torch's pytree code.
@@ -59,7 +61,7 @@ def from_torch(module: Any, example_inputs: Any, dynamic_shapes: Any = None, nam
         except Exception as err:
             raise NotImplementedError(f"torch.export could not trace {type(module).__name__}: "
                                       f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from err
-        program = program.run_decompositions()
+        program = program.run_decompositions(export_decompositions())
     converted = convert_program(program, name or type(module).__name__)
     if isinstance(converted, TorchProgram):
         converted.dim_names = _dim_names(converted.specs, dynamic_shapes)

@@ -1,4 +1,6 @@
-"""Decompositions that the torch.compile backend adds to PyTorch's core ATen table.
+"""Decompositions that the torch.compile backend adds to PyTorch's core ATen table, and the
+ones both PyTorch paths leave out of it: `col2im` (F.fold), which has a converter of its own
+and whose decomposition crops the padding with a negative pad that the graph lacks.
 
 nn.TransformerEncoderLayer in eval mode under no_grad takes PyTorch's "fast path", one fused
 native op (`aten._transformer_encoder_layer_fwd`) that has no decomposition of its own.  Here it
@@ -55,9 +57,19 @@ def encoder_layer_fwd(src: Any, embed_dim: int, num_heads: int, qkv_weight: Any,
 
 
 def decompositions() -> dict:
-    """PyTorch's core ATen decompositions plus the ones above."""
+    """PyTorch's core ATen decompositions plus the ones above, col2im left out."""
     import torch
     from torch._decomp import core_aten_decompositions
     table = dict(core_aten_decompositions())
     table[torch.ops.aten._transformer_encoder_layer_fwd.default] = encoder_layer_fwd
+    table.pop(torch.ops.aten.col2im.default)
+    return table
+
+
+def export_decompositions() -> Any:
+    """from_torch's table for run_decompositions: PyTorch's default, col2im left out."""
+    import torch
+    from torch.export import default_decompositions
+    table = default_decompositions()
+    table.pop(torch.ops.aten.col2im.default)
     return table

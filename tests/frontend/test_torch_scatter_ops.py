@@ -133,3 +133,23 @@ def test_masked_updates_of_selected_values_stay_static():
     args = (_x(5, 3), _x(5, 3).flip(0))
     assert isinstance(from_torch(module, args), Graph)
     check_from_torch(module, args)
+
+
+def test_slice_and_select_assignments():
+    """y[:, 2:4] = z, y[:, 1] = ..., y[::2, 0] = c, y[1:, -1] = ...: functionalization writes
+    them as slice_scatter and select_scatter (and copy)."""
+    def f(x, z):
+        y = x.clone()
+        y[:, 1] = z[:, 0]
+        y[:, 2:4] = z
+        y[::2, 0] = 7.0
+        y[1:, -1] = x[:-1, 0] * 2
+        y[:, 3:6:2] = -z
+        return y
+    check_from_torch(Fn(f), (_x(5, 6), _x(5, 2) + 1))
+
+
+def test_masked_scatter():
+    def f(x, y):
+        return x.masked_scatter(x > 0, y * 10), x.masked_scatter(x[:, :1] < 0, torch.arange(40.0).view(5, 8))
+    check_from_torch(Fn(f), (_x(5, 4), _x(6, 4)))

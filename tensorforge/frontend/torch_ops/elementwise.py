@@ -1,6 +1,7 @@
 """ATen elementwise ops -> tensorforge's elementwise ops: arithmetic, comparisons, where, unary
-math and activations (relu ... leaky_relu, elu, gelu, rrelu in eval mode), isnan / isinf,
-rounding, atan2, hypot, clamp.
+math and activations (relu ... leaky_relu, elu, gelu, rrelu in eval mode), the inverse
+hyperbolic functions, log2 / log10, isnan / isinf, rounding, atan2, hypot, clamp, the bitwise
+and / or / xor, and fill and copy (a tensor of self's shape and dtype).
 
 Operands are cast to the dtype PyTorch computed for the node (type promotion: int / float is a
 float, a float tensor plus a Python int stays float); Python scalars become 0-d constants.
@@ -19,7 +20,10 @@ _UNARY = {"relu": "relu", "tanh": "tanh", "sigmoid": "sigmoid", "exp": "exp", "l
           "neg": "neg", "abs": "abs", "erf": "erf", "sin": "sin", "cos": "cos", "tan": "tan",
           "reciprocal": "reciprocal", "floor": "floor", "ceil": "ceil", "sign": "sign",
           "logical_not": "logical_not", "silu": "swish", "hardswish": "hard_swish", "mish": "mish",
-          "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh"}
+          "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
+          "asinh": "asinh", "acosh": "acosh", "atanh": "atanh"}
+_BITWISE = {"bitwise_and": ("bitwise_and", "logical_and"), "bitwise_or": ("bitwise_or", "logical_or"),
+            "bitwise_xor": ("bitwise_xor", "logical_xor")}
 
 
 def _operands(ctx, a, b, dtype: str):
@@ -248,3 +252,45 @@ def clamp(ctx, a: dict):
             x = ctx.add1("minimum", [x, cast(ctx, as_value(ctx, hi, x, dtype), dtype)])
         return x
     return ctx.add1("clip", [x], {"min": None if lo is None else float(lo), "max": None if hi is None else float(hi)})
+
+
+@aten("log2", "log10")
+def log2_log10(ctx, a: dict):
+    """log(x) / log(base), in the result's float dtype."""
+    x = cast(ctx, a["self"], ctx.out_dtypes[0])
+    base = 2.0 if ctx.op.split(".")[1] == "log2" else 10.0
+    return ctx.add1("div", [ctx.add1("log", [x]), as_value(ctx, np.log(base), x)])
+
+
+@aten(*_BITWISE)
+def bitwise(ctx, a: dict):
+    """and / or / xor of integers bit by bit; of bools (PyTorch's `mask & other`) the logical op."""
+    dtype = ctx.out_dtypes[0]
+    x, y = _operands(ctx, a["self"], a["other"], dtype)
+    integer_op, bool_op = _BITWISE[ctx.op.split(".")[1]]
+    return ctx.add1(bool_op if dtype == "bool" else integer_op, [x, y])
+
+
+@aten("fill")
+def fill(ctx, a: dict):
+    """A tensor of self's shape and dtype holding `value` (a number, or a 0-d tensor)."""
+    value, dtype = a["value"], ctx.out_dtypes[0]
+    if not hasattr(value, "dtype"):
+        return ctx.const(np.full(ctx.out_shape, value, dtype=dtype))
+    return _broadcast(ctx, value, dtype)
+
+
+@aten("copy")
+def copy(ctx, a: dict):
+    """src broadcast to self's shape and cast to self's dtype (self's values are not read)."""
+    return _broadcast(ctx, a["src"], ctx.out_dtypes[0])
+
+
+def _broadcast(ctx, v, dtype: str):
+    """v cast to `dtype` and broadcast to the node's output shape."""
+    v = cast(ctx, v, dtype)
+    if ctx.is_const(v):
+        return ctx.const(np.broadcast_to(ctx.value_of(v), ctx.out_shape).copy())
+    if tuple(v.shape) == tuple(ctx.out_shape):
+        return v
+    return ctx.add1("expand", [v], {"shape": tuple(ctx.out_shape)})

@@ -1,5 +1,6 @@
 """ATen neural-network ops -> tensorforge's nn ops: convolution (and its transposed form),
-the matrix products, batch and layer norm, pooling, softmax, embedding.
+the matrix products, batch and layer norm, pooling (adaptive average pooling in 2-D and 3-D),
+softmax, embedding and embedding bags, grid sampling, and col2im (F.fold).
 
 A product whose right operand is a constant matrix becomes `dense` with the weight transposed
 here once (the dense schedules expect [units, k]), so `addmm(b, x, permute(W))`, the form
@@ -189,6 +190,27 @@ def adaptive_avg_pool2d(ctx, a: dict):
     return ctx.add1("matmul", [ctx.const(rows), y])                                # (N, C, oh, ow)
 
 
+@aten("_adaptive_avg_pool3d", "adaptive_avg_pool3d")
+def adaptive_avg_pool3d(ctx, a: dict):
+    """A mean over the three spatial axes for output size 1, avg_pool3d for output sizes that
+    divide the input's (equal windows); windows of unequal sizes are refused."""
+    x = a["self"]
+    out = ints(a["output_size"], 3)
+    if len(x.shape) not in (4, 5):
+        raise ctx.unsupported(f"input shape {x.shape}: only (N,) C, D, H, W input is supported")
+    spatial = tuple(x.shape[-3:])
+    axes = tuple(range(len(x.shape) - 3, len(x.shape)))
+    if out == (1, 1, 1):
+        return ctx.add1("reduce_mean", [x], {"axes": axes, "keepdims": 1})
+    if any(s % o for s, o in zip(spatial, out)):
+        raise ctx.unsupported(f"output size {out} does not divide the input's spatial size {spatial}: "
+                              "adaptive average pooling over windows of unequal sizes is not supported")
+    kernel = tuple(s // o for s, o in zip(spatial, out))
+    y = x if len(x.shape) == 5 else ctx.add1("reshape", [x], {"shape": (1,) + tuple(x.shape)})
+    y = ctx.add1("avg_pool3d", [y], {"kernel": kernel, "strides": kernel, "padding": (0,) * 6})
+    return y if len(x.shape) == 5 else ctx.add1("reshape", [y], {"shape": ctx.out_shape})
+
+
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     """PyTorch's adaptive pooling windows: [floor(i * size / out), ceil((i + 1) * size / out))."""
     return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
@@ -235,3 +257,93 @@ def softmax(ctx, a: dict):
 @aten("embedding")
 def embedding(ctx, a: dict):
     return ctx.add1("gather", [a["weight"], a["indices"]], {"axis": 0})
+
+
+# _embedding_bag's mode argument
+_BAG_MODES = {0: "sum", 1: "mean", 2: "max"}
+
+
+@aten("_embedding_bag", "_embedding_bag_forward_only")
+def embedding_bag(ctx, a: dict):
+    """nn.EmbeddingBag with constant offsets: bag b holds the rows weight[indices[i]] for i in
+    [offsets[b], offsets[b + 1]).  The bags are laid out as a constant (bags, longest) table of
+    positions into `indices` (a shorter bag repeats its last position, an empty one reads
+    position 0), the rows gathered through it, and each bag reduced over the table's second
+    axis: the padding entries are weighted 0 for sum and mean and repeat a row for max.  An
+    empty bag is zeros, as in PyTorch.  Only output 0 is computed; offset2bag, bag_size and
+    max_indices are refused when read."""
+    weight, indices, offsets = a["weight"], a["indices"], a["offsets"]
+    mode = _BAG_MODES[int(a["mode"])]
+    psw = a.get("per_sample_weights")
+    if ctx.used_outputs - {0}:
+        raise ctx.unsupported("only the first output of _embedding_bag (the bags) is supported")
+    if a.get("padding_idx") not in (None, -1):
+        raise ctx.unsupported("EmbeddingBag with padding_idx is not supported")
+    if not ctx.is_const(offsets):
+        raise ctx.unsupported("the offsets of an embedding bag must be constants (a buffer or 2-D input), "
+                              "not values computed at run time")
+    if psw is not None and mode != "sum":
+        raise ctx.unsupported(f"per_sample_weights with mode {mode!r} (PyTorch allows them for sum only)")
+    starts = [int(v) for v in ctx.value_of(offsets).reshape(-1)]
+    ends = starts[1:] + [int(indices.shape[0])]
+    if a.get("include_last_offset"):
+        starts, ends = starts[:-1], ends[:-1]
+    sizes = [max(e - s, 0) for s, e in zip(starts, ends)]
+    longest = max(sizes, default=0)
+    if longest == 0:
+        return ctx.const(np.zeros(ctx.out_shape, weight.dtype)), None, None, None
+    table = np.array([[s + min(t, n - 1) if n else 0 for t in range(longest)] for s, n in zip(starts, sizes)],
+                     np.int64)
+    present = np.array([[t < n for t in range(longest)] for n in sizes])
+    rows = ctx.add1("gather", [weight, ctx.add1("gather", [indices, ctx.const(table)], {"axis": 0})], {"axis": 0})
+    empty = ctx.const(np.array(sizes).reshape(-1, 1) == 0)
+    if mode == "max":
+        y = ctx.add1("reduce_max", [rows], {"axes": (1,), "keepdims": 0})
+        return ctx.add1("where", [empty, ctx.const(np.zeros((), weight.dtype)), y]), None, None, None
+    scale = ctx.const(present.astype(weight.dtype))
+    if psw is not None:
+        scale = ctx.add1("mul", [scale, ctx.add1("gather", [cast(ctx, psw, weight.dtype), ctx.const(table)],
+                                                 {"axis": 0})])
+    terms = ctx.add1("mul", [rows, ctx.add1("reshape", [scale], {"shape": table.shape + (1,)})])
+    y = ctx.add1("reduce_sum", [terms], {"axes": (1,), "keepdims": 0})
+    if mode == "mean":
+        y = ctx.add1("div", [y, ctx.const(np.maximum(np.array(sizes), 1).reshape(-1, 1).astype(weight.dtype))])
+    return y, None, None, None
+
+
+# grid_sampler_2d's interpolation_mode and padding_mode arguments, as the grid_sample op names them
+_GRID_MODES = {0: "linear", 1: "nearest", 2: "cubic"}
+_GRID_PADDING = {0: "zeros", 1: "border", 2: "reflection"}
+
+
+@aten("grid_sampler_2d")
+def grid_sampler_2d(ctx, a: dict):
+    """F.grid_sample on 4-D input -> grid_sample.  The graph op follows ONNX, which pads the
+    sampling coordinate before taking the taps; PyTorch does the same except in two cases, which
+    are refused: bicubic with border padding (PyTorch clamps each tap, not the coordinate) and
+    nearest with reflection padding without align_corners (PyTorch reflects before rounding, so
+    ties outside the input round the other way)."""
+    mode, padding = _GRID_MODES[int(a["interpolation_mode"])], _GRID_PADDING[int(a["padding_mode"])]
+    align = bool(a["align_corners"])
+    if mode == "cubic" and padding == "border":
+        raise ctx.unsupported("grid_sample with mode='bicubic' and padding_mode='border' is not supported "
+                              "(PyTorch clamps each tap rather than the sampling point)")
+    if mode == "nearest" and padding == "reflection" and not align:
+        raise ctx.unsupported("grid_sample with mode='nearest', padding_mode='reflection' and "
+                              "align_corners=False is not supported (PyTorch rounds after reflecting)")
+    return ctx.add1("grid_sample", [a["input"], a["grid"]],
+                    {"mode": mode, "padding_mode": padding, "align_corners": int(align)})
+
+
+@aten("col2im")
+def col2im(ctx, a: dict):
+    """F.fold: (N, C * kh * kw, L) blocks -> (N, C, H, W), overlaps added; unbatched input too."""
+    x = a["self"]
+    image, block = ints(a["output_size"], 2), ints(a["kernel_size"], 2)
+    pads = ints(a["padding"], 2)
+    attrs = {"image_shape": image, "block_shape": block, "strides": ints(a["stride"], 2),
+             "dilations": ints(a["dilation"], 2), "pads": pads + pads}
+    if len(x.shape) == 3:
+        return ctx.add1("col2im", [x], attrs)
+    y = ctx.add1("col2im", [ctx.add1("reshape", [x], {"shape": (1,) + tuple(x.shape)})], attrs)
+    return ctx.add1("reshape", [y], {"shape": ctx.out_shape})

@@ -11,6 +11,11 @@ gather and comparisons.
   values broadcast to the indexed shape, as PyTorch broadcasts them); a boolean mask with values
   that do not depend on how many positions it selects (a scalar, or one row for every
   selected position) -> where.
+- `slice_scatter` and `select_scatter` (y[:, 2:4] = z, y[:, 1] = z after functionalization) ->
+  a concat of the parts around the slice and the values, or for a step above 1 a gather and a
+  where over the slice's positions.
+- `masked_scatter` (the set positions take the source's elements in order) -> the running count
+  of set positions (cumsum) picks each one's element from the flattened source.
 - `unfold` (x.unfold(dim, size, step): sliding windows) -> one gather of every window's
   positions, the window axis moved last.
 - `searchsorted` and `bucketize` -> the count of boundaries below each value (at or below with
@@ -185,3 +190,56 @@ def searchsorted(ctx, a: dict):
     below = ctx.add1("less_or_equal" if right else "less", [b, v])
     count = ctx.add1("reduce_sum", [ctx.add1("cast", [below], {"dtype": "int64"})], {"axes": (vrank,), "keepdims": 0})
     return cast(ctx, count, ctx.out_dtypes[0])
+
+
+@aten("slice_scatter", "select_scatter")
+def slice_scatter(ctx, a: dict):
+    """y[:, start:end:step] = src and y[:, i] = src as functionalization writes them: x with the
+    slice's positions along `dim` taken from `src`.  A step of 1 is a concat of x's parts around
+    the slice and src; other steps gather src at every position and keep x's elements off the
+    slice (a constant mask)."""
+    x, src = a["self"], cast(ctx, a["src"], a["self"].dtype)
+    dim = norm_dim(int(a["dim"]), len(x.shape))
+    n = int(x.shape[dim])
+    if ctx.op.split(".")[1] == "select_scatter":
+        index = int(a["index"])
+        start, stop, step = index % n if n else 0, (index % n if n else 0) + 1, 1
+        src = ctx.add1("unsqueeze", [src], {"axes": (dim,)})
+    else:
+        start, stop, step = slice(a.get("start"), a.get("end"), int(a.get("step") or 1)).indices(n)
+    positions = range(start, stop, step)
+    if not positions:
+        return x
+    if step == 1:
+        parts = []
+        if start > 0:
+            parts.append(ctx.add1("slice", [x], {"starts": (0,), "ends": (start,), "axes": (dim,), "steps": (1,)}))
+        parts.append(_expanded(ctx, src, tuple(x.shape[:dim]) + (stop - start,) + tuple(x.shape[dim + 1:])))
+        if stop < n:
+            parts.append(ctx.add1("slice", [x], {"starts": (stop,), "ends": (n,), "axes": (dim,), "steps": (1,)}))
+        return parts[0] if len(parts) == 1 else ctx.add1("concat", parts, {"axis": dim})
+    rank = len(x.shape)
+    source = np.clip((np.arange(n) - start) // step, 0, len(positions) - 1).astype(np.int64)
+    picked = ctx.add1("gather", [src, ctx.const(source)], {"axis": dim})
+    on = np.zeros(n, bool)
+    on[list(positions)] = True
+    mask = ctx.const(on.reshape((1,) * dim + (n,) + (1,) * (rank - dim - 1)))
+    return ctx.add1("where", [mask, picked, x])
+
+
+@aten("masked_scatter")
+def masked_scatter(ctx, a: dict):
+    """x.masked_scatter(mask, source): the positions where the mask is set take source's
+    elements in order (row-major).  The k-th set position reads element k of the flattened
+    source, k being the running count of set positions: a cumsum, a gather and a where."""
+    x, mask = a["self"], a["mask"]
+    shape = tuple(x.shape)
+    total = int(np.prod(shape, dtype=np.int64))
+    source = ctx.add1("reshape", [cast(ctx, a["source"], x.dtype)], {"shape": (-1,)})
+    flat_mask = ctx.add1("reshape", [_expanded(ctx, mask, shape)], {"shape": (total,)})
+    count = ctx.add1("cumsum", [ctx.add1("cast", [flat_mask], {"dtype": "int64"})], {"axis": 0})
+    index = ctx.add1("maximum", [ctx.add1("sub", [count, ctx.const(np.asarray(1, np.int64))]),
+                                 ctx.const(np.asarray(0, np.int64))])
+    taken = ctx.add1("gather", [source, index], {"axis": 0})
+    flat = ctx.add1("where", [flat_mask, taken, ctx.add1("reshape", [x], {"shape": (total,)})])
+    return ctx.add1("reshape", [flat], {"shape": shape})
