@@ -2,7 +2,7 @@
 combine what users write (convs of every kind, norms, pools, interpolation, slicing and
 concatenation, permutes into nn.Linear, attention through scaled_dot_product_attention, LSTMs
 and GRUs, in-place activations, selections whose size only the data gives: x[mask], nonzero,
-masked_select), run through `from_torch` (torch.export) or
+masked_select; slice assignments, masked updates, max/min over a dim, scatter_add), run through `from_torch` (torch.export) or
 `torch.compile(backend="tensorforge")` and compared with eager PyTorch.
 
     module, args = random_module(seed)        # torch.nn.Module in eval mode, (input tensor,)
@@ -339,13 +339,40 @@ def _nonzero_gather(g: _Gen, v: int) -> int:
     return g.add("nonzero_gather", [v], g.shapes[v])
 
 
+def _slice_assign(g: _Gen, v: int) -> int | None:
+    """y[:, :, a:b] = x[:, :, :b - a] * 0.5 on a copy (slice_scatter after functionalization)."""
+    size = g.shapes[v][2]
+    if size < 3:
+        return None
+    a = int(g.rng.integers(0, size - 1))
+    b = int(g.rng.integers(a + 1, size + 1))
+    return g.add("slice_assign", [v], g.shapes[v], extra=(a, b))
+
+
+def _masked_update(g: _Gen, v: int) -> int:
+    """y[y > 1] += 0.5 on a copy: a masked update of the selected values (a where)."""
+    return g.add("masked_update", [v], g.shapes[v])
+
+
+def _max_center(g: _Gen, v: int) -> int:
+    """x - x.max(-1, keepdim=True).values + 0.1 * x.min(-1).values[..., None] (max.dim, min.dim)."""
+    return g.add("max_center", [v], g.shapes[v])
+
+
+def _scatter_add(g: _Gen, v: int) -> int:
+    """zeros.scatter_add(-1, idx, x) with repeated positions in idx, plus x."""
+    d = g.shapes[v][-1]
+    return g.add("scatter_add", [v], g.shapes[v], extra=tuple(int(i) for i in g.rng.integers(0, d, d)))
+
+
 _IMAGE = [(_conv, 5), (_conv_transpose, 1), (_norm, 2), (_pool, 2), (_interpolate, 1), (_cat, 1), (_slice, 1),
           (_se, 1), (_channels_last_linear, 1), (_flatten_linear, 1), (_to_tokens, 1), (_pixel_shuffle, 1), (_pad, 1),
           (_activation, 3), (_residual, 2), (_softmax, 1), (_adaptive, 1), (_roll, 1), (_stats_norm, 1), (_glu_prelu, 1),
-          (_masked_select_sum, 0.5), (_nonzero_gather, 0.5)]
+          (_masked_select_sum, 0.5), (_nonzero_gather, 0.5), (_slice_assign, 0.5), (_masked_update, 0.5)]
 _SEQUENCE = [(_linear, 4), (_layer_norm, 2), (_attention, 2), (_recurrent, 1), (_conv1d, 1), (_activation, 3),
              (_residual, 2), (_softmax, 1), (_cumsum, 1), (_rms_norm, 1), (_topk_mean, 1), (_masked_attention, 1),
-             (_glu_prelu, 1), (_masked_rows, 1), (_masked_select_sum, 0.5)]
+             (_glu_prelu, 1), (_masked_rows, 1), (_masked_select_sum, 0.5), (_max_center, 0.5),
+             (_scatter_add, 0.5), (_masked_update, 0.5)]
 _OTHER = [(_activation, 3), (_residual, 2), (_softmax, 1)]
 
 
@@ -435,6 +462,20 @@ def _run_step(torch, layers, op: str, xs: list, layer: int | None, extra):
         scores = torch.einsum("btd,bsd->bts", q, k) / (d ** 0.5)
         mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
         return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1) @ v
+    if op == "slice_assign":
+        a, b = extra
+        y = x.clone()
+        y[:, :, a:b] = x[:, :, :b - a] * 0.5
+        return y
+    if op == "masked_update":
+        y = x.clone()
+        y[y > 1] += 0.5
+        return y
+    if op == "max_center":
+        return x - x.max(-1, keepdim=True).values + 0.1 * x.min(-1).values[..., None]
+    if op == "scatter_add":
+        index = torch.tensor(extra).expand(x.shape)
+        return x + torch.zeros_like(x).scatter_add(-1, index, x)
     if op == "masked_rows":
         # a feature itself, not a sum: a sum after a layer norm is 0 up to rounding, and which
         # side of 0 it falls on would differ between any two correct implementations
