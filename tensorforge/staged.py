@@ -524,9 +524,15 @@ class ShapeSpecializedModel:
         return [np.concatenate(part, axis=0) if len(part) > 1 else part[0] for part in parts]
 
     def run(self, **named) -> list:
-        missing = [n for n in self.input_names if n not in named]
-        unknown = sorted(set(named) - set(self.input_names))
-        if missing or unknown:
-            raise TypeError(f"model {self.program.name}: unknown input(s) {unknown}, missing {missing}; "
-                            f"inputs are {self.input_names}")
-        return self(*[named[n] for n in self.input_names])
+        return run_named(self, named)
+
+
+def run_named(model: Any, named: dict) -> list:
+    """`model(*inputs)` with the inputs given by name: every input named, no unknown name."""
+    names = model.input_names
+    missing = [n for n in names if n not in named]
+    unknown = sorted(set(named) - set(names))
+    if missing or unknown:
+        raise TypeError(f"model {model.program.name}: unknown input(s) {unknown}, missing {missing}; "
+                        f"inputs are {names}")
+    return model(*[named[n] for n in names])

@@ -309,12 +309,8 @@ class StagedTorchModel:
         return [contiguous(_value(o, env, self._consts)) for o in self.program.outputs]
 
     def run(self, **named) -> list:
-        missing = [n for n in self.input_names if n not in named]
-        unknown = sorted(set(named) - set(self.input_names))
-        if missing or unknown:
-            raise TypeError(f"model {self.program.name}: unknown input(s) {unknown}, missing {missing}; "
-                            f"inputs are {self.input_names}")
-        return self(*[named[n] for n in self.input_names])
+        from ..staged import run_named
+        return run_named(self, named)
 
 
 def _arguments(n: Any) -> dict:

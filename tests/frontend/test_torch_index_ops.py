@@ -12,16 +12,7 @@ torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
 
 import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
-from torch_helpers import check_from_torch  # noqa: E402
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
+from torch_helpers import Fn, check_from_torch  # noqa: E402
 
 
 @pytest.mark.parametrize("kwargs", [

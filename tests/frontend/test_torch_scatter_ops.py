@@ -8,19 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
 
-from torch import nn  # noqa: E402
-from torch_helpers import check_from_torch  # noqa: E402
-
-
-class Fn(nn.Module):
-    def __init__(self, fn, *constants):
-        super().__init__()
-        self.fn = fn
-        for k, c in enumerate(constants):
-            self.register_buffer(f"c{k}", c)
-
-    def forward(self, *xs):
-        return self.fn(*xs, *self.buffers())
+from torch_helpers import Fn, check_from_torch  # noqa: E402
 
 
 def _x(*shape):

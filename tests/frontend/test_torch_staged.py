@@ -9,20 +9,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="the PyTorch frontend needs torch")
 
 from torch import nn  # noqa: E402
-from torch_helpers import eager  # noqa: E402
+from torch_helpers import Fn, eager  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_torch  # noqa: E402
 from tensorforge.frontend.torch_staged import StagedTorchModel, StagedTorchProgram  # noqa: E402
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *xs):
-        return self.fn(*xs)
 
 
 class Filter(nn.Module):

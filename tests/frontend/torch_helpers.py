@@ -2,6 +2,7 @@
 workloads as torch.nn modules) and compare a compiled graph with torch eager."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -45,3 +46,26 @@ def check_from_torch(module, args, atol: float = 1e-4, rtol: float = 0.0) -> Non
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype
         np.testing.assert_allclose(g, e, atol=atol, rtol=rtol)
+
+
+def Fn(fn, *constants):
+    """An nn.Module whose forward is `fn(*inputs, *constants)`, the constants held as buffers
+    (they become the graph's params)."""
+    return _fn_class()(fn, *constants)
+
+
+@functools.cache
+def _fn_class():
+    from torch import nn
+
+    class Fn(nn.Module):
+        def __init__(self, fn, *constants):
+            super().__init__()
+            self.fn = fn
+            for k, c in enumerate(constants):
+                self.register_buffer(f"c{k}", c)
+
+        def forward(self, *xs):
+            return self.fn(*xs, *self.buffers())
+
+    return Fn
