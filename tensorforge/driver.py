@@ -29,7 +29,7 @@ from .calibrate import ensure_calibrated
 from .compile_progress import CompileProgress
 from .frontend.onnx_program import OnnxProgram
 from .frontend.torch import TorchProgram
-from .frontend.torch_staged import StagedTorchModel, StagedTorchProgram
+from .frontend.torch_staged import StagedTorchProgram
 from .graph.fuse import FusedGroup, fuse
 from .graph.ir import Graph, freeze_attr
 from .graph.passes.alter_layout_winograd import choosing_tiles
@@ -42,7 +42,7 @@ from .ops import registry
 from .runtime.executor import ModelSpec
 from .runtime.memory import HOST, aligned
 from .runtime.module import get_num_threads
-from .staged import ShapeSpecializedModel, StagedModel
+from .staged import ShapeSpecializedModel, StagedModel, StagedTorchModel
 from .target import Target
 
 

@@ -527,6 +527,70 @@ class ShapeSpecializedModel:
         return run_named(self, named)
 
 
+class StagedTorchModel:
+    """`model(*arrays)` -> list of outputs: the stages of a StagedTorchProgram
+    (frontend/torch_staged.py: an exported PyTorch program with sizes only the data gives) run in
+    order, each stretch on a ShapeSpecializedModel, the data-dependent ops in NumPy between them."""
+
+    def __init__(self, program: Any, options: dict, max_specializations: int = 64,
+                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
+        from .frontend.torch_staged import host_calls
+        self.program = program
+        self._models = [ShapeSpecializedModel(st.program, options, max_specializations, batch_buckets=batch_buckets,
+                                              sequence_buckets=None) if st.program is not None else None
+                        for st in program.stages]
+        self._dtypes = [np.dtype(dt) for _, _, dt in program.specs]
+        self._consts = {k: v[1] for k, v in program.bindings.items() if v[0] == "const"}
+        # input shapes with no symbol are compared as tuples (symbols_for works through sympy)
+        static = [dims for _, dims, _ in program.specs]
+        self._static = static if all(isinstance(d, int) for dims in static for d in dims) else None
+        self._hosts = [host_calls(st) for st in program.stages]
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.program.input_names)
+
+    @property
+    def info(self) -> dict:
+        """Per stage, its compiled specializations and how calls ran (ShapeSpecializedModel.info)."""
+        return {"stages": [m.info if m is not None else None for m in self._models],
+                "host_ops": list(self.program.host_ops),
+                "specializations": sum(m.info["specializations"] for m in self._models if m is not None)}
+
+    def __repr__(self) -> str:
+        return (f"StagedTorchModel({self.program.name}, {len(self._models)} stage(s), "
+                f"{self.info['specializations']} specialization(s) compiled)")
+
+    def __call__(self, *arrays) -> list:
+        names = self.input_names
+        if len(arrays) != len(names):
+            raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
+                            f"got {len(arrays)}")
+        arrays = tuple(np.asarray(a.detach().numpy() if hasattr(a, "detach") else a) for a in arrays)
+        if self._static is None or any(a.shape != dims for a, dims in zip(arrays, self._static)):
+            try:
+                self.program.symbols_for([a.shape for a in arrays])
+            except ValueError as err:
+                raise InputError(f"model {self.program.name}: {err}") from None
+        for name, a, want in zip(names, arrays, self._dtypes):
+            if a.dtype != want:
+                raise TypeError(f"input {name!r}: expected dtype {want.name}, got {a.dtype.name}")
+        env: dict[str, Any] = dict(zip(names, arrays))
+        from .frontend.torch_staged import host_value
+        for stage, model, hosts in zip(self.program.stages, self._models, self._hosts):
+            if model is not None:
+                outs = model(*[env[name] for name in stage.inputs])
+                env.update(zip(stage.outputs, outs))
+            for name, fn, args in hosts:
+                env[name] = fn(*[host_value(a, env, self._consts) for a in args])
+        return [contiguous(host_value(o, env, self._consts)) for o in self.program.outputs]
+
+    def run(self, **named) -> list:
+        return run_named(self, named)
+
+
+
+
 def run_named(model: Any, named: dict) -> list:
     """`model(*inputs)` with the inputs given by name: every input named, no unknown name."""
     names = model.input_names

@@ -357,3 +357,15 @@ def test_cached_generation_benchmark_runs(tmp_path):
     rows = [line.split() for line in out.splitlines()
             if line.startswith(("ONNX Runtime", "per length", "buckets ", "default "))]
     assert len(rows) == 4 and all(row[-1] == "yes" for row in rows), out
+
+
+def test_data_dependent_benchmark_runs(tmp_path):
+    """benchmarks/data_dependent.py on two images: every path's outputs (from_torch's staged
+    program, ONNX Runtime and from_onnx on the export) match eager PyTorch before the table."""
+    pytest.importorskip("torch", reason="benchmarks/data_dependent.py builds the detector in PyTorch")
+    pytest.importorskip("onnxruntime", reason="benchmarks/data_dependent.py compares with ONNX Runtime")
+    proc = subprocess.run([sys.executable, str(BENCH / "data_dependent.py"), "--threads", "1", "--repeat", "1",
+                           "--images", "2"], capture_output=True, text=True, timeout=600, env=_env(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 1 |")).strip("|").split("|")
+    assert all(float(v) > 0 for v in row[1:5])

@@ -18,12 +18,10 @@ Other ops with data-dependent sizes (`unique`, `.item()` feeding a shape, ...) a
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
-from ..batch_buckets import DEFAULT_BATCH_BUCKETS
-from ..errors import InputError
 from .onnx_host import contiguous
 from .torch import TorchProgram
 from .torch_convert import _flat, needed_nodes, op_label, op_name, torch_dtype
@@ -250,67 +248,19 @@ class _Shell:
         self.graph, self.range_constraints = graph, range_constraints
 
 
-class StagedTorchModel:
-    """`model(*arrays)` -> list of outputs: the stages of a StagedTorchProgram run in order, each
-    on its ShapeSpecializedModel, the data-dependent ops in NumPy between them."""
+def host_calls(stage: _Stage) -> list[tuple[str, Callable, list]]:
+    """(output name, NumPy function, its arguments as nodes) of each host op after a stage."""
+    return [(n.name, HOST_OPS[op_name(n)][0], [_arguments(n)[p] for p in HOST_OPS[op_name(n)][1]])
+            for n in stage.hosts]
 
-    def __init__(self, program: StagedTorchProgram, options: dict, max_specializations: int = 64,
-                 batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
-        from ..staged import ShapeSpecializedModel
-        self.program = program
-        self._models = [ShapeSpecializedModel(st.program, options, max_specializations, batch_buckets=batch_buckets,
-                                              sequence_buckets=None) if st.program is not None else None
-                        for st in program.stages]
-        self._dtypes = [np.dtype(dt) for _, _, dt in program.specs]
-        self._consts = {k: v[1] for k, v in program.bindings.items() if v[0] == "const"}
-        # input shapes with no symbol are compared as tuples (symbols_for works through sympy)
-        static = [dims for _, dims, _ in program.specs]
-        self._static = static if all(isinstance(d, int) for dims in static for d in dims) else None
-        # per stage: (output name, NumPy function, its arguments as nodes) of each host op
-        self._hosts = [[(n.name, HOST_OPS[op_name(n)][0], [_arguments(n)[p] for p in HOST_OPS[op_name(n)][1]])
-                        for n in st.hosts] for st in program.stages]
 
-    @property
-    def input_names(self) -> list[str]:
-        return list(self.program.input_names)
-
-    @property
-    def info(self) -> dict:
-        """Per stage, its compiled specializations and how calls ran (ShapeSpecializedModel.info)."""
-        return {"stages": [m.info if m is not None else None for m in self._models],
-                "host_ops": list(self.program.host_ops),
-                "specializations": sum(m.info["specializations"] for m in self._models if m is not None)}
-
-    def __repr__(self) -> str:
-        return (f"StagedTorchModel({self.program.name}, {len(self._models)} stage(s), "
-                f"{self.info['specializations']} specialization(s) compiled)")
-
-    def __call__(self, *arrays) -> list:
-        names = self.input_names
-        if len(arrays) != len(names):
-            raise TypeError(f"model {self.program.name} takes {len(names)} input(s) ({', '.join(names)}), "
-                            f"got {len(arrays)}")
-        arrays = tuple(np.asarray(a.detach().numpy() if hasattr(a, "detach") else a) for a in arrays)
-        if self._static is None or any(a.shape != dims for a, dims in zip(arrays, self._static)):
-            try:
-                self.program.symbols_for([a.shape for a in arrays])
-            except ValueError as err:
-                raise InputError(f"model {self.program.name}: {err}") from None
-        for name, a, want in zip(names, arrays, self._dtypes):
-            if a.dtype != want:
-                raise TypeError(f"input {name!r}: expected dtype {want.name}, got {a.dtype.name}")
-        env: dict[str, Any] = dict(zip(names, arrays))
-        for stage, model, hosts in zip(self.program.stages, self._models, self._hosts):
-            if model is not None:
-                outs = model(*[env[name] for name in stage.inputs])
-                env.update(zip(stage.outputs, outs))
-            for name, fn, args in hosts:
-                env[name] = fn(*[_value(a, env, self._consts) for a in args])
-        return [contiguous(_value(o, env, self._consts)) for o in self.program.outputs]
-
-    def run(self, **named) -> list:
-        from ..staged import run_named
-        return run_named(self, named)
+def host_value(x: Any, env: dict, consts: dict) -> Any:
+    """An argument's value: a node's array (a weight's from `consts`), lists element-wise."""
+    if isinstance(x, (list, tuple)):
+        return [host_value(y, env, consts) for y in x]
+    if hasattr(x, "op"):
+        return env[x.name] if x.name in env else consts[x.name]
+    return x
 
 
 def _arguments(n: Any) -> dict:
@@ -320,14 +270,3 @@ def _arguments(n: Any) -> dict:
     for a, v in zip(schema.arguments, n.args):
         bound[a.name] = v
     return bound
-
-
-def _value(x: Any, env: dict, consts: dict) -> Any:
-    """An argument's value: a node's array (a weight's from `consts`), lists element-wise."""
-    if isinstance(x, (list, tuple)):
-        return [_value(y, env, consts) for y in x]
-    if hasattr(x, "op"):
-        return env[x.name] if x.name in env else consts[x.name]
-    return x
-
-

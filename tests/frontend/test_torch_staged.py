@@ -13,7 +13,8 @@ from torch_helpers import Fn, eager  # noqa: E402
 
 import tensorforge  # noqa: E402
 from tensorforge.frontend import from_torch  # noqa: E402
-from tensorforge.frontend.torch_staged import StagedTorchModel, StagedTorchProgram  # noqa: E402
+from tensorforge.frontend.torch_staged import StagedTorchProgram  # noqa: E402
+from tensorforge.staged import StagedTorchModel  # noqa: E402
 
 
 class Filter(nn.Module):
