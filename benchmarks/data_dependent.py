@@ -12,7 +12,8 @@ The detector: three convs (3 -> 16 -> 32 -> 64 channels, stride 2 each) on a 3x1
 each kept position; the outputs are the boxes and the kept positions' indices.  `--images`
 random images, each with its own count, are called once by every path before timing (the first
 calls compile what their counts need: the head's stretch runs a count that is not a batch bucket
-as chunks of the buckets), then the paths are timed interleaved, cycling through the images.
+as chunks of the buckets), then the paths are timed interleaved, each pass over the images after
+50 ms of untimed calls (a peer's thread pool may still spin on the other core).
 Every output is checked against eager PyTorch before timing.  Printed: the machine's FMA peak,
 the median ms per call of each path and the ratios to tensorforge's from_torch.
 """
@@ -23,7 +24,6 @@ import io
 import os
 import sys
 import tempfile
-import time
 import warnings
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -60,6 +60,10 @@ def _detector():
     return module
 
 
+def _over(fn, arrays):
+    return lambda: [fn(a) for a in arrays]
+
+
 def _ort_call(session):
     return lambda a: session.run(None, {"image": a})
 
@@ -86,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     import tensorforge
     from tensorforge.frontend import from_onnx, from_torch
     from tensorforge.runtime.module import set_num_threads
+    from tensorforge.testing.timing import median_seconds
 
     threads = [int(t) for t in args.threads.split(",")]
     print(measure(threads).describe())
@@ -130,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             times = {name: [] for name in paths}
             for _ in range(args.repeat):
                 for name, fn in paths.items():
-                    start = time.perf_counter()
-                    for a in arrays:
-                        fn(a)
-                    times[name].append((time.perf_counter() - start) / len(arrays) * 1e3)
+                    # 50 ms of untimed calls first: the peer that ran before may leave its
+                    # thread pool spinning on the other core for a while
+                    seconds = median_seconds(_over(fn, arrays), 1, warmup=0, warmup_s=0.05)
+                    times[name].append(seconds / len(arrays) * 1e3)
         ms = {name: float(np.median(v)) for name, v in times.items()}
         base = ms["from_torch"]
         print(f"| {n} | {ms['eager']:.3f} | {base:.3f} | {ms['ort']:.3f} | {ms['from_onnx']:.3f} | "
