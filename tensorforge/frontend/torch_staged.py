@@ -1,5 +1,5 @@
 """from_torch on a module whose sizes depend on its data: `x[mask]`, `torch.nonzero`,
-`torch.masked_select`.
+`torch.masked_select`, `torch.unique`.
 
 torch.export traces such an op with an unbacked symbol for the size only the data gives (`u0`
 rows of `x[mask]`); the ops after it carry that symbol in their shapes.  No static graph can hold
@@ -13,11 +13,12 @@ cache, and where the data-dependent size leads a stage's inputs (the rows of `x[
 stage keeps those rows apart, a count that is not a batch bucket runs as chunks of the buckets
 (batch_buckets.py), so a new count compiles nothing once its buckets exist.
 
-Other ops with data-dependent sizes (`unique`, `.item()` feeding a shape, ...) are refused at
+Other ops with data-dependent sizes (`.item()` feeding a shape, `unique_consecutive`, ...) are refused at
 `from_torch` with one line naming the node.
 """
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable
 
 import numpy as np
@@ -45,11 +46,21 @@ def _masked_select(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return contiguous(x[mask])
 
 
+def _unique2(x: np.ndarray, is_sorted: bool, return_inverse: bool, return_counts: bool) -> tuple:
+    """torch.unique(x, sorted=True, ...): the distinct values in ascending order, each element's
+    position among them (in x's shape) and how often each occurs (sorted=False is refused when
+    the program is built)."""
+    values, inverse, counts = np.unique(x.reshape(-1), return_inverse=True, return_counts=True)
+    return (values, inverse.reshape(x.shape).astype(np.int64) if return_inverse else np.zeros(0, np.int64),
+            counts.astype(np.int64) if return_counts else np.zeros(0, np.int64))
+
+
 # ops that may give a size only the data decides, run on the host: name -> (fn, argument names)
 HOST_OPS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "nonzero": (_nonzero, ("self",)),
     "index": (_index, ("self", "indices")),
     "masked_select": (_masked_select, ("self", "mask")),
+    "_unique2": (_unique2, ("self", "sorted", "return_inverse", "return_counts")),
 }
 
 
@@ -74,8 +85,13 @@ def _introduces_unbacked(n: Any) -> bool:
 def host_nodes(graph: Any) -> list:
     """The needed nodes of `graph` that run on the host: the ops of HOST_OPS whose output has a size
     that none of their inputs had."""
-    return [n for n in needed_nodes(graph) if n.op == "call_function" and op_name(n) in HOST_OPS
-            and _introduces_unbacked(n)]
+    hosts: list = []
+    for n in needed_nodes(graph):
+        if n.op != "call_function":
+            continue
+        if (op_name(n) in HOST_OPS and _introduces_unbacked(n)) or (n.target is operator.getitem and n.args[0] in hosts):
+            hosts.append(n)          # a host op, or one output of a host op's tuple (unique's)
+    return hosts
 
 
 def _is_tensor(n: Any) -> bool:
@@ -132,12 +148,19 @@ class StagedTorchProgram(TorchProgram):
         import torch.fx
         graph = program.graph
         hosts = host_nodes(graph)
+        for n in hosts:
+            if op_name(n) == "_unique2" and not _arguments(n).get("sorted", True):
+                raise NotImplementedError(f"node {n.name} (torch.unique with sorted=False): PyTorch does not specify "
+                                          "the order of its values; use sorted=True")
         self.host_ops = sorted({op_label(n) for n in hosts})
         host_set = set(hosts)
         nodes = needed_nodes(graph)
         stage: dict = {}
         for n in nodes:
             if n.op == "output":
+                continue
+            if n.target is operator.getitem and n.args[0] in host_set:
+                stage[n] = stage[n.args[0]]      # picked from its host op's tuple right after it
                 continue
             stage[n] = max((stage[p] + (p in host_set) for p in n.all_input_nodes), default=0)
         count = max((stage[n] + (n in host_set) for n in stage), default=0) + 1
@@ -250,7 +273,8 @@ class _Shell:
 
 def host_calls(stage: _Stage) -> list[tuple[str, Callable, list]]:
     """(output name, NumPy function, its arguments as nodes) of each host op after a stage."""
-    return [(n.name, HOST_OPS[op_name(n)][0], [_arguments(n)[p] for p in HOST_OPS[op_name(n)][1]])
+    return [(n.name, operator.getitem, list(n.args)) if n.target is operator.getitem else
+            (n.name, HOST_OPS[op_name(n)][0], [_arguments(n)[p] for p in HOST_OPS[op_name(n)][1]])
             for n in stage.hosts]
 
 
@@ -264,9 +288,10 @@ def host_value(x: Any, env: dict, consts: dict) -> Any:
 
 
 def _arguments(n: Any) -> dict:
-    """A node's arguments by its schema's names."""
+    """A node's arguments by its schema's names, defaults filled in."""
     schema = n.target._schema
-    bound = dict(n.kwargs)
+    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
+    bound.update(n.kwargs)
     for a, v in zip(schema.arguments, n.args):
         bound[a.name] = v
     return bound

@@ -133,3 +133,19 @@ def test_ops_whose_size_only_data_gives_and_that_have_no_host_form_are_refused()
     from tensorforge.frontend.onnx import UnsupportedOpsError
     with pytest.raises(UnsupportedOpsError, match=r"aten._local_scalar_dense.default"):
         from_torch(Fn(lambda x, n: x[: n.item()] * 2), (torch.randn(6), torch.tensor(3)))
+
+
+def test_unique_with_inverse_and_counts():
+    """torch.unique: the values, each element's position among them and the counts; the values'
+    count is the data's, and the stretch after it (a head over the distinct values) runs per count."""
+    def f(x):
+        values, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return (values * 2).exp(), inverse, counts.float() / x.numel(), torch.unique(x.round()).sum()
+
+    module = Fn(f)
+    model = tensorforge.compile(from_torch(module, ((torch.randn(5, 4) * 3).round(),)))
+    gen = torch.Generator().manual_seed(7)
+    for _ in range(3):
+        _check(model, module, ((torch.randn(5, 4, generator=gen) * 3).round(),))
+    with pytest.raises(NotImplementedError, match=r"sorted=False"):
+        from_torch(Fn(lambda x: torch.unique(x, sorted=False) * 2), (torch.tensor([2.0, 1.0, 2.0]),))
