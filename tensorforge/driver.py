@@ -68,7 +68,7 @@ def compile(graph, target="c", opt_level: int = 3, records=None, name: str | Non
     A model that is not one static graph compiles at call time, once per specialization: an
     OnnxProgram (from_onnx of a model with symbolic shapes, control flow, ...) gives a
     StagedModel, a TorchProgram (from_torch with symbolic dimensions) a ShapeSpecializedModel,
-    a StagedTorchProgram (from_torch of a module with x[mask], nonzero or masked_select) a
+    a StagedTorchProgram (from_torch of a module with x[mask], nonzero, masked_select or unique) a
     StagedTorchModel.
     `batch_buckets`: the batch sizes a model with a symbolic batch compiles; another
     batch size runs as chunks of these where the model keeps batch rows apart (batch 7 as

@@ -29,6 +29,7 @@ from .errors import InputError
 from .frontend import onnx as fe
 from .frontend.onnx_host import HOST_OPS, HostContext, contiguous
 from .frontend.onnx_program import OnnxProgram
+from .frontend.torch_staged import host_calls, host_value
 from .graph.passes.share_equal_params import SharedParams
 from .sequence_buckets import SequencePadding, run_padded
 from .target import Target
@@ -534,7 +535,6 @@ class StagedTorchModel:
 
     def __init__(self, program: Any, options: dict, max_specializations: int = 64,
                  batch_buckets: Sequence[int] | None = DEFAULT_BATCH_BUCKETS):
-        from .frontend.torch_staged import host_calls
         self.program = program
         self._models = [ShapeSpecializedModel(st.program, options, max_specializations, batch_buckets=batch_buckets,
                                               sequence_buckets=None) if st.program is not None else None
@@ -576,7 +576,6 @@ class StagedTorchModel:
             if a.dtype != want:
                 raise TypeError(f"input {name!r}: expected dtype {want.name}, got {a.dtype.name}")
         env: dict[str, Any] = dict(zip(names, arrays))
-        from .frontend.torch_staged import host_value
         for stage, model, hosts in zip(self.program.stages, self._models, self._hosts):
             if model is not None:
                 outs = model(*[env[name] for name in stage.inputs])
@@ -587,8 +586,6 @@ class StagedTorchModel:
 
     def run(self, **named) -> list:
         return run_named(self, named)
-
-
 
 
 def run_named(model: Any, named: dict) -> list:

@@ -14,7 +14,7 @@ Symbolic dimensions (`torch.export.Dim` in `dynamic_shapes`) stay symbols: `from
 returns a `TorchProgram`, which `tensorforge.compile` turns into a model that converts and
 compiles the program once per concrete input shape it is called with (checked against the Dims'
 ranges and kept in an LRU cache), like a staged ONNX model.  A module with sizes that only its
-data gives (`x[mask]`, `torch.nonzero`, `torch.masked_select`) becomes a `StagedTorchProgram`
+data gives (`x[mask]`, `torch.nonzero`, `torch.masked_select`, `torch.unique`) becomes a `StagedTorchProgram`
 (torch_staged.py): compiled stretches with those ops run on the host between them.
 PyTorch is an optional dependency (the `torch` extra), imported only here.
 """

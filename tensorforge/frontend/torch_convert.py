@@ -153,7 +153,7 @@ def _static_shape(t: Any, where: str, symbols: dict | None = None) -> tuple:
                 if _data_dependent(d):
                     raise NotImplementedError(
                         f"{where} has a dimension {d} that depends on the values of a tensor: from_torch "
-                        "runs x[mask], nonzero and masked_select on the host between compiled stretches, "
+                        "runs x[mask], nonzero, masked_select and unique on the host between compiled stretches, "
                         "but no other op that makes such a size; keep the shape (torch.where(mask, x, 0)) "
                         "or use torch.compile(model, backend=\"tensorforge\"), which leaves such ops to "
                         "PyTorch") from None

@@ -89,8 +89,7 @@ def _unselect(graph: Any, v: Any, mask: Any, rest: int, memo: dict) -> Any:
             if whole is None:
                 shape = tuple(_val(a).shape) if hasattr(_val(a), "shape") else None
                 # a tensor that broadcasts over the selected positions broadcasts over the mask's axes
-                if shape is None or len(shape) > rest + (selected - rest) or \
-                        (len(shape) == selected and shape[0] != 1):
+                if shape is None or len(shape) > selected or (len(shape) == selected and shape[0] != 1):
                     return None
                 whole = a
             args.append(whole)

@@ -13,8 +13,8 @@ cache, and where the data-dependent size leads a stage's inputs (the rows of `x[
 stage keeps those rows apart, a count that is not a batch bucket runs as chunks of the buckets
 (batch_buckets.py), so a new count compiles nothing once its buckets exist.
 
-Other ops with data-dependent sizes (`.item()` feeding a shape, `unique_consecutive`, ...) are refused at
-`from_torch` with one line naming the node.
+Other ops with data-dependent sizes (`.item()` feeding a shape, `unique_consecutive`, ...) are
+refused at `from_torch` with one line naming the node.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from .onnx_host import contiguous
 from .torch import TorchProgram
-from .torch_convert import _flat, needed_nodes, op_label, op_name, torch_dtype
+from .torch_convert import _bind, _flat, needed_nodes, op_label, op_name, torch_dtype
 
 
 def _nonzero(x: np.ndarray) -> np.ndarray:
@@ -149,7 +149,7 @@ class StagedTorchProgram(TorchProgram):
         graph = program.graph
         hosts = host_nodes(graph)
         for n in hosts:
-            if op_name(n) == "_unique2" and not _arguments(n).get("sorted", True):
+            if op_name(n) == "_unique2" and not _arguments(n)["sorted"]:
                 raise NotImplementedError(f"node {n.name} (torch.unique with sorted=False): PyTorch does not specify "
                                           "the order of its values; use sorted=True")
         self.host_ops = sorted({op_label(n) for n in hosts})
@@ -169,8 +169,9 @@ class StagedTorchProgram(TorchProgram):
         for k, o in enumerate(self.outputs):
             if not hasattr(o, "op") or not _is_tensor(o):
                 raise NotImplementedError(f"output {k} of {name} is not a tensor; only tensor outputs are supported")
+        output_names = {o.name for o in self.outputs}
         # a node's value is needed outside its stretch by another stage's node, a host op or the outputs
-        wanted = {o.name for o in self.outputs}
+        wanted = set(output_names)
         for n in nodes:
             for p in n.all_input_nodes:
                 if n in host_set or p in host_set or stage.get(n) != stage.get(p):
@@ -186,7 +187,7 @@ class StagedTorchProgram(TorchProgram):
         for n in nodes:
             if (n.op == "call_function" and n not in host_set and _computes_tensors(n) and n.all_input_nodes
                     and all(p in weights or p in self._folded for p in n.all_input_nodes)
-                    and n.name not in {o.name for o in self.outputs}
+                    and n.name not in output_names
                     and not any(r in host_set for r in readers.get(n, ()))):
                 self._folded.add(n)
         self.stages: list[_Stage] = []
@@ -278,6 +279,11 @@ def host_calls(stage: _Stage) -> list[tuple[str, Callable, list]]:
             for n in stage.hosts]
 
 
+def _arguments(n: Any) -> dict:
+    """A node's arguments by its schema's names, defaults filled in."""
+    return _bind(n, list(n.args), dict(n.kwargs))
+
+
 def host_value(x: Any, env: dict, consts: dict) -> Any:
     """An argument's value: a node's array (a weight's from `consts`), lists element-wise."""
     if isinstance(x, (list, tuple)):
@@ -285,13 +291,3 @@ def host_value(x: Any, env: dict, consts: dict) -> Any:
     if hasattr(x, "op"):
         return env[x.name] if x.name in env else consts[x.name]
     return x
-
-
-def _arguments(n: Any) -> dict:
-    """A node's arguments by its schema's names, defaults filled in."""
-    schema = n.target._schema
-    bound = {a.name: a.default_value for a in schema.arguments if a.has_default_value()}
-    bound.update(n.kwargs)
-    for a, v in zip(schema.arguments, n.args):
-        bound[a.name] = v
-    return bound

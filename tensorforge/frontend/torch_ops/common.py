@@ -40,6 +40,11 @@ def cast(ctx, v: Value, dtype: str) -> Value:
     return ctx.add1("cast", [v], {"dtype": dtype})
 
 
+def broadcast_to(ctx, v: Value, shape: Sequence[int]) -> Value:
+    """`v` broadcast to `shape` (itself where it has that shape)."""
+    return v if tuple(v.shape) == tuple(shape) else ctx.add1("expand", [v], {"shape": tuple(shape)})
+
+
 def moments(ctx, x: Value, axes: tuple, keepdims: bool = True, correction: float = 0) -> tuple[Value, Value, Value]:
     """(mean, x - mean, variance) over `axes`: the variance is the sum of the squared deviations
     over count - correction (0: the population variance of the norms; 1: Bessel's, torch.var's

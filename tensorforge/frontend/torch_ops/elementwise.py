@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..torch_convert import aten
-from .common import as_value, cast
+from .common import as_value, broadcast_to, cast
 
 _BINARY = {"add": "add", "sub": "sub", "mul": "mul", "maximum": "maximum", "minimum": "minimum",
            "logical_and": "logical_and", "logical_or": "logical_or", "logical_xor": "logical_xor"}
@@ -291,6 +291,4 @@ def _broadcast(ctx, v, dtype: str):
     v = cast(ctx, v, dtype)
     if ctx.is_const(v):
         return ctx.const(np.broadcast_to(ctx.value_of(v), ctx.out_shape).copy())
-    if tuple(v.shape) == tuple(ctx.out_shape):
-        return v
-    return ctx.add1("expand", [v], {"shape": tuple(ctx.out_shape)})
+    return broadcast_to(ctx, v, ctx.out_shape)

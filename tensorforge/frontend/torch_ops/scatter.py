@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..torch_convert import aten
-from .common import as_value, cast, norm_dim
+from .common import as_value, broadcast_to, cast, norm_dim
 
 _REDUCE = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
 _IDENTITY = {"sum": 0, "prod": 1, "amax": -np.inf, "amin": np.inf}
@@ -41,13 +41,9 @@ def _cut(ctx, src, shape: tuple):
                                      "axes": axes, "steps": (1,) * len(axes)})
 
 
-def _expanded(ctx, v, shape: tuple):
-    return v if tuple(v.shape) == tuple(shape) else ctx.add1("expand", [v], {"shape": tuple(shape)})
-
-
 def _spread(ctx, value, like, shape: tuple):
     """A scalar (or a tensor broadcastable to `shape`) as a tensor of `shape` in `like`'s dtype."""
-    return _expanded(ctx, cast(ctx, as_value(ctx, value, like), like.dtype), shape)
+    return broadcast_to(ctx, cast(ctx, as_value(ctx, value, like), like.dtype), shape)
 
 
 def _identity(ctx, like, reduce: str):
@@ -98,7 +94,7 @@ def index_put(ctx, a: dict):
         raise ctx.unsupported("index_put with index tensors on axes that are not adjacent")
     first, k = axes[0], len(axes)
     batch = tuple(np.broadcast_shapes(*[tuple(indices[j].shape) for j in axes]))
-    parts = [ctx.add1("unsqueeze", [_expanded(ctx, cast(ctx, indices[j], "int64"), batch)], {"axes": (len(batch),)})
+    parts = [ctx.add1("unsqueeze", [broadcast_to(ctx, cast(ctx, indices[j], "int64"), batch)], {"axes": (len(batch),)})
              for j in axes]
     where = parts[0] if k == 1 else ctx.add1("concat", parts, {"axis": len(batch)})
     rank = len(x.shape)
@@ -214,7 +210,7 @@ def slice_scatter(ctx, a: dict):
         parts = []
         if start > 0:
             parts.append(ctx.add1("slice", [x], {"starts": (0,), "ends": (start,), "axes": (dim,), "steps": (1,)}))
-        parts.append(_expanded(ctx, src, tuple(x.shape[:dim]) + (stop - start,) + tuple(x.shape[dim + 1:])))
+        parts.append(broadcast_to(ctx, src, tuple(x.shape[:dim]) + (stop - start,) + tuple(x.shape[dim + 1:])))
         if stop < n:
             parts.append(ctx.add1("slice", [x], {"starts": (stop,), "ends": (n,), "axes": (dim,), "steps": (1,)}))
         return parts[0] if len(parts) == 1 else ctx.add1("concat", parts, {"axis": dim})
@@ -236,7 +232,7 @@ def masked_scatter(ctx, a: dict):
     shape = tuple(x.shape)
     total = int(np.prod(shape, dtype=np.int64))
     source = ctx.add1("reshape", [cast(ctx, a["source"], x.dtype)], {"shape": (-1,)})
-    flat_mask = ctx.add1("reshape", [_expanded(ctx, mask, shape)], {"shape": (total,)})
+    flat_mask = ctx.add1("reshape", [broadcast_to(ctx, mask, shape)], {"shape": (total,)})
     count = ctx.add1("cumsum", [ctx.add1("cast", [flat_mask], {"dtype": "int64"})], {"axis": 0})
     index = ctx.add1("maximum", [ctx.add1("sub", [count, ctx.const(np.asarray(1, np.int64))]),
                                  ctx.const(np.asarray(0, np.int64))])
