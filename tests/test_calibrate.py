@@ -25,8 +25,10 @@ def test_calibrate_writes_the_fastest_kernel(tmp_path, monkeypatch, capsys):
     chosen = gemm_kernel.MicroKernel(record["kernels"][str(lanes)]["mr"], record["kernels"][str(lanes)]["vectors"],
                                      lanes)
     model = str(gemm_kernel.detected(lanes))
+    # The record rounds each rate to 0.1 GFLOP/s after the choice was made on the exact rates, so the
+    # margin is checked with that rounding allowed for (69.9 and 71.3 recorded, 71.29 <= 1.02 * 69.9x chosen).
     assert measured[str(chosen)] == max(measured.values()) or (
-        str(chosen) == model and max(measured.values()) <= (1 + calibrate.MARGIN) * measured[model])
+        str(chosen) == model and max(measured.values()) - 0.05 <= (1 + calibrate.MARGIN) * (measured[model] + 0.05))
     assert gemm_kernel.for_target(Target.parse("c -mcpu=native")) == chosen
     assert gemm_kernel.cpu_identity() in gemm_kernel.calibration_path().name
 

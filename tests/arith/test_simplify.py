@@ -241,7 +241,7 @@ def test_large_expressions_are_fast():
         e = e + j * (t % 7) - k if t % 2 else e - i * 3 + k // 4
     start = time.perf_counter()
     got = simplify(e)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 20.0     # 0.2 s here; a pass quadratic in the size takes minutes
     assert structural_equal(got, j * 4498 + k // 4 * 1500 - i * 4499 - k * 1500)
 
 
@@ -255,7 +255,7 @@ def test_shared_subtrees_are_simplified_once():
         e = E.Max(e, e) // 2
     start = time.perf_counter()
     simplify(e)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 10.0     # milliseconds here; walking the 2**40 paths never ends
 
 
 def test_simplify_rejects_nothing_it_cannot_handle():

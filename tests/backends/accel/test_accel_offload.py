@@ -2,8 +2,6 @@
 on the CPU, bit for bit the same as the graph compiled for the CPU alone."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -64,7 +62,6 @@ def test_a_model_with_accelerator_steps_refuses_to_export(tmp_path):
 
 
 def test_resnet18_int8_offload_is_bit_exact_with_the_cpu():
-    start = time.perf_counter()
     graph, inputs = resnet18_int8()
     ref = tf.compile(graph, target="c")(inputs["data"])[0]
     model = tf.compile(graph, target="accel")
@@ -73,4 +70,3 @@ def test_resnet18_int8_offload_is_bit_exact_with_the_cpu():
     assert np.std(ref) > 0                      # the requantized activations did not collapse
     assert sum(d == "accel" for _, d in model.info["placement"]) == 19
     assert sum(s.gemm_blocks for s in model.accel_stats().values()) == 6_623_232
-    assert time.perf_counter() - start < 300
