@@ -85,6 +85,15 @@ def test_hypot(dtype):
     check_from_torch(Fn(lambda a, b: (torch.hypot(a, b), torch.hypot(b, a * 0))), (a, b), rtol=1e-6, atol=0)
 
 
+def test_hypot_does_not_overflow_or_underflow():
+    """Squares of 3e19 overflow float32 and squares of 1e-30 underflow it; C's hypot (and torch's)
+    scale instead. 0 beside 0 is 0; an infinity wins over a NaN."""
+    inf, nan = float("inf"), float("nan")
+    a = torch.tensor([3e19, -3e19, 1e-30, 0.0, inf, nan, -inf, 3e38, 1.0])
+    b = torch.tensor([4e19, 1.0, 1e-30, 0.0, nan, -inf, 2.0, 3e38, nan])
+    check_from_torch(Fn(lambda a, b: torch.hypot(a, b)), (a, b), rtol=1e-6, atol=0)
+
+
 def test_rrelu_eval():
     torch.manual_seed(0)
     x = torch.randn(2, 3, 8)

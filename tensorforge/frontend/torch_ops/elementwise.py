@@ -218,10 +218,20 @@ def atan2(ctx, a: dict):
 
 @aten("hypot")
 def hypot(ctx, a: dict):
-    """hypot(a, b) = sqrt(a * a + b * b), in the result's float dtype (unlike std::hypot, the
-    squares overflow where |a| or |b| exceeds the square root of the dtype's largest value)."""
+    """hypot(a, b) = m * sqrt(1 + (n / m)^2) with m = max(|a|, |b|) and n = min(|a|, |b|), in the
+    result's float dtype: the plain sqrt(a^2 + b^2) overflows where |a| or |b| passes the square
+    root of the dtype's largest value (1.8e19 in float32). As C's hypot: 0 where both are 0, and
+    infinity where either is infinite, even beside a NaN."""
     x, y = _operands(ctx, a["self"], a["other"], ctx.out_dtypes[0])
-    return ctx.add1("sqrt", [ctx.add1("add", [ctx.add1("mul", [x, x]), ctx.add1("mul", [y, y])])])
+    ax, ay = ctx.add1("abs", [x]), ctx.add1("abs", [y])
+    big, small = ctx.add1("maximum", [ax, ay]), ctx.add1("minimum", [ax, ay])
+    ratio = ctx.add1("div", [small, big])
+    one = ctx.const(np.asarray(1, x.dtype))
+    scaled = ctx.add1("mul", [big, ctx.add1("sqrt", [ctx.add1("add", [one, ctx.add1("mul", [ratio, ratio])])])])
+    zero, inf = ctx.const(np.asarray(0, x.dtype)), ctx.const(np.asarray(np.inf, x.dtype))
+    out = ctx.add1("where", [ctx.add1("equal", [big, zero]), zero, scaled])
+    either_inf = ctx.add1("logical_or", [ctx.add1("isinf", [x]), ctx.add1("isinf", [y])])
+    return ctx.add1("where", [either_inf, inf, out])
 
 
 @aten("hardsigmoid")
