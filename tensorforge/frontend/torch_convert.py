@@ -33,7 +33,8 @@ TORCH_DTYPES = {"float32": "float32", "float64": "float64", "float16": "float16"
                 "int32": "int32", "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool"}
 
 # nodes that pass their first argument through (no copy is observable in a functional graph)
-PASSTHROUGH = {"clone", "alias", "detach", "contiguous", "lift_fresh_copy", "dropout", "_assert_tensor_metadata"}
+PASSTHROUGH = {"clone", "alias", "alias_copy", "detach", "detach_copy", "contiguous", "lift_fresh_copy", "dropout",
+               "_assert_tensor_metadata"}
 
 
 def aten(*names: str) -> Callable:

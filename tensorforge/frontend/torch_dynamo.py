@@ -27,7 +27,11 @@ runs as chunks on the buckets' variants where the graph keeps batch rows apart (
 to the next of those lengths (sequence_buckets.py: checked once against the exact length; the
 graph's symbol is dynamo's, so there must be one besides the batch).  By default ("auto") a
 symbol other than the batch that has taken 8 values starts buckets of its own, as `compile`'s
-do; `options={"sequence_buckets": None}` turns them off.  A graph with unsupported ops or non-tensor values
+do; `options={"sequence_buckets": None}` turns them off.  With dynamo's
+`capture_dynamic_output_shape_ops`, a graph may hold ops whose sizes only the data gives
+(`x[mask]`, `torch.nonzero`): it is traced on fake tensors, so those sizes stay symbols, and runs
+as a StagedTorchModel (frontend/torch_staged.py), the selections in NumPy between compiled
+stretches; a new count of selected rows re-traces nothing.  A graph with unsupported ops or non-tensor values
 falls back to eager PyTorch with a one-line warning naming the reason.  Dynamo leaves a module
 with an nn.LSTM to eager PyTorch unless `torch._dynamo.config.allow_rnn = True`; with it, the
 LSTM compiles (frontend/torch_ops/rnn.py).
@@ -128,17 +132,21 @@ class CompiledGraph:
         self._varying = [k for k in range(len(concrete)) if k not in self._weights]
         self._pick_varying = _picker(self._varying)
         self._pick_weights = _picker(self._weights)
+        # x[mask], torch.nonzero (with dynamo's capture_dynamic_output_shape_ops): sizes only the
+        # data gives; each variant runs staged (frontend/torch_staged.py), its own buckets for them
+        self._staged = _data_dependent(gm)
         # dynamo guards the shapes and dtypes of a graph it did not make shape-generic, so such
         # a graph is only ever called with its example's: a call need only check the weights
         self._generic = any(_symbolic(x) for x in example_inputs)
         # a symbolic leading dimension: where the graph keeps its rows apart, a batch that is not
         # one of the buckets runs as chunks on the buckets' variants (batch_buckets.py)
         self._buckets = buckets.checked_buckets(options.get("batch_buckets", buckets.DEFAULT_BATCH_BUCKETS))
-        self._batch, self._cut, self._sized = _batch_positions(gm, self._varying) if self._buckets else (None, (), ())
+        self._batch, self._cut, self._sized = _batch_positions(gm, self._varying) \
+            if self._buckets and not self._staged else (None, (), ())
         self._splits: dict[tuple, buckets.BatchSplit | str] = {}
         # a symbolic length run at sequence buckets (options={"sequence_buckets": lengths})
-        self._padding, self._seq_sizes = _sequence_padding(gm, self._varying, options) if self._generic \
-            else (None, ())
+        self._padding, self._seq_sizes = _sequence_padding(gm, self._varying, options) \
+            if self._generic and not self._staged else (None, ())
         # the example's variants are compiled now, so that a graph that cannot compile runs in
         # eager PyTorch from the start: the whole example, or the buckets it splits into
         split = self._split(concrete) if self._batch is not None else None
@@ -224,7 +232,7 @@ class CompiledGraph:
         MAX_VARIANTS)."""
         began = time.perf_counter()
         variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads,
-                                                 self._params)
+                                                 self._params, self._staged)
         self.info["specializations"] += 1
         self.info["compile_seconds"] += time.perf_counter() - began
         if len(self._variants) > self.MAX_VARIANTS:
@@ -392,14 +400,21 @@ class _Variant:
     that they are still the tensors it baked, at the versions it baked."""
 
     def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None,
-                 params: SharedParams):
+                 params: SharedParams, staged: bool = False):
         torch = import_torch()
         from torch.utils._pytree import TreeSpec
 
-        graph, self.out_spec = traced_graph(gm, inputs, weights)
+        if staged:           # sizes only the data gives: the stretches compile per shape when called
+            from ..staged import StagedTorchModel
+            program, self.out_spec = staged_program(gm, inputs, weights)
+            self.model = StagedTorchModel(program, {"target": target, "threads": threads})
+            # run once now, so that a stretch that cannot compile leaves the graph to eager PyTorch
+            self.model(*[_as_array(x) for k, x in enumerate(inputs) if k not in weights and isinstance(x, torch.Tensor)])
+        else:
+            graph, self.out_spec = traced_graph(gm, inputs, weights)
+            with sharing_params(params):       # the weights the variants derive alike, held once
+                self.model = compile_graph(graph, target=target, threads=threads)
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-        with sharing_params(params):       # the weights the variants derive alike, held once
-            self.model = compile_graph(graph, target=target, threads=threads)
         # weights dynamo passes as arguments are checked by identity and version; weights the
         # graph holds as attributes (dynamo's install_free_tensors) by version
         self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes]
@@ -475,6 +490,74 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
     if any(not hasattr(leaf, "op") for leaf in leaves):
         raise NotImplementedError("the graph returns values that are not tensors")
     return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec
+
+
+def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
+    """(StagedTorchProgram, output pytree spec) of a graph with sizes only the data gives
+    (`x[mask]`, `torch.nonzero`): traced as `traced_graph` does, but on fake tensors of the
+    inputs' concrete shapes with a shape environment, so that each such size is an unbacked
+    symbol that torch_staged.py cuts the program at.  Weights (passed as arguments or held by the
+    graph) and the sizes dynamo passes become constants."""
+    torch = import_torch()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.func import functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
+    from torch.utils._pytree import tree_flatten
+
+    from .torch_convert import torch_dtype
+    from .torch_decomp import decompositions
+    from .torch_linear import fold_flattened_linears
+    from .torch_masked import fold_masked_updates
+    from .torch_staged import ProgramShell, StagedTorchProgram
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)     # the graph's held weights stay real
+    fakes = [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with torch.no_grad(), mode:
+        traced = make_fx(functionalize(gm, remove="mutations_and_views"), decomposition_table=decompositions())(*fakes)
+    graph = traced.graph
+    _reject_input_updates(graph)
+    fold_flattened_linears(graph)
+    fold_masked_updates(graph)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+    bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
+                         ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
+                for k, n in enumerate(placeholders)}
+    # the tensors the graph holds (dynamo's installed weights, constants made in forward) become
+    # placeholders bound to their values, as torch.export lifts them
+    for n in [n for n in graph.nodes if n.op == "get_attr"]:
+        value = _attribute(traced, n.target)
+        if not isinstance(value, torch.Tensor):
+            raise NotImplementedError(f"the graph holds {n.target}, which is not a tensor")
+        with graph.inserting_before(placeholders[0] if placeholders else next(iter(graph.nodes))):
+            lifted = graph.placeholder(f"lifted_{n.name}")
+        lifted.meta = dict(n.meta)
+        n.replace_all_uses_with(lifted)
+        graph.erase_node(n)
+        bindings[lifted.name] = ("const", to_numpy(value))
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    leaves, spec = tree_flatten(out_node.args[0])
+    if any(not hasattr(leaf, "op") for leaf in leaves):
+        raise NotImplementedError("the graph returns values that are not tensors")
+    specs = [(n.name, tuple(int(d) for d in n.meta["val"].shape), torch_dtype(n.meta["val"].dtype))
+             for k, n in enumerate(placeholders) if k not in weights and k not in sizes]
+    unbacked = set().union(*(free_unbacked_symbols(n.meta.get("val")) for n in graph.nodes
+                             if isinstance(n.meta.get("val"), torch.Tensor)))
+    ranges = {sym: shape_env.var_to_range[sym] for sym in unbacked if sym in shape_env.var_to_range}
+    return StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec
+
+
+def _data_dependent(gm: Any) -> bool:
+    """Whether dynamo's graph has a value with a size only the data gives (an unbacked symbol
+    in the shape of a node's example value: `x[mask]` under capture_dynamic_output_shape_ops)."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    for n in gm.graph.nodes:
+        value = n.meta.get("example_value")
+        if isinstance(value, torch.Tensor) and free_unbacked_symbols(value):
+            return True
+    return False
 
 
 def _reject_input_updates(graph: Any) -> None:

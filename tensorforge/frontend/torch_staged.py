@@ -251,7 +251,7 @@ class StagedTorchProgram(TorchProgram):
         outputs = [n.name for n in members if n.name in wanted]
         graph.output(tuple(remap[n] for n in members if n.name in wanted))
         specs = [(remap[q].name, _dims(q), torch_dtype(q.meta["val"].dtype)) for q in inputs]
-        stretch = TorchProgram(_Shell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",
+        stretch = TorchProgram(ProgramShell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",
                                specs)
         return _Stage(stretch, [q.name for q in inputs], outputs, hosts)
 
@@ -265,7 +265,7 @@ class StagedTorchProgram(TorchProgram):
                                   "tensorforge.compile runs it stage by stage")
 
 
-class _Shell:
+class ProgramShell:
     """What TorchProgram reads of an ExportedProgram: its graph and its symbols' ranges."""
 
     def __init__(self, graph: Any, range_constraints: dict):

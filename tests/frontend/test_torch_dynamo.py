@@ -103,10 +103,10 @@ def test_changing_batch_sizes_run_compiled_code(monkeypatch, buckets, want):
     built = []
     original = torch_dynamo._Variant.__init__
 
-    def counting(self, gm, inputs, weights, target, threads, params):
+    def counting(self, gm, inputs, *rest):
         built.append(tuple(tuple(x.shape) for x in inputs if isinstance(x, torch.Tensor) and x.ndim == 2
                            and not isinstance(x, nn.Parameter)))
-        original(self, gm, inputs, weights, target, threads, params)
+        original(self, gm, inputs, *rest)
 
     monkeypatch.setattr(torch_dynamo._Variant, "__init__", counting)
     module = nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 3)).eval()
@@ -431,3 +431,63 @@ def test_by_default_a_length_that_keeps_changing_gets_buckets(monkeypatch):
             mask[1, n // 2:] = 0
             np.testing.assert_allclose(fast(x, mask).numpy(), module(x, mask).numpy(), rtol=1e-4, atol=1e-5)
     assert sorted(built) == [*range(2, 14), 16], built       # (dynamo's first graph, for 2, is static)
+
+
+class _Selector(nn.Module):
+    """Rows kept by a score run through a head; a constant made in forward; nonzero's indices."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body, self.head = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = self.body(x).relu() * torch.tensor(2.0)
+        keep = h.sum(-1) > 6.0
+        return self.head(h[keep]), torch.nonzero(keep).squeeze(-1)
+
+
+@pytest.mark.parametrize("free_tensors", [False, True], ids=["weights_as_inputs", "weights_held"])
+def test_sizes_the_data_gives_compile_staged(monkeypatch, free_tensors):
+    """With dynamo's capture_dynamic_output_shape_ops, x[mask] and nonzero stay in the graph (an
+    unbacked size). The backend runs it staged (the selections on the host between compiled
+    stretches) instead of leaving the whole graph to eager PyTorch; a new count re-traces nothing,
+    and an updated weight still recompiles."""
+    module = _Selector().eval()
+    traced = []
+    real = torch_dynamo.staged_program
+    monkeypatch.setattr(torch_dynamo, "staged_program", lambda *a: traced.append(1) or real(*a))
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.randn(12, 8, generator=gen) * (0.5 + 0.3 * k) for k in range(6)]
+    counts = set()
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, install_free_tensors=free_tensors), \
+            warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge")
+        for x in xs:
+            got, want = fast(x), module(x)
+            counts.add(len(want[1]))
+            for g, w in zip(got, want):
+                assert g.dtype == w.dtype and g.shape == w.shape
+                np.testing.assert_allclose(g.numpy(), w.numpy(), atol=1e-5, rtol=0)
+        assert len(traced) == 1 and len(counts) > 2          # one trace serves every count
+        module.head.weight.mul_(-1.0)
+        got = fast(xs[0])
+        np.testing.assert_allclose(got[0].numpy(), module(xs[0])[0].numpy(), atol=1e-5, rtol=0)
+    assert len(traced) == 2
+    _no_fallback(caught)
+
+
+def test_a_size_the_data_gives_with_no_host_form_falls_back_with_one_line():
+    class Runs(nn.Module):
+        def forward(self, x):
+            return torch.unique_consecutive(x.round()) * 2
+
+    x = torch.tensor([1.0, 1.2, 3.0, 3.1, 2.0, 5.0])
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), \
+            warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _compiled(Runs(), (x,))[0]
+    np.testing.assert_allclose(got, (torch.unique_consecutive(x.round()) * 2).numpy())
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "\n" not in ours[0] and "runs in eager PyTorch" in ours[0], ours
