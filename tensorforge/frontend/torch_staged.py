@@ -1,5 +1,5 @@
 """from_torch on a module whose sizes depend on its data: `x[mask]`, `torch.nonzero`,
-`torch.masked_select`, `torch.unique`.
+`torch.masked_select`, `torch.unique`, `torch.unique_consecutive`.
 
 torch.export traces such an op with an unbacked symbol for the size only the data gives (`u0`
 rows of `x[mask]`); the ops after it carry that symbol in their shapes.  No static graph can hold
@@ -13,7 +13,8 @@ cache, and where the data-dependent size leads a stage's inputs (the rows of `x[
 stage keeps those rows apart, a count that is not a batch bucket runs as chunks of the buckets
 (batch_buckets.py), so a new count compiles nothing once its buckets exist.
 
-Other ops with data-dependent sizes (`.item()` feeding a shape, `unique_consecutive`, ...) are
+`torch.unique_consecutive` runs on the host too.  Other ops with data-dependent sizes
+(`.item()` feeding a shape, `repeat_interleave` by a tensor, ...) are
 refused at `from_torch` with one line naming the node.
 """
 from __future__ import annotations
@@ -55,12 +56,32 @@ def _unique2(x: np.ndarray, is_sorted: bool, return_inverse: bool, return_counts
             counts.astype(np.int64) if return_counts else np.zeros(0, np.int64))
 
 
+def _unique_consecutive(x: np.ndarray, return_inverse: bool, return_counts: bool, dim: int | None) -> tuple:
+    """torch.unique_consecutive(x, ..., dim): each run of equal elements (of equal slices along
+    `dim`) kept once, in order; each element's (slice's) run and the runs' lengths.  Values that
+    compare unequal to themselves (NaN) start a run of their own, as in PyTorch."""
+    lines = x.reshape(-1, 1) if dim is None else np.moveaxis(x, dim, 0).reshape(x.shape[dim], -1)
+    n = lines.shape[0]
+    starts = np.ones(n, dtype=bool)
+    if n > 1:
+        starts[1:] = np.any(lines[1:] != lines[:-1], axis=1) if lines.shape[1] else False
+    first = np.flatnonzero(starts)
+    values = x.reshape(-1)[first] if dim is None else np.take(x, first, axis=dim)
+    inverse = (np.cumsum(starts) - 1).astype(np.int64)
+    if dim is None:
+        inverse = inverse.reshape(x.shape)
+    counts = np.diff(np.append(first, n)).astype(np.int64)
+    return (contiguous(values), inverse if return_inverse else np.zeros(0, np.int64),
+            counts if return_counts else np.zeros(0, np.int64))
+
+
 # ops that may give a size only the data decides, run on the host: name -> (fn, argument names)
 HOST_OPS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "nonzero": (_nonzero, ("self",)),
     "index": (_index, ("self", "indices")),
     "masked_select": (_masked_select, ("self", "mask")),
     "_unique2": (_unique2, ("self", "sorted", "return_inverse", "return_counts")),
+    "unique_consecutive": (_unique_consecutive, ("self", "return_inverse", "return_counts", "dim")),
 }
 
 

@@ -6,13 +6,16 @@ masked_select; slice assignments, masked updates, max/min over a dim, scatter_ad
 `torch.compile(backend="tensorforge")` and compared with eager PyTorch.
 
     module, args = random_module(seed)        # torch.nn.Module in eval mode, (input tensor,)
-    python -m tensorforge.testing.random_torch --seeds 0:100 [--compile] [--dynamic]
+    python -m tensorforge.testing.random_torch --seeds 0:100 [--compile [--capture-dynamic]] [--dynamic]
 
 The module is a list of steps that `forward` interprets: each step names an op, the values it
 reads (by index into the values computed so far) and its layers (held in an nn.ModuleList), so
 the same seed rebuilds the same module.  Generation keeps the shapes of the values, as
 random_models.py does for ONNX graphs.  `--dynamic` marks the batch dimension dynamic
-(torch.export.Dim) and calls the compiled model with batches 3, 1 and 5.
+(torch.export.Dim) and calls the compiled model with batches 3, 1 and 5.  Through
+torch.compile, a graph the backend leaves to eager PyTorch fails the seed; `--capture-dynamic`
+keeps the selections in dynamo's graphs (capture_dynamic_output_shape_ops) instead of breaking
+the graph around them.
 
 Needs the [torch] extra.
 """
@@ -569,10 +572,28 @@ def _compare(got, want, where: str) -> None:
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL * scale, err_msg=f"{where}, output {k}")
 
 
-def check(seed: int, compile_backend: bool = False, dynamic: bool = False, target: str = "c -mcpu=native") -> None:
+def check(seed: int, compile_backend: bool = False, dynamic: bool = False, target: str = "c -mcpu=native",
+          capture_dynamic: bool = False) -> None:
     """Compile seed's module with from_torch (or, with `compile_backend`, through
     torch.compile(backend="tensorforge")) and compare with eager PyTorch; `dynamic`: the batch
-    dimension dynamic, called with BATCHES."""
+    dimension dynamic, called with BATCHES.  Through torch.compile, a graph the backend leaves to
+    eager PyTorch fails the check (the modules use only ops it supports); `capture_dynamic` sets
+    dynamo's capture_dynamic_output_shape_ops, so that x[mask] and nonzero stay in its graphs."""
+    import torch
+    if compile_backend:
+        import warnings
+        with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=capture_dynamic), \
+                warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _check(seed, True, dynamic, target)
+        eager = [str(w.message) for w in caught if "runs in eager PyTorch" in str(w.message)]
+        if eager:
+            raise AssertionError(f"seed {seed}: {eager[0]}")
+        return
+    _check(seed, False, dynamic, target)
+
+
+def _check(seed: int, compile_backend: bool, dynamic: bool, target: str) -> None:
     import torch
 
     from .. import driver
@@ -612,6 +633,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", action="store_true", help='through torch.compile(backend="tensorforge")')
     ap.add_argument("--dynamic", action="store_true", help="a dynamic batch, called with batches "
                     + ", ".join(map(str, BATCHES)))
+    ap.add_argument("--capture-dynamic", action="store_true",
+                    help="with --compile: dynamo keeps x[mask] and nonzero in its graphs")
     ap.add_argument("--target", default="c -mcpu=native")
     ap.add_argument("--show", action="store_true", help="print each module's steps")
     args = ap.parse_args(argv)
@@ -620,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         module, _ = random_module(seed)
         return f"{len(module.steps) - 1} steps", describe(module)
 
-    return campaign(args.seeds, lambda seed: check(seed, args.compile, args.dynamic, args.target), label,
+    return campaign(args.seeds, lambda seed: check(seed, args.compile, args.dynamic, args.target, args.capture_dynamic), label,
                     "eager PyTorch", args.show)
 
 

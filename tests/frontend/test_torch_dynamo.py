@@ -479,15 +479,16 @@ def test_sizes_the_data_gives_compile_staged(monkeypatch, free_tensors):
 
 
 def test_a_size_the_data_gives_with_no_host_form_falls_back_with_one_line():
-    class Runs(nn.Module):
-        def forward(self, x):
-            return torch.unique_consecutive(x.round()) * 2
+    class Repeat(nn.Module):
+        def forward(self, x, n):
+            return torch.repeat_interleave(x, n) * 2
 
-    x = torch.tensor([1.0, 1.2, 3.0, 3.1, 2.0, 5.0])
+    x, n = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([2, 0, 3])
     with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = _compiled(Runs(), (x,))[0]
-    np.testing.assert_allclose(got, (torch.unique_consecutive(x.round()) * 2).numpy())
+        got = _compiled(Repeat(), (x, n))[0]
+    np.testing.assert_allclose(got, (torch.repeat_interleave(x, n) * 2).numpy())
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert len(ours) == 1 and "\n" not in ours[0] and "runs in eager PyTorch" in ours[0], ours
+    assert "repeat_interleave" in ours[0]

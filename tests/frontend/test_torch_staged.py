@@ -149,3 +149,22 @@ def test_unique_with_inverse_and_counts():
         _check(model, module, ((torch.randn(5, 4, generator=gen) * 3).round(),))
     with pytest.raises(NotImplementedError, match=r"sorted=False"):
         from_torch(Fn(lambda x: torch.unique(x, sorted=False) * 2), (torch.tensor([2.0, 1.0, 2.0]),))
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_unique_consecutive(dim):
+    """torch.unique_consecutive: runs of equal elements (of equal slices along `dim`), each run's
+    index per element and the runs' lengths; NaNs start runs of their own."""
+    def f(x):
+        values, inverse, counts = torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=dim)
+        return values * 2, inverse, counts, torch.unique_consecutive(x, dim=dim).sum()
+
+    module = Fn(f)
+    model = tensorforge.compile(from_torch(module, ((torch.rand(6, 4) * 2).floor(),)))
+    gen = torch.Generator().manual_seed(8)
+    for k in range(4):
+        x = (torch.rand(6, 4, generator=gen) * (1 + k)).floor()
+        x[1] = x[0]                                  # a repeated row for dim=0
+        if k == 3 and dim is None:
+            x[2, 1:3] = float("nan")
+        _check(model, module, (x,))
