@@ -2,7 +2,8 @@
 selects (`x[mask]`, `torch.nonzero`), through `from_torch` (a staged program: compiled
 stretches, the selections in NumPy between them) against eager PyTorch, and against the same
 module exported to ONNX and run by ONNX Runtime and by tensorforge's `from_onnx` (a staged ONNX
-model).
+model), and through torch.compile(backend="tensorforge") with dynamo's
+capture_dynamic_output_shape_ops (one graph, run staged as from_torch's is).
 
     python benchmarks/data_dependent.py [--threads 1,2] [--repeat 20] [--images 8]
 
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     from _peak import measure
 
     import tensorforge
-    from tensorforge.frontend import from_onnx, from_torch
+    from tensorforge.frontend import from_onnx, from_torch, torch_dynamo
     from tensorforge.runtime.module import set_num_threads
     from tensorforge.testing.timing import median_seconds
 
@@ -107,8 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         torch.onnx.export(module, (images[0],), path, input_names=["image"], output_names=["boxes", "index"],
                           dynamo=False)
     print("| threads | eager PyTorch ms | from_torch ms | ONNX Runtime ms | from_onnx ms | PyTorch/from_torch | "
-          "ORT/from_torch | from_onnx/from_torch | specializations |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "ORT/from_torch | from_onnx/from_torch | torch.compile ms | torch.compile/from_torch | specializations |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    torch_dynamo.register()
+    torch._dynamo.config.capture_dynamic_output_shape_ops = True
     for n in threads:
         torch.set_num_threads(n)
         set_num_threads(n)
@@ -118,11 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         staged_torch = tensorforge.compile(from_torch(module, (images[0],)))
         staged_onnx = tensorforge.compile(from_onnx(path))
         arrays = [x.numpy() for x in images]
+        torch._dynamo.reset()
+        compiled = torch.compile(module, backend="tensorforge", options={"threads": n})
         paths = {
             "eager": lambda a: [o.numpy() for o in module(torch.from_numpy(a))],
             "from_torch": staged_torch,
             "ort": _ort_call(session),
             "from_onnx": staged_onnx,
+            "torch.compile": lambda a: [o.numpy() for o in compiled(torch.from_numpy(a))],
         }
         with torch.no_grad():
             for name, fn in paths.items():
@@ -132,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
                 for a in arrays:
                     staged_torch(a)
                     staged_onnx(a)
+                    paths["torch.compile"](a)
             times = {name: [] for name in paths}
             for _ in range(args.repeat):
                 for name, fn in paths.items():
@@ -143,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         base = ms["from_torch"]
         print(f"| {n} | {ms['eager']:.3f} | {base:.3f} | {ms['ort']:.3f} | {ms['from_onnx']:.3f} | "
               f"{ms['eager'] / base:.2f} | {ms['ort'] / base:.2f} | {ms['from_onnx'] / base:.2f} | "
-              f"{staged_torch.info['specializations']} |")
+              f"{ms['torch.compile']:.3f} | {ms['torch.compile'] / base:.2f} | {staged_torch.info['specializations']} |")
     return 0
 
 

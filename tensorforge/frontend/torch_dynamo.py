@@ -38,9 +38,13 @@ LSTM compiles (frontend/torch_ops/rnn.py).
 
 The backend is for inference: in grad mode or not, with inputs that require grad or not, its
 outputs carry no autograd history (gradients do not flow through a compiled graph).  A module in
-training mode (random dropout, batch norm on batch statistics), or any graph that updates an
-input or buffer in place, runs in eager PyTorch with the one-line warning, so its buffers update
-as they would without torch.compile (tracing runs on copies and leaves them alone).
+training mode (random dropout, batch norm on batch statistics), or any graph that updates a
+parameter or buffer in place, runs in eager PyTorch with the one-line warning, so its buffers
+update as they would without torch.compile (tracing runs on copies and leaves them alone).  A
+graph that updates another tensor it is given (a cache passed in, or a tensor an earlier graph
+made before dynamo cut the code at a selection) compiles: the new values are extra outputs,
+copied into the caller's tensor after each call (such a graph is not cut into batch buckets,
+whose chunks are copies).
 
 Each call also pays dynamo's own cost around the backend's function: its guards (thousands of
 checks on the module tree and every parameter for a CNN: 2,800 for MobileNet) and the gathering
@@ -155,6 +159,8 @@ class CompiledGraph:
                 self._last = self._variant(_cut(concrete, self._cut, self._sized, 0, size))
         else:
             self._last = self._variant(concrete)
+        if self._last.updates:       # padded inputs are copies: an update would not reach the caller's
+            self._padding = None
 
     def _key(self, args) -> tuple:
         """What tells the variants apart: the inputs' shapes and dtypes, the sizes, and which weight
@@ -257,7 +263,8 @@ class CompiledGraph:
         if found is None:
             graph = self._graph(args)
             inputs = [k for k in self._varying if isinstance(args[k], torch.Tensor)]     # the graph's, in order
-            found = "the graph does not trace" if graph is None or len(graph.inputs) != len(inputs) else \
+            found = "the graph does not trace, or updates an input in place" \
+                if graph is None or len(graph.inputs) != len(inputs) else \
                 buckets.judge_graph(graph, [inputs.index(k) for k in cut], rows)
             self._splits[general] = found
         if isinstance(found, str):
@@ -276,10 +283,13 @@ class CompiledGraph:
         return None if plan is None else (rows, found, plan)
 
     def _graph(self, args):
+        """The graph traced for `args`; None where it does not trace, or updates an input in
+        place (chunks of a batch are copies: the update would not reach the caller's tensor)."""
         try:
-            return traced_graph(self.gm, list(args), self._weights)[0]
+            graph, _, updates = traced_graph(self.gm, list(args), self._weights)
         except (NotImplementedError, UserError, GraphError, ValueError, RuntimeError):
             return None
+        return None if updates else graph
 
     def _run_split(self, args, rows: int, split: buckets.BatchSplit, plan: buckets.Plan) -> Any:
         """The graph run once per chunk of the plan, on the variant for that chunk's bucket; the
@@ -406,12 +416,12 @@ class _Variant:
 
         if staged:           # sizes only the data gives: the stretches compile per shape when called
             from ..staged import StagedTorchModel
-            program, self.out_spec = staged_program(gm, inputs, weights)
+            program, self.out_spec, self.updates = staged_program(gm, inputs, weights)
             self.model = StagedTorchModel(program, {"target": target, "threads": threads})
             # run once now, so that a stretch that cannot compile leaves the graph to eager PyTorch
             self.model(*[_as_array(x) for k, x in enumerate(inputs) if k not in weights and isinstance(x, torch.Tensor)])
         else:
-            graph, self.out_spec = traced_graph(gm, inputs, weights)
+            graph, self.out_spec, self.updates = traced_graph(gm, inputs, weights)
             with sharing_params(params):       # the weights the variants derive alike, held once
                 self.model = compile_graph(graph, target=target, threads=threads)
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
@@ -451,6 +461,13 @@ class _Variant:
 
     def __call__(self, args) -> Any:
         outs = self.model(*map(_as_array, self._pick_inputs(args)))
+        if self.updates:          # the new values of the inputs the graph updates in place
+            torch = import_torch()
+            kept = len(outs) - len(self.updates)
+            with torch.no_grad():
+                for k, value in zip(self.updates, outs[kept:]):
+                    args[k].copy_(self._from_numpy(value))
+            outs = outs[:kept]
         tensors = list(map(self._from_numpy, outs))
         if self._flat_out:
             return self.out_spec.type(tensors)
@@ -459,16 +476,18 @@ class _Variant:
 
 
 def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
-    """(tensorforge Graph, output pytree spec) of `gm` traced with the concrete `inputs`: the
-    weights at positions `weights` and the sizes become constants, the other tensors inputs."""
+    """(tensorforge Graph, output pytree spec, positions of the inputs it updates) of `gm` traced
+    with the concrete `inputs`: the weights at positions `weights` and the sizes become
+    constants, the other tensors inputs; the graph's outputs are the user's, then the new values
+    of the updated inputs (`input_updates`)."""
     torch = import_torch()
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torch.utils._pytree import tree_flatten
 
     from .torch_convert import convert_graph
     from .torch_decomp import decompositions
     from .torch_linear import fold_flattened_linears
+    from .torch_masked import fold_masked_updates
     with torch.no_grad():
         # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
         # on copies, since tracing runs the graph and must not update the module's buffers
@@ -476,8 +495,9 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
         traced = make_fx(functionalize(gm, remove="mutations_and_views"),
                          decomposition_table=decompositions())(*copies)
         del copies
-    _reject_input_updates(traced.graph)
+    updates = input_updates(traced.graph, weights)
     fold_flattened_linears(traced.graph)
+    fold_masked_updates(traced.graph)          # x[mask] = f(y[mask]) as a where, as from_torch does
     placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
     sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
     bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
@@ -485,15 +505,12 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
                 for k, n in enumerate(placeholders)}
     attributes = {n.target: to_numpy(_attribute(traced, n.target))
                   for n in traced.graph.nodes if n.op == "get_attr"}
-    out_node = next(n for n in traced.graph.nodes if n.op == "output")
-    leaves, spec = tree_flatten(out_node.args[0])
-    if any(not hasattr(leaf, "op") for leaf in leaves):
-        raise NotImplementedError("the graph returns values that are not tensors")
-    return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec
+    spec = _outputs_with_updates(traced.graph, updates)
+    return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec, [k for k, _ in updates]
 
 
 def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
-    """(StagedTorchProgram, output pytree spec) of a graph with sizes only the data gives
+    """(StagedTorchProgram, output pytree spec, positions of the inputs it updates) of a graph with sizes only the data gives
     (`x[mask]`, `torch.nonzero`): traced as `traced_graph` does, but on fake tensors of the
     inputs' concrete shapes with a shape environment, so that each such size is an unbacked
     symbol that torch_staged.py cuts the program at.  Weights (passed as arguments or held by the
@@ -503,7 +520,6 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     from torch.func import functionalize
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
-    from torch.utils._pytree import tree_flatten
 
     from .torch_convert import torch_dtype
     from .torch_decomp import decompositions
@@ -516,7 +532,7 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     with torch.no_grad(), mode:
         traced = make_fx(functionalize(gm, remove="mutations_and_views"), decomposition_table=decompositions())(*fakes)
     graph = traced.graph
-    _reject_input_updates(graph)
+    updates = input_updates(graph, weights)
     fold_flattened_linears(graph)
     fold_masked_updates(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
@@ -536,16 +552,14 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
         n.replace_all_uses_with(lifted)
         graph.erase_node(n)
         bindings[lifted.name] = ("const", to_numpy(value))
-    out_node = next(n for n in graph.nodes if n.op == "output")
-    leaves, spec = tree_flatten(out_node.args[0])
-    if any(not hasattr(leaf, "op") for leaf in leaves):
-        raise NotImplementedError("the graph returns values that are not tensors")
+    spec = _outputs_with_updates(graph, updates)
     specs = [(n.name, tuple(int(d) for d in n.meta["val"].shape), torch_dtype(n.meta["val"].dtype))
              for k, n in enumerate(placeholders) if k not in weights and k not in sizes]
     unbacked = set().union(*(free_unbacked_symbols(n.meta.get("val")) for n in graph.nodes
                              if isinstance(n.meta.get("val"), torch.Tensor)))
     ranges = {sym: shape_env.var_to_range[sym] for sym in unbacked if sym in shape_env.var_to_range}
-    return StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec
+    return (StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec,
+            [k for k, _ in updates])
 
 
 def _data_dependent(gm: Any) -> bool:
@@ -560,16 +574,39 @@ def _data_dependent(gm: Any) -> bool:
     return False
 
 
-def _reject_input_updates(graph: Any) -> None:
-    """NotImplementedError when the functionalized graph writes back into one of its inputs (a
-    buffer a module updates in place, as batch norm in training mode does): the compiled graph
-    returns only the outputs, so the update would be lost."""
+def input_updates(graph: Any, weights: list[int]) -> list[tuple[int, Any]]:
+    """(input position, node of its new value) for each input the functionalized graph writes
+    back into (`copy_` into a placeholder: `cache[:, pos] = k`, an in-place op on a tensor an
+    earlier graph break handed over), the copies removed from the graph; the compiled graph
+    returns the new values and the call copies them into the inputs.  A weight updated in place
+    (a buffer of a module in training mode, a counter) raises NotImplementedError: weights are
+    compiled in as constants."""
     import torch
-    placeholders = {n for n in graph.nodes if n.op == "placeholder"}
-    for n in graph.nodes:
-        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default and n.args[0] in placeholders:
-            raise NotImplementedError(f"the graph updates its input {n.args[0].name} in place (a buffer of a "
-                                      "module in training mode?), which a compiled graph would not do")
+    position = {n: k for k, n in enumerate(n for n in graph.nodes if n.op == "placeholder")}
+    updates: dict[int, Any] = {}
+    for n in list(graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default and n.args[0] in position:
+            k = position[n.args[0]]
+            if k in weights:
+                raise NotImplementedError(f"the graph updates its input {n.args[0].name} in place (a buffer of a "
+                                          "module in training mode?), which a compiled graph would not do")
+            updates[k] = n.args[1]          # a later copy into the same input wins
+            n.replace_all_uses_with(n.args[1])
+            graph.erase_node(n)
+    return list(updates.items())
+
+
+def _outputs_with_updates(graph: Any, updates: list[tuple[int, Any]]) -> Any:
+    """The pytree spec of the graph's outputs; the new values of the updated inputs are appended
+    to its flat outputs (after the user's)."""
+    from torch.utils._pytree import tree_flatten
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    leaves, spec = tree_flatten(out_node.args[0])
+    if any(not hasattr(leaf, "op") for leaf in leaves):
+        raise NotImplementedError("the graph returns values that are not tensors")
+    if updates:
+        out_node.args = (tuple(leaves) + tuple(value for _, value in updates),)
+    return spec
 
 
 def _as_array(t: Any) -> np.ndarray:

@@ -65,6 +65,11 @@ def _call(graph: Any, target: Any, *args: Any) -> Any:
     return node
 
 
+def _is_one(size: Any) -> bool:
+    """Whether a size is 1, without a guard on a symbolic one (the count of a selection)."""
+    return isinstance(size, int) and size == 1
+
+
 def _unselect(graph: Any, v: Any, mask: Any, rest: int, memo: dict) -> Any:
     """A node computing on whole tensors what `v` computes on the elements `mask` selects, or None."""
     import torch
@@ -89,7 +94,8 @@ def _unselect(graph: Any, v: Any, mask: Any, rest: int, memo: dict) -> Any:
             if whole is None:
                 shape = tuple(_val(a).shape) if hasattr(_val(a), "shape") else None
                 # a tensor that broadcasts over the selected positions broadcasts over the mask's axes
-                if shape is None or len(shape) > selected or (len(shape) == selected and shape[0] != 1):
+                # (a size only the data gives, the selection's own count, is not 1: no guard on it)
+                if shape is None or len(shape) > selected or (len(shape) == selected and not _is_one(shape[0])):
                     return None
                 whole = a
             args.append(whole)

@@ -492,3 +492,36 @@ def test_a_size_the_data_gives_with_no_host_form_falls_back_with_one_line():
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert len(ours) == 1 and "\n" not in ours[0] and "runs in eager PyTorch" in ours[0], ours
     assert "repeat_interleave" in ours[0]
+
+
+def test_an_input_updated_in_place_is_written_back(monkeypatch):
+    """A graph that writes into a tensor it is given (a cache passed in and updated in place;
+    `y[y > 1] += 0.5` cut by dynamo at the selection, so the second graph updates the tensor the
+    first one made) compiles: the new values are extra outputs, copied into the caller's tensor
+    after each call."""
+    class Cache(nn.Module):
+        def forward(self, x, cache):
+            cache[:, 1] = x * 2.0
+            return cache.sum(1)
+
+    class Bump(nn.Module):
+        def forward(self, x):
+            y = x * 2.0
+            y[y > 1] += 0.5
+            return y - 1.0
+
+    gen = torch.Generator().manual_seed(2)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        fast = torch.compile(Cache(), backend="tensorforge")
+        for _ in range(3):
+            x, cache = torch.randn(3, 4, generator=gen), torch.randn(3, 2, 4, generator=gen)
+            mine, theirs = cache.clone(), cache.clone()
+            got, want = fast(x, mine), Cache()(x, theirs)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6, rtol=0)
+            np.testing.assert_array_equal(mine.numpy(), theirs.numpy())
+        bump = torch.compile(Bump(), backend="tensorforge")
+        for _ in range(3):
+            x = torch.randn(5, 3, generator=gen)
+            np.testing.assert_allclose(bump(x).numpy(), Bump()(x).numpy(), atol=1e-6, rtol=0)
+    _no_fallback(caught)

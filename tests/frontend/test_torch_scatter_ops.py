@@ -75,12 +75,26 @@ def test_index_put_with_a_mask():
     check_from_torch(Fn(f), (_x(6, 4),))
 
 
-def test_index_put_with_a_value_per_selected_position_is_refused():
-    """x[mask] = v with one value per selected position needs the count, which only the data gives."""
-    from tensorforge.frontend import from_torch
-    mask = torch.tensor([True, False, True, False, True, False])
-    with pytest.raises(NotImplementedError, match=r"one value per selected position"):
-        from_torch(Fn(lambda x, m, v: x.index_put((m,), v)), (_x(6), mask, torch.ones(3)))
+def test_index_put_with_a_value_per_selected_position():
+    """x[mask] = v with one value (row) per selected position, the count given by v's shape:
+    each masked position reads the value of its rank among the selected ones; with a slice
+    before the mask, with a 2-D mask, with accumulate."""
+    def f(x, m, v, m2, w):
+        a = x.index_put((m,), v)
+        b = x.index_put((m,), v, accumulate=True)
+        y = x.reshape(2, 3, 4).clone()
+        y[:, m2] = w                            # w: (2, count, 4) or (count, 4), broadcast over the 2
+        z = x.reshape(3, 8).clone()
+        z[m2] = v[:2, :1]                       # one value per selected row (2 of 3), broadcast along it
+        return a, b, y, z
+
+    gen = torch.Generator().manual_seed(3)
+    for m, m2 in ((torch.tensor([True, False, True, False, True, False]), torch.tensor([False, True, True])),
+                  (torch.tensor([False, False, True, True, True, False]), torch.tensor([True, True, False]))):
+        v, w = torch.randn(3, 4, generator=gen), torch.randn(2, 2, 4, generator=gen)
+        check_from_torch(Fn(f), (_x(6, 4), m, v, m2, w))
+    check_from_torch(Fn(lambda x, m, v: x.index_put((m,), v)), (_x(6, 4), torch.zeros(6, dtype=torch.bool),
+                                                                 torch.zeros(0, 4)))
 
 
 @pytest.mark.parametrize("dim,size,step", [(1, 4, 2), (-1, 3, 1), (0, 2, 3)])

@@ -168,3 +168,23 @@ def test_unique_consecutive(dim):
         if k == 3 and dim is None:
             x[2, 1:3] = float("nan")
         _check(model, module, (x,))
+
+
+def test_selected_rows_written_back_after_a_layer():
+    """y[keep] = head(x[keep]): the values are one row per kept position, from a layer (not an
+    element-wise function the masked-update rewrite turns into a where), so the index_put runs in
+    the stretch after the selection, where the count is known."""
+    torch.manual_seed(0)
+    head = nn.Linear(8, 8)
+
+    def f(x):
+        keep = x[:, 0] > 0
+        y = x.clone()
+        y[keep] = head(x[keep]).tanh()
+        return y * 2
+
+    module = Fn(f)
+    model = tensorforge.compile(from_torch(module, (torch.randn(10, 8),)))
+    gen = torch.Generator().manual_seed(9)
+    for _ in range(4):
+        _check(model, module, (torch.randn(10, 8, generator=gen),))

@@ -115,29 +115,46 @@ def index_put(ctx, a: dict):
 
 
 def _put_masked(ctx, x, indices, axes, values, accumulate: bool):
-    """x[mask] = values (+= with accumulate) where the values are the same for every selected
-    position: a where over the mask, broadcast along the axes it does not cover."""
+    """x[mask] = values (+= with accumulate): a where over the mask, broadcast along the axes it
+    does not cover.  Values the same for every selected position (a scalar, one row) broadcast;
+    one value per selected position (their count known in this graph: a stretch after the
+    selection, or a graph dynamo cut there) is gathered for each masked position by its rank
+    among them, the running count of the mask."""
     if len(axes) != 1:
         raise ctx.unsupported("index_put with a boolean mask beside other index tensors")
     first, mask = axes[0], indices[axes[0]]
     m = len(mask.shape)
     rank = len(x.shape)
-    after = tuple(x.shape[first + m:])
+    before, after = tuple(x.shape[:first]), tuple(x.shape[first + m:])
     vshape = tuple(values.shape)
-    # a value per selected position would need their count: only values whose leading axis (the
-    # selection's) is 1, or absent, broadcast to every position
+    full = ctx.add1("reshape", [mask], {"shape": (1,) * first + tuple(mask.shape) + (1,) * (rank - first - m)})
     lead = len(vshape) - len(after)
     if lead > 1 or (lead == 1 and vshape[0] != 1):
-        raise ctx.unsupported("x[mask] = values with one value per selected position (a count only the data "
-                              "gives); a scalar or one row for all positions is supported")
-    try:
-        np.broadcast_shapes(vshape[max(lead, 0):], after)
-    except ValueError:
-        raise ctx.unsupported(f"x[mask] = values: values of shape {vshape} do not broadcast to rows of {after}") \
-            from None
-    if lead == 1:
-        values = ctx.add1("reshape", [values], {"shape": vshape[1:]})
-    full = ctx.add1("reshape", [mask], {"shape": (1,) * first + tuple(mask.shape) + (1,) * (rank - first - m)})
+        count = int(vshape[-len(after) - 1]) if after else int(vshape[-1])
+        try:     # PyTorch broadcasts the values to the selection: x's leading axes, the count, x's trailing axes
+            np.broadcast_shapes(vshape, before + (count,) + after)
+        except ValueError:
+            raise ctx.unsupported(f"x[mask] = values: values of shape {vshape} do not broadcast to the "
+                                  f"selection's {before + (count,) + after}") from None
+        if count == 0:
+            return x                    # nothing selected
+        values = _spread(ctx, values, x, before + (count,) + after)
+        # each masked position's rank among the selected ones, clipped into the values (a mask
+        # with more set than the values have rows is PyTorch's error; here it reads the last)
+        flat = ctx.add1("cast", [ctx.add1("reshape", [mask], {"shape": (-1,)})], {"dtype": "int64"})
+        rank_of = ctx.add1("sub", [ctx.add1("cumsum", [flat], {"axis": 0}), ctx.const(np.asarray(1, np.int64))])
+        rank_of = ctx.add1("minimum", [ctx.add1("maximum", [rank_of, ctx.const(np.asarray(0, np.int64))]),
+                                       ctx.const(np.asarray(count - 1, np.int64))])
+        rank_of = ctx.add1("reshape", [rank_of], {"shape": tuple(mask.shape)})
+        values = ctx.add1("gather", [values, rank_of], {"axis": first})      # before + mask's shape + after
+    else:
+        try:
+            np.broadcast_shapes(vshape[max(lead, 0):], after)
+        except ValueError:
+            raise ctx.unsupported(f"x[mask] = values: values of shape {vshape} do not broadcast to rows of {after}") \
+                from None
+        if lead == 1:
+            values = ctx.add1("reshape", [values], {"shape": vshape[1:]})
     if accumulate:
         zero = ctx.const(np.zeros((), x.dtype))
         return ctx.add1("add", [x, ctx.add1("where", [full, values, zero])])
