@@ -55,9 +55,12 @@ def _val(n: Any) -> Any:
 def _call(graph: Any, target: Any, *args: Any) -> Any:
     """A new node calling `target` on `args`, with the value PyTorch's fake tensors give it."""
     from torch._guards import detect_fake_mode
+    from torch._subclasses.fake_tensor import FakeTensor
     from torch.fx import Node
     fake = [a.meta["val"] for a in args if isinstance(a, Node)]
-    mode = detect_fake_mode(fake)
+    # the mode of the graph's own values: under torch.compile, detect_fake_mode would give
+    # dynamo's (its tracing context), which the values of the backend's own trace are not from
+    mode = next((v.fake_mode for v in fake if isinstance(v, FakeTensor)), None) or detect_fake_mode(fake)
     with mode:
         val = target(*[a.meta["val"] if isinstance(a, Node) else a for a in args])
     node = graph.call_function(target, tuple(args))

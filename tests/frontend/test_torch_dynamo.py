@@ -434,7 +434,8 @@ def test_by_default_a_length_that_keeps_changing_gets_buckets(monkeypatch):
 
 
 class _Selector(nn.Module):
-    """Rows kept by a score run through a head; a constant made in forward; nonzero's indices."""
+    """Rows kept by a score run through a head; a constant made in forward; a masked update;
+    nonzero's indices."""
 
     def __init__(self):
         super().__init__()
@@ -443,6 +444,7 @@ class _Selector(nn.Module):
 
     def forward(self, x):
         h = self.body(x).relu() * torch.tensor(2.0)
+        h[h > 1.5] += 0.25                      # a masked update: a where, in the backend's own trace
         keep = h.sum(-1) > 6.0
         return self.head(h[keep]), torch.nonzero(keep).squeeze(-1)
 
