@@ -527,3 +527,18 @@ def test_an_input_updated_in_place_is_written_back(monkeypatch):
             x = torch.randn(5, 3, generator=gen)
             np.testing.assert_allclose(bump(x).numpy(), Bump()(x).numpy(), atol=1e-6, rtol=0)
     _no_fallback(caught)
+
+
+def test_norms_over_the_batchs_own_statistics_compile():
+    """InstanceNorm2d, and BatchNorm2d without running statistics, normalize by the statistics of
+    the input itself even in eval mode: dynamo's trace reaches a batch norm in training mode with
+    no running statistics to update, which compiles (it fell back to eager PyTorch)."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Conv2d(3, 6, 3), nn.InstanceNorm2d(6, affine=True), nn.ReLU(),
+                           nn.BatchNorm2d(6, track_running_stats=False)).eval()
+    x = torch.randn(2, 3, 8, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _compiled(module, (x,))[0]
+    _no_fallback(caught)
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)

@@ -97,7 +97,10 @@ def batch_norm_no_training(ctx, a: dict):
 
 @aten("native_batch_norm", "_native_batch_norm_legit")
 def native_batch_norm(ctx, a: dict):
-    if a.get("running_mean") is None and ctx.op.endswith("no_stats"):
+    # no running statistics to update: the batch's own (instance norm; dynamo's trace of it
+    # reaches native_batch_norm with training=True and no running statistics)
+    if a.get("running_mean") is None and a.get("running_var") is None and (ctx.op.endswith("no_stats")
+                                                                            or a.get("training")):
         return _batch_statistics_norm(ctx, a["input"], a["weight"], a["bias"], float(a["eps"]))
     if a.get("training"):
         raise ctx.unsupported("batch norm in training mode (batch statistics) is not supported; call "
