@@ -70,6 +70,53 @@ class _Rebind(Exception):
         self.name = name
 
 
+# ops whose two calls on the same inputs may differ
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                     "Bernoulli"}
+
+
+def _merge_repeats(nodes: list, outputs: list[str]) -> list:
+    """`nodes` with each node that repeats an earlier one (the same op on the same inputs with the
+    same attributes: exporters write `torch.nonzero(mask)` twice where a module selects with the
+    mask and also returns its indices) dropped, and later nodes reading the earlier one's outputs
+    instead, so a host op runs once and the stretches around it stay whole.  A repeated output
+    that is a graph output, or that a body graph reads by name, stays defined by an Identity of
+    the first.  Ops without a converter (sequences, strings), ops with body graphs, random draws
+    and constants are left as they are."""
+    import onnx
+    from onnx import AttributeProto, helper
+    keep_names = set(outputs)
+    for node in nodes:
+        keep_names |= _free_names(node)
+    seen: dict[tuple, Any] = {}
+    rename: dict[str, str] = {}
+    merged: list = []
+    for node in nodes:
+        if any(n in rename for n in node.input):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.input[:] = [rename.get(n, n) for n in node.input]
+            node = copy
+        key = None
+        if (node.input and node.op_type not in _NONDETERMINISTIC and all(node.output)
+                and fe.op_key(node.op_type, node.domain) in fe._CONVERTERS
+                and not any(a.type in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in node.attribute)):
+            key = (node.domain, node.op_type, tuple(node.input),
+                   tuple(sorted((a.name, a.SerializeToString()) for a in node.attribute)))
+        first = seen.get(key) if key is not None else None
+        if first is None:
+            if key is not None:
+                seen[key] = node
+            merged.append(node)
+            continue
+        for k, (src, dst) in enumerate(zip(first.output, node.output)):
+            if dst in keep_names:
+                merged.append(helper.make_node("Identity", [src], [dst], name=f"{node.name or node.op_type}_repeat{k}"))
+            else:
+                rename[dst] = src
+    return merged
+
+
 class _Cut(Exception):
     def __init__(self, index: int):
         self.index = index
@@ -96,10 +143,10 @@ class OnnxProgram:
         self.proto = graph
         self.opsets = opsets
         self.name = name
-        self.nodes = list(graph.node)
+        self.output_names = [o.name for o in graph.output]
+        self.nodes = _merge_repeats(list(graph.node), self.output_names)
         self.initializers = initializers
         self.inputs = inputs
-        self.output_names = [o.name for o in graph.output]
         self.reason = reason
         self.is_subgraph = outer
         self._free: dict[int, tuple[str, ...]] = {}

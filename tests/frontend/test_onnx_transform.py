@@ -123,6 +123,42 @@ def test_a_host_node_is_not_converted_again_on_every_call():
     assert planned == [0]
 
 
+def test_a_repeated_node_runs_once():
+    """Exporters write torch.nonzero(mask) twice where a module selects with the mask and returns
+    its indices too: the repeat is dropped (its readers take the first's output), so the host op
+    runs once and the nodes after it make one stretch; a repeat that is a graph output stays one.
+    Results against ONNX Runtime."""
+    from onnx import TensorProto, helper
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["mask"]),
+             helper.make_node("NonZero", ["mask"], ["nz1"]),
+             helper.make_node("Transpose", ["nz1"], ["idx"]),
+             helper.make_node("GatherND", ["x", "idx"], ["picked"]),
+             helper.make_node("Exp", ["picked"], ["e1"]),
+             helper.make_node("NonZero", ["mask"], ["nz2"]),
+             helper.make_node("Exp", ["picked"], ["e2"]),
+             helper.make_node("Add", ["e1", "e2"], ["sum"])]
+    graph = helper.make_graph(nodes, "repeats", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                              [helper.make_tensor_value_info("sum", TensorProto.FLOAT, None),
+                               helper.make_tensor_value_info("nz2", TensorProto.INT64, None)],
+                              [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    program = from_onnx(model)
+    ops = [n.op_type for n in program.nodes]
+    assert ops.count("NonZero") == 1 and ops.count("Exp") == 1 and ops.count("Identity") == 1
+    staged = tensorforge.compile(program)
+    hosts = []
+    run_host = staged._host
+    staged._host = lambda prog, k, env: hosts.append(k) or run_host(prog, k, env)
+    import onnxruntime as ort
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        for got, want in zip(staged(x), session.run(None, {"x": x})):
+            np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(hosts) == 3
+
+
 @pytest.mark.parametrize("op_type, consts, attrs, message", [
     ("Reshape", {"shape": i64(5, -1)}, {}, "cannot reshape"),
     ("Split", {"split": i64(1, 1)}, {"axis": 1}, "add up"),
