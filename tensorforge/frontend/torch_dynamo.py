@@ -419,7 +419,8 @@ class _Variant:
             program, self.out_spec, self.updates = staged_program(gm, inputs, weights)
             self.model = StagedTorchModel(program, {"target": target, "threads": threads})
             # run once now, so that a stretch that cannot compile leaves the graph to eager PyTorch
-            self.model(*[_as_array(x) for k, x in enumerate(inputs) if k not in weights and isinstance(x, torch.Tensor)])
+            self.model(*[_as_array(x) for k, x in enumerate(inputs)
+                         if k not in weights and isinstance(x, torch.Tensor)])
         else:
             graph, self.out_spec, self.updates = traced_graph(gm, inputs, weights)
             with sharing_params(params):       # the weights the variants derive alike, held once
@@ -498,11 +499,7 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
     updates = input_updates(traced.graph, weights)
     fold_flattened_linears(traced.graph)
     fold_masked_updates(traced.graph)          # x[mask] = f(y[mask]) as a where, as from_torch does
-    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
-    sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-    bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
-                         ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
-                for k, n in enumerate(placeholders)}
+    bindings = _bindings(traced.graph, inputs, weights)
     attributes = {n.target: to_numpy(_attribute(traced, n.target))
                   for n in traced.graph.nodes if n.op == "get_attr"}
     spec = _outputs_with_updates(traced.graph, updates)
@@ -510,8 +507,8 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
 
 
 def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
-    """(StagedTorchProgram, output pytree spec, positions of the inputs it updates) of a graph with sizes only the data gives
-    (`x[mask]`, `torch.nonzero`): traced as `traced_graph` does, but on fake tensors of the
+    """(StagedTorchProgram, output pytree spec, positions of the inputs it updates) of a graph
+    with sizes only the data gives (`x[mask]`, `torch.nonzero`): traced as `traced_graph` does, but on fake tensors of the
     inputs' concrete shapes with a shape environment, so that each such size is an unbacked
     symbol that torch_staged.py cuts the program at.  Weights (passed as arguments or held by the
     graph) and the sizes dynamo passes become constants."""
@@ -536,10 +533,7 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     fold_flattened_linears(graph)
     fold_masked_updates(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
-    bindings = {n.name: (("const", to_numpy(inputs[k])) if k in weights else
-                         ("const", np.asarray(int(inputs[k]))) if k in sizes else ("input", None))
-                for k, n in enumerate(placeholders)}
+    bindings = _bindings(graph, inputs, weights)
     # the tensors the graph holds (dynamo's installed weights, constants made in forward) become
     # placeholders bound to their values, as torch.export lifts them
     for n in [n for n in graph.nodes if n.op == "get_attr"]:
@@ -554,12 +548,22 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
         bindings[lifted.name] = ("const", to_numpy(value))
     spec = _outputs_with_updates(graph, updates)
     specs = [(n.name, tuple(int(d) for d in n.meta["val"].shape), torch_dtype(n.meta["val"].dtype))
-             for k, n in enumerate(placeholders) if k not in weights and k not in sizes]
+             for n in placeholders if bindings[n.name][0] == "input"]
     unbacked = set().union(*(free_unbacked_symbols(n.meta.get("val")) for n in graph.nodes
                              if isinstance(n.meta.get("val"), torch.Tensor)))
     ranges = {sym: shape_env.var_to_range[sym] for sym in unbacked if sym in shape_env.var_to_range}
     return (StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec,
             [k for k, _ in updates])
+
+
+def _bindings(graph: Any, inputs: list, weights: list[int]) -> dict:
+    """convert_graph's bindings of the traced graph's placeholders: the weights and the sizes
+    dynamo passes as constants, the other tensors as inputs."""
+    import torch
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    return {n.name: ("const", to_numpy(inputs[k])) if k in weights else
+            ("input", None) if isinstance(inputs[k], torch.Tensor) else ("const", np.asarray(int(inputs[k])))
+            for k, n in enumerate(placeholders)}
 
 
 def _data_dependent(gm: Any) -> bool:
