@@ -416,6 +416,7 @@ class ShapeSpecializedModel:
         self.program = program
         self._compiled = _Specializations(program.name, options, max_specializations)
         self.info = self._compiled.info
+        self._values = set(getattr(program, "value_inputs", {}))
         # symbols by the names of the user's torch.export.Dims where known ("seq", not "s27")
         names = getattr(program, "dim_names", {})
         dims = [(name, tuple(d if isinstance(d, int) else names.get(str(d), str(d)) for d in shape))
@@ -451,15 +452,26 @@ class ShapeSpecializedModel:
         return run_padded(self._padding, dict(zip(names, map(np.asarray, arrays))),
                            lambda d: self._run_arrays(tuple(d[n] for n in names)), self.info)
 
+    def _key(self, arrays: Sequence) -> tuple:
+        """What a specialization depends on: the inputs' shapes, and the values of the inputs
+        that are symbols (a staged program's `.item()`, read by the graph as a constant)."""
+        if not self._values:
+            return tuple(np.shape(a) for a in arrays)
+        return tuple(("=", int(a)) if k in self._values else np.shape(a) for k, a in enumerate(arrays))
+
+    def _tensors(self, arrays: Sequence) -> list:
+        """The arrays the compiled graph takes: the value inputs are constants in it."""
+        return [a for k, a in enumerate(arrays) if k not in self._values]
+
     def _run_arrays(self, arrays: tuple) -> list:
-        key = tuple(np.shape(a) for a in arrays)
+        key = self._key(arrays)
         model = self._compiled.get(key)
         if model is None:
             found = self._split(key)
             if found is not None:
                 return self._run_split(arrays, key[self._batch][0], *found)
             model = self._specialized(key)
-        return model(*arrays)
+        return model(*self._tensors(arrays)) if self._values else model(*arrays)
 
     def _specialized(self, key: tuple):
         model = self._compiled.get(key)
@@ -512,8 +524,8 @@ class ShapeSpecializedModel:
         lo, seconds = 0, []
         for size, used in plan:
             sub = [buckets.padded(a[lo:lo + used], size) if k in split.inputs else a for k, a in enumerate(arrays)]
-            model = self._specialized(tuple(np.shape(a) for a in sub))
-            outs, took = split.timed(rows, size, model, *sub)
+            model = self._specialized(self._key(sub))
+            outs, took = split.timed(rows, size, model, *self._tensors(sub))
             seconds.append(took)
             parts = parts or [[] for _ in outs]
             for part, out in zip(parts, outs):

@@ -144,6 +144,10 @@ class TorchProgram:
     def __init__(self, program: Any, bindings: dict, name: str, specs: list):
         self.program, self.bindings, self.name, self.specs = program, bindings, name, specs
         self.dim_names: dict[str, str] = {}      # symbol -> the user's Dim name (from_torch fills it)
+        # inputs that are 0-d integers whose value is a symbol (a staged program's `.item()`):
+        # position -> symbol; their "shape" in symbols_for is ("=", value), and the graph reads
+        # the value as a constant
+        self.value_inputs: dict[int, Any] = {}
         self.ranges = {sym: (int(r.lower), _upper(r.upper)) for sym, r in program.range_constraints.items()
                        if getattr(r.lower, "is_integer", False) or isinstance(r.lower, int)}
 
@@ -161,7 +165,16 @@ class TorchProgram:
         range)."""
         import sympy
         values: dict = {}
-        for (name, dims, _), shape in zip(self.specs, shapes):
+        for k, sym in self.value_inputs.items():
+            got = shapes[k][1]
+            low, high = self.ranges.get(sym, (None, None))
+            if (low is not None and got < low) or (high is not None and got > high):
+                raise ValueError(f"input {self.specs[k][0]!r} ({sym}) is {got}, outside the range "
+                                 f"[{low}, {high if high is not None else 'inf'}] the program assumes")
+            values[sym] = got
+        for k, ((name, dims, _), shape) in enumerate(zip(self.specs, shapes)):
+            if k in self.value_inputs:
+                continue
             text = "[" + ", ".join(map(str, dims)) + "]"
             if len(shape) != len(dims):
                 raise ValueError(f"input {name!r}: expected shape {text}, got {tuple(shape)}")
@@ -177,7 +190,9 @@ class TorchProgram:
                     if got < low or (high is not None and got > high):
                         raise ValueError(f"input {name!r}: dimension {axis} ({want}) is {got}, outside the "
                                          f"range [{low}, {high if high is not None else 'inf'}] it was exported with")
-        for (name, dims, _), shape in zip(self.specs, shapes):     # derived sizes (2 * s0) must agree
+        for k, ((name, dims, _), shape) in enumerate(zip(self.specs, shapes)):     # derived sizes (2 * s0) agree
+            if k in self.value_inputs:
+                continue
             for axis, (want, got) in enumerate(zip(dims, shape)):
                 if not isinstance(want, int) and not isinstance(want, sympy.Symbol):
                     expected = want.xreplace(values)

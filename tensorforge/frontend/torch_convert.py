@@ -268,6 +268,7 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict, symbols: dict) -> Any:
     if name in SIZE_QUERIES:
         return SIZE_QUERIES[name](*args)
     metas = _meta_tensors(n)
+    _bind_new_sizes(n, metas, args, env, symbols)
     shapes = tuple(_static_shape(t, f"node {n.name} ({op_label(n)})", symbols) if hasattr(t, "shape") else None for t in metas)
     dtypes = tuple(torch_dtype(t.dtype) if hasattr(t, "dtype") else None for t in metas)
     if isinstance(n.meta.get("val"), (list, tuple)):
@@ -287,6 +288,36 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict, symbols: dict) -> Any:
         raise GraphError(f"node {n.name} ({ctx.op}): {err}") from err
     _check_shapes(ctx, out)
     return out
+
+
+def _bind_new_sizes(n: Any, metas: tuple, args: list, env: dict, symbols: dict) -> None:
+    """Values in `symbols` for the sizes node `n` makes from sizes the data gave (`x[:, :k]`
+    with k an `.item()`: torch.export names the slice's length anew, u1 beside u0): the op is
+    run on meta tensors of its inputs' concrete shapes, which gives its output's shape."""
+    import torch
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    new = [t for t in metas if hasattr(t, "shape") and any(s not in symbols for s in free_unbacked_symbols(t.shape))]
+    if not new or not callable(n.target):
+        return
+
+    def meta(x: Any) -> Any:
+        if isinstance(x, Value):
+            return torch.empty(tuple(int(d) for d in x.shape), dtype=getattr(torch, x.dtype), device="meta")
+        if isinstance(x, (list, tuple)):
+            return type(x)(meta(y) for y in x)
+        return x
+
+    try:
+        got = n.target(*meta(args), **meta(_lookup(env, dict(n.kwargs))))
+    except Exception:
+        return                      # the shapes stay unknown: _static_shape says which
+    for t, r in zip(metas, got if isinstance(got, (list, tuple)) else [got]):
+        if not hasattr(t, "shape") or not hasattr(r, "shape"):
+            continue
+        for d, size in zip(t.shape, r.shape):
+            expr = getattr(getattr(d, "node", None), "expr", None)
+            if expr is not None and getattr(expr, "is_Symbol", False) and expr not in symbols:
+                symbols[expr] = int(size)
 
 
 # Sizes in a graph exported with symbolic dimensions: `aten.sym_size.int(x, dim)` and Python

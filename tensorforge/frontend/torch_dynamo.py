@@ -493,8 +493,8 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
         # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
         # on copies, since tracing runs the graph and must not update the module's buffers
         copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        traced = make_fx(functionalize(gm, remove="mutations_and_views"),
-                         decomposition_table=decompositions())(*copies)
+        traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
+                                 decomposition_table=decompositions()), copies)
         del copies
     updates = input_updates(traced.graph, weights)
     fold_flattened_linears(traced.graph)
@@ -527,7 +527,8 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)     # the graph's held weights stay real
     fakes = [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in inputs]
     with torch.no_grad(), mode:
-        traced = make_fx(functionalize(gm, remove="mutations_and_views"), decomposition_table=decompositions())(*fakes)
+        traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
+                                 decomposition_table=decompositions()), fakes)
     graph = traced.graph
     updates = input_updates(graph, weights)
     fold_flattened_linears(graph)
@@ -554,6 +555,17 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     ranges = {sym: shape_env.var_to_range[sym] for sym in unbacked if sym in shape_env.var_to_range}
     return (StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec,
             [k for k, _ in updates])
+
+
+def _traced(trace: Callable, args: list) -> Any:
+    """`trace(*args)`, its failure (a value read out of a traced tensor: `.item()` of a weight in a
+    graph dynamo made shape-generic) a NotImplementedError, which leaves the graph to eager
+    PyTorch with the one-line warning instead of failing the user's call."""
+    try:
+        return trace(*args)
+    except RuntimeError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise NotImplementedError(f"the graph does not trace to ATen operators: {first}") from err
 
 
 def _bindings(graph: Any, inputs: list, weights: list[int]) -> dict:

@@ -75,6 +75,13 @@ def _unique_consecutive(x: np.ndarray, return_inverse: bool, return_counts: bool
             counts if return_counts else np.zeros(0, np.int64))
 
 
+def _item(x: np.ndarray) -> np.ndarray:
+    """aten._local_scalar_dense (`.item()`): the one element, as a 0-d array."""
+    if x.size != 1:
+        raise ValueError(f".item() of a tensor of {x.size} elements")
+    return np.asarray(x.reshape(()))
+
+
 # ops that may give a size only the data decides, run on the host: name -> (fn, argument names)
 HOST_OPS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "nonzero": (_nonzero, ("self",)),
@@ -82,6 +89,7 @@ HOST_OPS: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "masked_select": (_masked_select, ("self", "mask")),
     "_unique2": (_unique2, ("self", "sorted", "return_inverse", "return_counts")),
     "unique_consecutive": (_unique_consecutive, ("self", "return_inverse", "return_counts", "dim")),
+    "_local_scalar_dense": (_item, ("self",)),
 }
 
 
@@ -123,6 +131,12 @@ def _computes_tensors(n: Any) -> bool:
     """Whether a node's value is a tensor or a tuple of them (native_layer_norm, topk), not a size."""
     val = n.meta.get("val")
     return hasattr(val, "shape") or (isinstance(val, (list, tuple)) and any(hasattr(v, "shape") for v in val))
+
+
+def _is_size(n: Any) -> bool:
+    """Whether a node's value is an integer size (a SymInt or int: sym_size, size arithmetic)."""
+    val = n.meta.get("val")
+    return isinstance(val, int) or type(val).__name__ == "SymInt"
 
 
 def _free(x: Any) -> set:
@@ -174,6 +188,16 @@ class StagedTorchProgram(TorchProgram):
                 raise NotImplementedError(f"node {n.name} (torch.unique with sorted=False): PyTorch does not specify "
                                           "the order of its values; use sorted=True")
         self.host_ops = sorted({op_label(n) for n in hosts})
+        # `.item()` of an integer tensor: its symbol's value is read from the host's 0-d array
+        self._scalars: dict = {}
+        for n in hosts:
+            if op_name(n) == "_local_scalar_dense":
+                val = n.meta.get("val")
+                if not isinstance(getattr(getattr(val, "node", None), "expr", None), sympy_symbol()) \
+                        or type(val).__name__ != "SymInt":
+                    raise NotImplementedError(f"node {n.name} (.item() of a {n.args[0].meta['val'].dtype} tensor): only "
+                                              "an integer .item() can be used in the program")
+                self._scalars[val.node.expr] = n
         host_set = set(hosts)
         nodes = needed_nodes(graph)
         stage: dict = {}
@@ -213,8 +237,17 @@ class StagedTorchProgram(TorchProgram):
                 self._folded.add(n)
         self.stages: list[_Stage] = []
         for s in range(count):
-            members = [n for n in nodes if n.op == "call_function" and stage.get(n) == s and n not in host_set
-                       and _computes_tensors(n) and n not in self._folded]
+            members: list = []
+            inside: set = set()
+            for n in nodes:
+                if n.op != "call_function" or stage.get(n) != s or n in host_set or n in self._folded:
+                    continue
+                # a size read from a value of the stretch itself (sym_size of a slice up to an
+                # .item()) is worked out inside it, from the shape that value gets there
+                if _computes_tensors(n) or (n.all_input_nodes and all(p in inside for p in n.all_input_nodes)
+                                            and _is_size(n)):
+                    members.append(n)
+                    inside.add(n)
             hosts_here = [n for n in hosts if stage[n] == s]
             if not members:
                 self.stages.append(_Stage(None, [], [], hosts_here))
@@ -251,6 +284,7 @@ class StagedTorchProgram(TorchProgram):
             return node
 
         sizes: list = []
+        values: list = []          # the host's .item() nodes whose values the stretch is specialized on
         for n in members:
             for p in n.all_input_nodes:
                 if p not in inside and p not in remap:
@@ -259,22 +293,32 @@ class StagedTorchProgram(TorchProgram):
         # a size is worked out from the symbols of the stretch's input shapes: where they lack one
         # of its symbols, the tensor it was read from (x[mask] for sym_size(x[mask], 0)) is passed too
         def given() -> set:
-            return set().union(*(_free(d) for q in inputs for d in _dims(q)))
+            return set().union(*(_free(d) for q in inputs for d in _dims(q))) | {v.meta["val"].node.expr for v in values}
 
-        for p in sizes:
+        for p in list(sizes):
             if _free(p.meta.get("val")) - given():
                 for q in _tensor_sources(p):
                     if q not in remap:
                         outside(q)
+            for sym in sorted(_free(p.meta.get("val")) - given(), key=str):
+                if sym in self._scalars:          # an .item(): the stretch is specialized on its value
+                    h = self._scalars[sym]
+                    if h not in remap:
+                        outside(h)
+                    values.append(h)
             if _free(p.meta.get("val")) - given():
                 raise NotImplementedError(f"{self.name}: the size {p.name} ({p.meta.get('val')}) is used where no "
                                           "input of its stretch gives it")
-        outputs = [n.name for n in members if n.name in wanted]
-        graph.output(tuple(remap[n] for n in members if n.name in wanted))
+        given_out = [n for n in members if n.name in wanted and _computes_tensors(n)]     # sizes stay inside
+        outputs = [n.name for n in given_out]
+        graph.output(tuple(remap[n] for n in given_out))
         specs = [(remap[q].name, _dims(q), torch_dtype(q.meta["val"].dtype)) for q in inputs]
+        # the .item() values last: the compiled graph's inputs are the tensors, in the same order
+        specs += [(remap[h].name, (), "int64") for h in values]
         stretch = TorchProgram(ProgramShell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",
                                specs)
-        return _Stage(stretch, [q.name for q in inputs], outputs, hosts)
+        stretch.value_inputs = {len(inputs) + j: h.meta["val"].node.expr for j, h in enumerate(values)}
+        return _Stage(stretch, [q.name for q in inputs] + [h.name for h in values], outputs, hosts)
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{n}: {dt}[{', '.join(map(str, dims))}]" for n, dims, dt in self.specs)
@@ -291,6 +335,11 @@ class ProgramShell:
 
     def __init__(self, graph: Any, range_constraints: dict):
         self.graph, self.range_constraints = graph, range_constraints
+
+
+def sympy_symbol() -> type:
+    import sympy
+    return sympy.Symbol
 
 
 def host_calls(stage: _Stage) -> list[tuple[str, Callable, list]]:

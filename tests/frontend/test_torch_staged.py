@@ -131,8 +131,40 @@ def test_ops_of_several_outputs_after_a_selection():
 
 def test_ops_whose_size_only_data_gives_and_that_have_no_host_form_are_refused():
     from tensorforge.frontend.onnx import UnsupportedOpsError
-    with pytest.raises(UnsupportedOpsError, match=r"aten._local_scalar_dense.default"):
-        from_torch(Fn(lambda x, n: x[: n.item()] * 2), (torch.randn(6), torch.tensor(3)))
+    with pytest.raises(UnsupportedOpsError, match=r"aten.repeat_interleave.Tensor"):
+        from_torch(Fn(lambda x, n: torch.repeat_interleave(x, n) * 2), (torch.randn(3), torch.tensor([1, 2, 0])))
+    with pytest.raises(NotImplementedError, match=r"only an integer .item\(\)"):
+        from_torch(Fn(lambda x: x * x.max().item()), (torch.randn(3),))
+
+
+class Trim(nn.Module):
+    """Padding trimmed to the longest sequence of the batch: `.item()` used as a size (a slice's
+    end, arange's length) and as a number."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x, lengths):
+        n = lengths.max().item()
+        y = self.proj(x[:, :n]).relu()
+        return y.sum(1) / n, torch.arange(n) * 2
+
+
+def test_item_used_as_a_size():
+    """The stretch after the `.item()` is specialized on its value (read on the host), so the
+    slice and arange it sizes are static there; a value seen before compiles nothing, and one
+    past the padded length is clamped by the slice as in PyTorch."""
+    module = Trim().eval()
+    model = tensorforge.compile(from_torch(module, (torch.randn(2, 10, 8), torch.tensor([3, 5]))))
+    gen = torch.Generator().manual_seed(10)
+    for lengths in ([3, 5], [7, 2], [5, 1], [12, 4]):
+        _check(model, module, (torch.randn(2, 10, 8, generator=gen), torch.tensor(lengths)))
+    assert model.info["host_ops"] == ["aten._local_scalar_dense.default"]
+    assert model.info["stages"][1]["specializations"] == 3         # 5, 7 and 12
+    with pytest.raises(TypeError, match="expected dtype int64"):
+        model(np.zeros((2, 10, 8), np.float32), np.array([1.0, 2.0], np.float32))
 
 
 def test_unique_with_inverse_and_counts():
