@@ -133,7 +133,10 @@ class CompiledGraph:
         # drops after the compile), not the call: a variant's key is the shapes of the other
         # inputs (a replaced weight is `stale`)
         self._weights = sorted(_weight_positions(gm, concrete))
-        self._varying = [k for k in range(len(concrete)) if k not in self._weights]
+        # numbers dynamo passes as 0-d tensors (with dynamic=True a module's float attributes, a
+        # LayerNorm's eps, become inputs read by .item()): constants of each variant, keyed by value
+        self._numbers = _number_inputs(gm, concrete, self._weights)
+        self._varying = [k for k in range(len(concrete)) if k not in self._weights and k not in self._numbers]
         self._pick_varying = _picker(self._varying)
         self._pick_weights = _picker(self._weights)
         # x[mask], torch.nonzero (with dynamo's capture_dynamic_output_shape_ops): sizes only the
@@ -170,7 +173,10 @@ class CompiledGraph:
         so no other object can take their ids while its key is in the table (and weights a module
         replaced by new tensors stay alive, with their variant, until it is dropped as least
         recently used: at most MAX_VARIANTS are kept)."""
-        return _key(self._pick_varying(args)), tuple(map(id, self._pick_weights(args)))
+        return _key(self._pick_varying(args)), tuple(map(id, self._pick_weights(args))), self._values(args)
+
+    def _values(self, args) -> tuple:
+        return tuple(args[k].item() for k in self._numbers)
 
     @property
     def model(self):
@@ -238,7 +244,7 @@ class CompiledGraph:
         MAX_VARIANTS)."""
         began = time.perf_counter()
         variant = self._variants[key] = _Variant(self.gm, list(args), self._weights, self.target, self.threads,
-                                                 self._params, self._staged)
+                                                 self._params, self._staged, self._numbers)
         self.info["specializations"] += 1
         self.info["compile_seconds"] += time.perf_counter() - began
         if len(self._variants) > self.MAX_VARIANTS:
@@ -258,7 +264,7 @@ class CompiledGraph:
         general = (tuple(None if k in sized else (tuple(a.shape)[1:] if k in cut else tuple(a.shape), a.dtype)
                          if isinstance(a, torch.Tensor) else int(a)
                          for k, a in ((k, args[k]) for k in self._varying)),
-                   tuple(map(id, self._pick_weights(args))))
+                   tuple(map(id, self._pick_weights(args))), self._values(args))
         found = self._splits.get(general)
         if found is None:
             graph = self._graph(args)
@@ -277,7 +283,7 @@ class CompiledGraph:
             shapes = tuple(((size, *a.shape[1:]) if k in cut else tuple(a.shape), a.dtype)
                            if isinstance(a, torch.Tensor) else size if k in sized else int(a)
                            for k, a in ((k, args[k]) for k in self._varying))
-            return (shapes, tuple(map(id, self._pick_weights(args)))) in self._variants
+            return (shapes, tuple(map(id, self._pick_weights(args))), self._values(args)) in self._variants
 
         plan = found.choose(rows, self._buckets, convert, compiled)
         return None if plan is None else (rows, found, plan)
@@ -286,7 +292,7 @@ class CompiledGraph:
         """The graph traced for `args`; None where it does not trace, or updates an input in
         place (chunks of a batch are copies: the update would not reach the caller's tensor)."""
         try:
-            graph, _, updates = traced_graph(self.gm, list(args), self._weights)
+            graph, _, updates = traced_graph(self.gm, list(args), self._weights, self._numbers)
         except (NotImplementedError, UserError, GraphError, ValueError, RuntimeError):
             return None
         return None if updates else graph
@@ -410,25 +416,27 @@ class _Variant:
     that they are still the tensors it baked, at the versions it baked."""
 
     def __init__(self, gm: Any, inputs: list, weights: list[int], target: str, threads: int | None,
-                 params: SharedParams, staged: bool = False):
+                 params: SharedParams, staged: bool = False, numbers: tuple = ()):
         torch = import_torch()
         from torch.utils._pytree import TreeSpec
 
         if staged:           # sizes only the data gives: the stretches compile per shape when called
             from ..staged import StagedTorchModel
-            program, self.out_spec, self.updates = staged_program(gm, inputs, weights)
+            program, self.out_spec, self.updates = staged_program(gm, inputs, weights, numbers)
             self.model = StagedTorchModel(program, {"target": target, "threads": threads})
             # run once now, so that a stretch that cannot compile leaves the graph to eager PyTorch
             self.model(*[_as_array(x) for k, x in enumerate(inputs)
-                         if k not in weights and isinstance(x, torch.Tensor)])
+                         if k not in weights and k not in numbers and isinstance(x, torch.Tensor)])
         else:
-            graph, self.out_spec, self.updates = traced_graph(gm, inputs, weights)
+            graph, self.out_spec, self.updates = traced_graph(gm, inputs, weights, numbers)
             with sharing_params(params):       # the weights the variants derive alike, held once
                 self.model = compile_graph(graph, target=target, threads=threads)
         sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
         # weights dynamo passes as arguments are checked by identity and version; weights the
         # graph holds as attributes (dynamo's install_free_tensors) by version
-        self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes]
+        self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes
+                                and k not in numbers]
+        self._numbers = [(k, inputs[k].item()) for k in numbers]
         self._pick_weights = _picker(weights)
         self._pick_inputs = _picker(self.input_positions)
         self._baked = self._pick_weights(inputs)
@@ -458,7 +466,8 @@ class _Variant:
         weights that are still current."""
         inputs = self._pick_inputs(args)
         return (list(map(_SHAPE, inputs)) == self._shapes and list(map(_DTYPE, inputs)) == self._dtypes
-                and all(args[k] == v for k, v in self._sizes) and not self.stale(args))
+                and all(args[k] == v for k, v in self._sizes) and all(args[k].item() == v for k, v in self._numbers)
+                and not self.stale(args))
 
     def __call__(self, args) -> Any:
         outs = self.model(*map(_as_array, self._pick_inputs(args)))
@@ -476,7 +485,7 @@ class _Variant:
         return tree_unflatten(tensors, self.out_spec)
 
 
-def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
+def traced_graph(gm: Any, inputs: list, weights: list[int], numbers: tuple = ()) -> tuple:
     """(tensorforge Graph, output pytree spec, positions of the inputs it updates) of `gm` traced
     with the concrete `inputs`: the weights at positions `weights` and the sizes become
     constants, the other tensors inputs; the graph's outputs are the user's, then the new values
@@ -493,20 +502,21 @@ def traced_graph(gm: Any, inputs: list, weights: list[int]) -> tuple:
         # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
         # on copies, since tracing runs the graph and must not update the module's buffers
         copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        gm = _fold_weight_items(gm, inputs, [*weights, *numbers])
         traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
                                  decomposition_table=decompositions()), copies)
         del copies
     updates = input_updates(traced.graph, weights)
     fold_flattened_linears(traced.graph)
     fold_masked_updates(traced.graph)          # x[mask] = f(y[mask]) as a where, as from_torch does
-    bindings = _bindings(traced.graph, inputs, weights)
+    bindings = _bindings(traced.graph, inputs, [*weights, *numbers])
     attributes = {n.target: to_numpy(_attribute(traced, n.target))
                   for n in traced.graph.nodes if n.op == "get_attr"}
     spec = _outputs_with_updates(traced.graph, updates)
     return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec, [k for k, _ in updates]
 
 
-def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
+def staged_program(gm: Any, inputs: list, weights: list[int], numbers: tuple = ()) -> tuple:
     """(StagedTorchProgram, output pytree spec, positions of the inputs it updates) of a graph
     with sizes only the data gives (`x[mask]`, `torch.nonzero`): traced as `traced_graph` does, but on fake tensors of the
     inputs' concrete shapes with a shape environment, so that each such size is an unbacked
@@ -526,6 +536,7 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)     # the graph's held weights stay real
     fakes = [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in inputs]
+    gm = _fold_weight_items(gm, inputs, [*weights, *numbers])
     with torch.no_grad(), mode:
         traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
                                  decomposition_table=decompositions()), fakes)
@@ -534,7 +545,7 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     fold_flattened_linears(graph)
     fold_masked_updates(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    bindings = _bindings(graph, inputs, weights)
+    bindings = _bindings(graph, inputs, [*weights, *numbers])
     # the tensors the graph holds (dynamo's installed weights, constants made in forward) become
     # placeholders bound to their values, as torch.export lifts them
     for n in [n for n in graph.nodes if n.op == "get_attr"]:
@@ -555,6 +566,48 @@ def staged_program(gm: Any, inputs: list, weights: list[int]) -> tuple:
     ranges = {sym: shape_env.var_to_range[sym] for sym in unbacked if sym in shape_env.var_to_range}
     return (StagedTorchProgram(ProgramShell(graph, ranges), bindings, "torch_compile", specs), spec,
             [k for k, _ in updates])
+
+
+def _number_inputs(gm: Any, inputs: list, weights: list[int]) -> tuple:
+    """Positions of the 0-d tensor inputs (not weights) that the graph only reads with
+    `.item()`: numbers dynamo passes as tensors (a module's float attributes under
+    dynamic=True), each variant specialized on their values."""
+    import torch
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    return tuple(k for k, (n, x) in enumerate(zip(placeholders, inputs))
+                 if k not in weights and isinstance(x, torch.Tensor) and x.dim() == 0 and n.users
+                 and all(u.op == "call_method" and u.target == "item" for u in n.users))
+
+
+def _fold_weight_items(gm: Any, inputs: list, weights: list[int]) -> Any:
+    """`gm` with each `.item()` of a weight (a parameter read as a number, which dynamo keeps in a
+    graph it made shape-generic) replaced by the number: weights are compiled in as constants,
+    and a variant whose weights change recompiles.  A new graph module over the same
+    attributes; `gm` itself is left as dynamo gave it (its other variants may bake other weights)."""
+    import copy
+
+    import torch
+    from torch.fx import GraphModule, map_arg
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    weight_nodes = {placeholders[k]: inputs[k] for k in weights if k < len(placeholders)}
+    items = [n for n in gm.graph.nodes if n.op == "call_method" and n.target == "item" and len(n.args) == 1
+             and (n.args[0] in weight_nodes or n.args[0].op == "get_attr")]
+    if not items:
+        return gm
+    graph = copy.deepcopy(gm.graph)
+    by_name = {n.name: n for n in graph.nodes}
+    for old in items:
+        source = old.args[0]
+        value = weight_nodes[source] if source in weight_nodes else _attribute(gm, source.target)
+        if not isinstance(value, torch.Tensor):
+            continue
+        number = value.item()
+        node = by_name[old.name]
+        for user in list(node.users):
+            user.args = map_arg(user.args, lambda a, node=node, number=number: number if a is node else a)
+            user.kwargs = map_arg(user.kwargs, lambda a, node=node, number=number: number if a is node else a)
+        graph.erase_node(node)
+    return GraphModule(gm, graph)
 
 
 def _traced(trace: Callable, args: list) -> Any:

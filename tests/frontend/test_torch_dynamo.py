@@ -542,3 +542,23 @@ def test_norms_over_the_batchs_own_statistics_compile():
         got = _compiled(module, (x,))[0]
     _no_fallback(caught)
     np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+
+
+def test_numbers_dynamo_passes_as_tensors_are_constants_of_each_variant():
+    """With dynamic=True dynamo passes a module's float attributes (a LayerNorm's eps, a dropout
+    probability) as 0-d tensors read by .item(): the graph could not be traced (it failed the
+    user's call, then fell back to eager PyTorch). They are constants of each variant now, keyed
+    by value: a changed eps compiles a new variant."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8), nn.Dropout(0.1), nn.ReLU()).eval()
+    gen = torch.Generator().manual_seed(3)
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge", dynamic=True)
+        for n in (3, 5, 3):
+            x = torch.randn(n, 8, generator=gen) * 1e-2
+            np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), atol=1e-5, rtol=0)
+        module[1].eps = 1e-1                    # large beside the inputs' variance: the outputs move
+        x = torch.randn(4, 8, generator=gen) * 1e-2
+        np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), atol=1e-5, rtol=0)
+    _no_fallback(caught)
