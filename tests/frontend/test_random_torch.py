@@ -4,7 +4,7 @@ LSTMs and GRUs, selections whose size only the data gives (x[mask], nonzero, mas
 through from_torch (static and with a dynamic batch) and through
 torch.compile(backend="tensorforge"), against eager PyTorch.  A failure names the seed;
 
-    python -m tensorforge.testing.random_torch --seeds SEED --show [--dynamic | --compile]
+    python -m tensorforge.testing.random_torch --seeds SEED --show [--dynamic] [--compile [--capture-dynamic]]
 
 reproduces it."""
 from __future__ import annotations
@@ -35,6 +35,16 @@ def test_random_module_with_data_dependent_sizes(seed, dynamic):
 @pytest.mark.parametrize("seed", [200, 201, 202, 203])
 def test_random_module_through_torch_compile(seed):
     random_torch.check(seed, compile_backend=True)
+
+
+@pytest.mark.parametrize("seed,dynamic,capture", [(2300, True, False), (2041, False, False), (2126, False, True),
+                                                   (2180, False, True)])
+def test_random_module_through_torch_compile_with_more_of_dynamo(seed, dynamic, capture):
+    """dynamic=True (numbers passed as tensors), a graph cut at a selection that updates the
+    tensor it is handed, and capture_dynamic_output_shape_ops (selections inside the graph, a
+    masked update, an instance norm): each seed once failed or fell back to eager PyTorch, which
+    the check counts as a failure."""
+    random_torch.check(seed, compile_backend=True, dynamic=dynamic, capture_dynamic=capture)
 
 
 def test_modules_are_deterministic():
