@@ -61,6 +61,7 @@ benchmarks/results/torch_compile.txt has the figures.
 from __future__ import annotations
 
 import operator
+import re
 import time
 import warnings
 from collections import OrderedDict
@@ -574,9 +575,12 @@ def _number_inputs(gm: Any, inputs: list, weights: list[int]) -> tuple:
     dynamic=True), each variant specialized on their values."""
     import torch
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    # an object's attribute (L['self']._modules['1'].eps), not a value the code computed (a sum
+    # handed over at a graph break would compile a variant per value)
     return tuple(k for k, (n, x) in enumerate(zip(placeholders, inputs))
                  if k not in weights and isinstance(x, torch.Tensor) and x.dim() == 0 and n.users
-                 and all(u.op == "call_method" and u.target == "item" for u in n.users))
+                 and all(u.op == "call_method" and u.target == "item" for u in n.users)
+                 and re.match(r"[LG]\['[^']*'\]\.", _source(n)) is not None)
 
 
 def _fold_weight_items(gm: Any, inputs: list, weights: list[int]) -> Any:
@@ -691,6 +695,13 @@ def _attribute(module: Any, target: str) -> Any:
     return operator.attrgetter(target)(module)
 
 
+def _source(node: Any) -> str:
+    """Where dynamo took a placeholder's value from (`L['self']._modules['0'].eps`), or ""."""
+    arg = node.meta.get("grapharg")
+    source = getattr(getattr(arg, "source", None), "name", "")
+    return source() if callable(source) else str(source or "")
+
+
 def _weight_positions(gm: Any, inputs: list) -> set[int]:
     """Positions of the inputs that are the module's parameters or buffers: dynamo passes them
     as graph inputs (its source names them), or they are nn.Parameter objects."""
@@ -698,9 +709,7 @@ def _weight_positions(gm: Any, inputs: list) -> set[int]:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     found = set()
     for k, (node, value) in enumerate(zip(placeholders, inputs)):
-        arg = node.meta.get("grapharg")
-        source = getattr(getattr(arg, "source", None), "name", "")
-        source = source() if callable(source) else str(source)
+        source = _source(node)
         if isinstance(value, torch.nn.Parameter) or "._parameters[" in source or "._buffers[" in source:
             found.add(k)
     return found

@@ -562,3 +562,26 @@ def test_numbers_dynamo_passes_as_tensors_are_constants_of_each_variant():
         x = torch.randn(4, 8, generator=gen) * 1e-2
         np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), atol=1e-5, rtol=0)
     _no_fallback(caught)
+
+
+def test_a_number_read_out_of_a_tensor_the_graph_is_handed_falls_back_with_one_line():
+    """`.item()` of a 0-d tensor dynamo hands over at a graph break (not an attribute of a
+    module: a value per call could mean a compile per call) leaves that graph to eager PyTorch,
+    with the warning; the call itself succeeds (it failed inside the backend before)."""
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.tensor(2.0))
+
+        def forward(self, x):
+            return x * self.w.item() + 1
+
+    module = Scale().eval()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        fast = torch.compile(module, backend="tensorforge", dynamic=True)
+        for n in (3, 5):
+            x = torch.randn(n, 4)
+            np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), atol=1e-6, rtol=0)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert ours and all("runs in eager PyTorch" in m and "\n" not in m for m in ours)
