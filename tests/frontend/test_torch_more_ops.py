@@ -254,12 +254,12 @@ _NOT_CONVERTED = {
     "_adaptive_avg_pool2d_backward", "avg_pool2d_backward", "convolution_backward", "embedding_dense_backward",
     "max_pool2d_with_indices_backward", "native_dropout", "native_group_norm_backward",
     "native_layer_norm_backward",
-    # random draws, complex FFTs, a tensor's value as a Python number, strides and storage
-    "rand", "randn", "randperm", "_fft_c2r", "_fft_r2c", "_local_scalar_dense", "sym_storage_offset", "sym_stride",
+    # random draws, complex FFTs, strides and storage
+    "rand", "randn", "randperm", "_fft_c2r", "_fft_r2c", "sym_storage_offset", "sym_stride",
     "sym_is_contiguous", "resize_",
-    # decomposed into other ops before conversion; nonzero runs on the host (torch_staged.py)
+    # decomposed into other ops before conversion; nonzero and .item() run on the host (torch_staged.py)
     "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad2d", "replication_pad3d",
-    "adaptive_avg_pool1d", "nonzero",
+    "adaptive_avg_pool1d", "nonzero", "_local_scalar_dense",
 }
 
 
