@@ -178,20 +178,31 @@ def needed_nodes(graph: Any) -> list:
 
 
 def check_supported(nodes: Iterable) -> None:
-    """One UnsupportedOpsError listing every ATen op in `nodes` without a converter."""
+    """One UnsupportedOpsError listing every ATen op in `nodes` (and in torch.cond's branches)
+    without a converter."""
     _load_converters()
     missing: dict[str, list[str]] = {}
-    for n in nodes:
-        if n.op != "call_function":
-            continue
-        name = op_name(n)
-        if name not in _CONVERTERS and name not in PASSTHROUGH and name != "getitem" and name not in SIZE_QUERIES \
-                and n.target not in SIZE_ARITHMETIC:
-            missing.setdefault(op_label(n), []).append(n.name)
+    _missing_ops(nodes, missing)
     if missing:
         lines = [f"  {op}: nodes {', '.join(names[:5])}{' ...' if len(names) > 5 else ''}"
                  for op, names in sorted(missing.items())]
         raise UnsupportedOpsError("the model uses ATen operators tensorforge does not support:\n" + "\n".join(lines))
+
+
+def _missing_ops(nodes: Iterable, missing: dict) -> None:
+    for n in nodes:
+        if n.op != "call_function":
+            continue
+        name = op_name(n)
+        if name == "cond":                 # its branches' ops must convert
+            for branch in n.args[1:3]:
+                sub = _submodule(n.graph, branch.target) if getattr(branch, "op", None) == "get_attr" else None
+                if sub is not None:
+                    _missing_ops(needed_nodes(sub.graph), missing)
+            continue
+        if name not in _CONVERTERS and name not in PASSTHROUGH and name != "getitem" and name not in SIZE_QUERIES \
+                and n.target not in SIZE_ARITHMETIC:
+            missing.setdefault(op_label(n), []).append(n.name)
 
 
 def unsupported_ops(graph: Any) -> list[str]:
@@ -232,6 +243,10 @@ def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = 
         if n.op in ("placeholder", "output"):
             continue
         if n.op == "get_attr":
+            branch = _submodule(graph, n.target)
+            if branch is not None:          # a branch of torch.cond
+                env[n] = branch
+                continue
             if n.target not in attributes:
                 raise NotImplementedError(f"node {n.name} reads the attribute {n.target}, which is not a tensor "
                                           "the graph holds")
@@ -267,6 +282,8 @@ def _convert_node(b: GraphBuilder, n: Any, env: dict, symbols: dict) -> Any:
         return SIZE_ARITHMETIC[n.target](*args)
     if name in SIZE_QUERIES:
         return SIZE_QUERIES[name](*args)
+    if name == "cond":
+        return _convert_cond(b, n, args, symbols)
     metas = _meta_tensors(n)
     _bind_new_sizes(n, metas, args, env, symbols)
     shapes = tuple(_static_shape(t, f"node {n.name} ({op_label(n)})", symbols) if hasattr(t, "shape") else None for t in metas)
@@ -318,6 +335,57 @@ def _bind_new_sizes(n: Any, metas: tuple, args: list, env: dict, symbols: dict) 
             expr = getattr(getattr(d, "node", None), "expr", None)
             if expr is not None and getattr(expr, "is_Symbol", False) and expr not in symbols:
                 symbols[expr] = int(size)
+
+
+def _submodule(graph: Any, target: str) -> Any:
+    """The GraphModule a get_attr node of `graph` names (a branch of torch.cond), or None."""
+    from torch.fx import GraphModule
+    try:
+        value = operator.attrgetter(target)(graph.owning_module)
+    except AttributeError:
+        return None
+    return value if isinstance(value, GraphModule) else None
+
+
+def _convert_cond(b: GraphBuilder, n: Any, args: list, symbols: dict) -> tuple:
+    """torch.cond(pred, true_fn, false_fn, operands) by predication: both branches are converted
+    inline on the operands and a `where` on the 0-d predicate picks each output (torch.cond makes
+    the branches return tensors of the same shapes and dtypes).  A predicate known when the
+    graph is built (a weight's, a shape's) converts the branch it picks only.  Both branches run
+    on every call otherwise, so this suits the small branches torch.cond usually holds."""
+    pred, true_fn, false_fn, operands = args[:4]
+    if true_fn is None or not hasattr(true_fn, "graph") or not hasattr(false_fn, "graph"):
+        raise NotImplementedError(f"node {n.name} (torch.cond): its branches are not graphs of the program")
+    if isinstance(pred, Value) and b.is_const(pred):
+        pred = bool(np.asarray(b.value_of(pred, f"the predicate of {n.name}")))
+    if isinstance(pred, (bool, np.bool_, int)):
+        return tuple(_convert_branch(b, true_fn if pred else false_fn, list(operands), symbols))
+    taken = _convert_branch(b, true_fn, list(operands), symbols)
+    other = _convert_branch(b, false_fn, list(operands), symbols)
+    cond = pred if pred.dtype == "bool" else b.add("cast", [pred], {"dtype": "bool"}, n.name)[0]
+    return tuple(t if t is f else b.add("where", [cond, t, f], None, n.name)[0] for t, f in zip(taken, other))
+
+
+def _convert_branch(b: GraphBuilder, gm: Any, operands: list, symbols: dict) -> list:
+    """The outputs of a torch.cond branch converted inline, its placeholders bound to `operands`."""
+    placeholders = [p for p in gm.graph.nodes if p.op == "placeholder"]
+    if len(placeholders) != len(operands):
+        raise NotImplementedError(f"a torch.cond branch takes {len(placeholders)} operands, given {len(operands)}")
+    env: dict[Any, Any] = dict(zip(placeholders, operands))
+    for m in needed_nodes(gm.graph):
+        if m.op in ("placeholder", "output"):
+            continue
+        if m.op == "get_attr":
+            value = _submodule(gm.graph, m.target)
+            if value is None:
+                value = operator.attrgetter(m.target)(gm)
+                value = b.const(np.asarray(value.detach().cpu().numpy()), name=m.name) if hasattr(value, "detach") \
+                    else value
+            env[m] = value
+            continue
+        env[m] = _convert_node(b, m, env, symbols)
+    out = next(o for o in gm.graph.nodes if o.op == "output")
+    return [_lookup(env, o) for o in _flat(out.args[0])]
 
 
 # Sizes in a graph exported with symbolic dimensions: `aten.sym_size.int(x, dim)` and Python

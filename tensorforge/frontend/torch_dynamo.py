@@ -102,6 +102,11 @@ def tensorforge_backend(gm: Any, example_inputs: list, options: dict | None = No
         warnings.warn(f"torch.compile backend {BACKEND_NAME!r}: a graph runs in eager PyTorch instead: "
                       f"{one_line(str(err))}", UserWarning, stacklevel=2)
         return gm.forward
+    except Exception as err:        # a failure of the backend itself: the user's call still runs
+        warnings.warn(f"torch.compile backend {BACKEND_NAME!r}: a graph runs in eager PyTorch instead: the backend "
+                      f"failed on it ({type(err).__name__}: {one_line(str(err))}); please report this",
+                      UserWarning, stacklevel=2)
+        return gm.forward
 
 
 class CompiledGraph:
@@ -511,8 +516,10 @@ def traced_graph(gm: Any, inputs: list, weights: list[int], numbers: tuple = ())
     fold_flattened_linears(traced.graph)
     fold_masked_updates(traced.graph)          # x[mask] = f(y[mask]) as a where, as from_torch does
     bindings = _bindings(traced.graph, inputs, [*weights, *numbers])
-    attributes = {n.target: to_numpy(_attribute(traced, n.target))
-                  for n in traced.graph.nodes if n.op == "get_attr"}
+    # tensors the graph holds become constants; torch.cond's branches (graph modules) are
+    # converted where the cond is (torch_convert.py)
+    attributes = {n.target: to_numpy(value) for n in traced.graph.nodes if n.op == "get_attr"
+                  for value in [_attribute(traced, n.target)] if isinstance(value, torch.Tensor)}
     spec = _outputs_with_updates(traced.graph, updates)
     return convert_graph(traced.graph, bindings, "torch_compile", attributes=attributes), spec, [k for k, _ in updates]
 
@@ -551,6 +558,8 @@ def staged_program(gm: Any, inputs: list, weights: list[int], numbers: tuple = (
     # placeholders bound to their values, as torch.export lifts them
     for n in [n for n in graph.nodes if n.op == "get_attr"]:
         value = _attribute(traced, n.target)
+        if isinstance(value, torch.fx.GraphModule):
+            continue                        # a branch of torch.cond, converted where the cond is
         if not isinstance(value, torch.Tensor):
             raise NotImplementedError(f"the graph holds {n.target}, which is not a tensor")
         with graph.inserting_before(placeholders[0] if placeholders else next(iter(graph.nodes))):

@@ -585,3 +585,20 @@ def test_a_number_read_out_of_a_tensor_the_graph_is_handed_falls_back_with_one_l
             np.testing.assert_allclose(fast(x).numpy(), module(x).numpy(), atol=1e-6, rtol=0)
     ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
     assert ours and all("runs in eager PyTorch" in m and "\n" not in m for m in ours)
+
+
+def test_a_failure_of_the_backend_itself_leaves_the_graph_to_eager_pytorch(monkeypatch):
+    """An error the backend did not foresee is a warning that asks for a report, and the user's
+    call still runs (in eager PyTorch), instead of dynamo's BackendCompilerFailed."""
+    def broken(*args, **kwargs):
+        raise AttributeError("something the backend did not foresee")
+
+    monkeypatch.setattr(torch_dynamo, "CompiledGraph", broken)
+    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = _compiled(module, (x,))[0]
+    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-5, rtol=0)
+    ours = [str(w.message) for w in caught if "tensorforge" in str(w.message)]
+    assert len(ours) == 1 and "AttributeError: something the backend did not foresee" in ours[0]
+    assert "please report" in ours[0] and "\n" not in ours[0]
