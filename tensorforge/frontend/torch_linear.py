@@ -29,8 +29,13 @@ def _name(node: Any) -> str:
 
 
 def _shape(node: Any) -> tuple | None:
+    """A node's shape, a symbolic size as its expression: the comparisons below are then
+    structural.  Comparing the SymInts themselves asks the shape environment, which may answer
+    by fixing a symbol (a batch Dim became 2 after `s77 * 8 == 16` was asked)."""
     val = getattr(node, "meta", {}).get("val")
-    return tuple(val.shape) if val is not None and hasattr(val, "shape") else None
+    if val is None or not hasattr(val, "shape"):
+        return None
+    return tuple(d if isinstance(d, int) else d.node.expr for d in val.shape)
 
 
 def _weight_of(node: Any) -> Any:
