@@ -38,6 +38,9 @@ def _nonzero(x: np.ndarray) -> np.ndarray:
 def _index(x: np.ndarray, indices: list) -> np.ndarray:
     """aten.index.Tensor: `x[indices]` with None for a whole axis (NumPy's advanced indexing is
     PyTorch's: boolean masks select, integer arrays gather, separated index arrays go first)."""
+    mask = indices[0] if len(indices) == 1 else None
+    if mask is not None and mask.dtype == np.bool_ and mask.ndim == 1 and x.ndim and mask.shape[0] == x.shape[0]:
+        return np.compress(mask, x, axis=0)        # x[mask] on rows: a third faster, already contiguous
     key = tuple(slice(None) if i is None else (i if i.dtype == np.bool_ else i.astype(np.int64)) for i in indices)
     return contiguous(x[key])
 
