@@ -37,14 +37,18 @@ def _cnn():
                          nn.Flatten(), nn.Linear(8 * 4 * 4, 10)).eval()
 
 
-def test_cnn_matches_eager():
-    module, x = _cnn(), torch.randn(2, 3, 8, 8)
+def _matches_eager(module, args, atol: float = 1e-4) -> None:
+    """torch.compile's outputs match eager PyTorch's, and no graph was left to eager PyTorch."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        outs = _compiled(module, (x,))
+        outs = _compiled(module, args)
     _no_fallback(caught)
-    for got, want in zip(outs, eager(module, (x,))):
-        np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
+    for got, want in zip(outs, eager(module, args)):
+        np.testing.assert_allclose(got, want, atol=atol, rtol=0)
+
+
+def test_cnn_matches_eager():
+    _matches_eager(_cnn(), (torch.randn(2, 3, 8, 8),))
 
 
 def _no_fallback(caught) -> None:
@@ -61,12 +65,7 @@ def test_dqn_and_transformer_encoder_match_eager():
     torch.manual_seed(0)
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2,
                                 enable_nested_tensor=False).eval()
-    src = torch.randn(2, 5, 16)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = _compiled(enc, (src,))[0]
-    _no_fallback(caught)
-    np.testing.assert_allclose(got, eager(enc, (src,))[0], atol=1e-4, rtol=0)
+    _matches_eager(enc, (torch.randn(2, 5, 16),))
 
 
 def test_updated_weight_recompiles():
@@ -536,12 +535,7 @@ def test_norms_over_the_batchs_own_statistics_compile():
     torch.manual_seed(0)
     module = nn.Sequential(nn.Conv2d(3, 6, 3), nn.InstanceNorm2d(6, affine=True), nn.ReLU(),
                            nn.BatchNorm2d(6, track_running_stats=False)).eval()
-    x = torch.randn(2, 3, 8, 8)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        got = _compiled(module, (x,))[0]
-    _no_fallback(caught)
-    np.testing.assert_allclose(got, eager(module, (x,))[0], atol=1e-4, rtol=0)
+    _matches_eager(module, (torch.randn(2, 3, 8, 8),))
 
 
 def test_numbers_dynamo_passes_as_tensors_are_constants_of_each_variant():
