@@ -69,6 +69,11 @@ def _ort_call(session):
     return lambda a: session.run(None, {"image": a})
 
 
+def _torch_call(fn):
+    import torch
+    return lambda a: [o.numpy() for o in fn(torch.from_numpy(a))]
+
+
 def _check(name: str, got: list, want: list) -> None:
     for g, w in zip(got, want):
         if g.shape != w.shape:
@@ -128,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             "from_torch": staged_torch,
             "ort": _ort_call(session),
             "from_onnx": staged_onnx,
-            "torch.compile": lambda a: [o.numpy() for o in compiled(torch.from_numpy(a))],
+            "torch.compile": _torch_call(compiled),
         }
         with torch.no_grad():
             for name, fn in paths.items():
