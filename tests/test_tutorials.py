@@ -27,6 +27,12 @@ LESSONS = {
     "06_tuning.py": ["the tuned model matches NumPy"],
     "07_symbolic_shapes.py": ["every batch size and length: matches the ONNX reference", "padding verified",
                               "the pooled model: padding refused, compiled per length, matches the ONNX reference"],
+    "08_pytorch.py": ["static classifier: matches eager PyTorch", "batch 5: matches eager PyTorch",
+                      "batch buckets: {3: '2+1', 5: '4+1'}", "outside the range [1, 16]",
+                      "detector, image 2", "trimmed to 9: matches eager PyTorch",
+                      "specializations of the trimmed stretch: 2", "torch.cond, mean -",
+                      "torch.compile detector, image 1: matches eager PyTorch",
+                      "torch.compile: every graph compiled, none left to eager PyTorch"],
 }
 
 
@@ -44,6 +50,8 @@ def test_tutorial_runs(name, tmp_path):
     if name == "03_whole_model.py":
         pytest.importorskip("onnx")
         pytest.importorskip("onnxruntime")
+    if name == "08_pytorch.py":
+        pytest.importorskip("torch", reason="lesson 8 needs the [torch] extra")
     env = dict(os.environ, **SMALL, TENSORFORGE_CACHE_DIR=str(tmp_path / "cache"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     env.pop("TENSORFORGE_DEBUG", None)

@@ -148,7 +148,7 @@ class TorchProgram:
         # position -> symbol; their "shape" in symbols_for is ("=", value), and the graph reads
         # the value as a constant
         self.value_inputs: dict[int, Any] = {}
-        self.ranges = {sym: (int(r.lower), _upper(r.upper)) for sym, r in program.range_constraints.items()
+        self.ranges = {sym: (_lower(r.lower), _upper(r.upper)) for sym, r in program.range_constraints.items()
                        if getattr(r.lower, "is_integer", False) or isinstance(r.lower, int)}
 
     @property
@@ -187,7 +187,7 @@ class TorchProgram:
                         raise ValueError(f"input {name!r}: dimension {axis} is {want}, which is {values[want]} "
                                          f"in an earlier input, but {got} here")
                     low, high = self.ranges.get(want, (0, None))
-                    if got < low or (high is not None and got > high):
+                    if (low is not None and got < low) or (high is not None and got > high):
                         raise ValueError(f"input {name!r}: dimension {axis} ({want}) is {got}, outside the "
                                          f"range [{low}, {high if high is not None else 'inf'}] it was exported with")
         for k, ((name, dims, _), shape) in enumerate(zip(self.specs, shapes)):     # derived sizes (2 * s0) agree
@@ -204,6 +204,13 @@ class TorchProgram:
         from .torch_convert import convert_graph
         symbols = self.symbols_for(shapes)
         return convert_graph(self.program.graph, self.bindings, self.name, symbols)
+
+
+def _lower(bound: Any) -> int | None:
+    """A range's lower bound as an int, None for none (an `.item()`'s symbol can be any integer)."""
+    import sympy
+    from torch.utils._sympy.numbers import int_oo
+    return None if bound in (-int_oo, -sympy.oo) else int(bound)
 
 
 def _upper(bound: Any) -> int | None:

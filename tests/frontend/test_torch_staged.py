@@ -220,3 +220,12 @@ def test_selected_rows_written_back_after_a_layer():
     gen = torch.Generator().manual_seed(9)
     for _ in range(4):
         _check(model, module, (torch.randn(10, 8, generator=gen),))
+
+
+def test_an_item_with_no_known_bounds():
+    """Without an op that bounds it (arange does: n >= 0), an .item()'s symbol ranges over every
+    integer; the program was refused while reading that range."""
+    module = Fn(lambda x, lengths: x[:, :lengths.max().item()].sum(1))
+    model = tensorforge.compile(from_torch(module, (torch.randn(2, 10, 3), torch.tensor([3, 5]))))
+    for lengths in ([3, 5], [8, 1]):
+        _check(model, module, (torch.randn(2, 10, 3), torch.tensor(lengths)))
