@@ -13,9 +13,10 @@ cache, and where the data-dependent size leads a stage's inputs (the rows of `x[
 stage keeps those rows apart, a count that is not a batch bucket runs as chunks of the buckets
 (batch_buckets.py), so a new count compiles nothing once its buckets exist.
 
-`torch.unique_consecutive` runs on the host too.  Other ops with data-dependent sizes
-(`.item()` feeding a shape, `repeat_interleave` by a tensor, ...) are
-refused at `from_torch` with one line naming the node.
+`torch.unique_consecutive` runs on the host too, and so does `.item()`: an integer one's value
+specializes the stretches after it (a slice up to it, arange of it), a float one that only
+arithmetic reads is a 0-d input of them.  Other ops with data-dependent sizes
+(`repeat_interleave` by a tensor, ...) are refused at `from_torch` with one line naming the node.
 """
 from __future__ import annotations
 
@@ -136,6 +137,16 @@ def _computes_tensors(n: Any) -> bool:
     return hasattr(val, "shape") or (isinstance(val, (list, tuple)) and any(hasattr(v, "shape") for v in val))
 
 
+# element-wise ops whose converters take any operand as a tensor: a float .item() they read can
+# be a 0-d input (clamp's bounds, say, must be constants)
+_ARITHMETIC = {"add", "sub", "rsub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def _pointwise(n: Any) -> bool:
+    """Whether a node is element-wise arithmetic that takes a float .item() as a 0-d tensor."""
+    return n.op == "call_function" and op_name(n) in _ARITHMETIC
+
+
 def _is_size(n: Any) -> bool:
     """Whether a node's value is an integer size (a SymInt or int: sym_size, size arithmetic)."""
     val = n.meta.get("val")
@@ -191,15 +202,22 @@ class StagedTorchProgram(TorchProgram):
                 raise NotImplementedError(f"node {n.name} (torch.unique with sorted=False): PyTorch does not specify "
                                           "the order of its values; use sorted=True")
         self.host_ops = sorted({op_label(n) for n in hosts})
-        # `.item()` of an integer tensor: its symbol's value is read from the host's 0-d array
+        # `.item()` of an integer tensor: its symbol's value is read from the host's 0-d array;
+        # of a float tensor read only by element-wise ops (x / x.max().item()): a 0-d input of
+        # the stretches after it, so a new value compiles nothing
         self._scalars: dict = {}
+        self._numbers: set = set()
         for n in hosts:
             if op_name(n) == "_local_scalar_dense":
                 val = n.meta.get("val")
+                if type(val).__name__ == "SymFloat" and all(_pointwise(u) for u in n.users):
+                    self._numbers.add(n)
+                    continue
                 if not isinstance(getattr(getattr(val, "node", None), "expr", None), sympy_symbol()) \
                         or type(val).__name__ != "SymInt":
-                    raise NotImplementedError(f"node {n.name} (.item() of a {n.args[0].meta['val'].dtype} tensor): only "
-                                              "an integer .item() can be used in the program")
+                    raise NotImplementedError(f"node {n.name} (.item() of a {n.args[0].meta['val'].dtype} tensor): an "
+                                              "integer .item() can be used in the program, and a float one that only "
+                                              "arithmetic reads (+, -, *, / and comparisons)")
                 self._scalars[val.node.expr] = n
         host_set = set(hosts)
         nodes = needed_nodes(graph)
@@ -278,6 +296,11 @@ class StagedTorchProgram(TorchProgram):
             remap[p] = node
             if p.op == "placeholder" and self.bindings.get(p.name, ("input",))[0] == "const":
                 bindings[node.name] = self.bindings[p.name]
+            elif p in self._numbers:          # a float .item(): a 0-d tensor of the source's dtype
+                import torch
+                node.meta["val"] = torch.empty((), dtype=p.args[0].meta["val"].dtype, device="meta")
+                bindings[node.name] = ("input", None)
+                inputs.append(p)
             elif _is_tensor(p):
                 bindings[node.name] = ("input", None)
                 inputs.append(p)
@@ -296,7 +319,8 @@ class StagedTorchProgram(TorchProgram):
         # a size is worked out from the symbols of the stretch's input shapes: where they lack one
         # of its symbols, the tensor it was read from (x[mask] for sym_size(x[mask], 0)) is passed too
         def given() -> set:
-            return set().union(*(_free(d) for q in inputs for d in _dims(q))) | {v.meta["val"].node.expr for v in values}
+            return set().union(*(_free(d) for q in inputs for d in _dims(remap[q]))) | {v.meta["val"].node.expr
+                                                                                        for v in values}
 
         for p in list(sizes):
             if _free(p.meta.get("val")) - given():
@@ -315,7 +339,7 @@ class StagedTorchProgram(TorchProgram):
         given_out = [n for n in members if n.name in wanted and _computes_tensors(n)]     # sizes stay inside
         outputs = [n.name for n in given_out]
         graph.output(tuple(remap[n] for n in given_out))
-        specs = [(remap[q].name, _dims(q), torch_dtype(q.meta["val"].dtype)) for q in inputs]
+        specs = [(remap[q].name, _dims(remap[q]), torch_dtype(remap[q].meta["val"].dtype)) for q in inputs]
         # the .item() values last: the compiled graph's inputs are the tensors, in the same order
         specs += [(remap[h].name, (), "int64") for h in values]
         stretch = TorchProgram(ProgramShell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",

@@ -133,8 +133,8 @@ def test_ops_whose_size_only_data_gives_and_that_have_no_host_form_are_refused()
     from tensorforge.frontend.onnx import UnsupportedOpsError
     with pytest.raises(UnsupportedOpsError, match=r"aten.repeat_interleave.Tensor"):
         from_torch(Fn(lambda x, n: torch.repeat_interleave(x, n) * 2), (torch.randn(3), torch.tensor([1, 2, 0])))
-    with pytest.raises(NotImplementedError, match=r"only an integer .item\(\)"):
-        from_torch(Fn(lambda x: x * x.max().item()), (torch.randn(3),))
+    with pytest.raises(NotImplementedError, match=r"a float one that only arithmetic reads"):
+        from_torch(Fn(lambda x: torch.clamp(x, max=x.max().item())), (torch.randn(3),))
 
 
 class Trim(nn.Module):
@@ -229,3 +229,18 @@ def test_an_item_with_no_known_bounds():
     model = tensorforge.compile(from_torch(module, (torch.randn(2, 10, 3), torch.tensor([3, 5]))))
     for lengths in ([3, 5], [8, 1]):
         _check(model, module, (torch.randn(2, 10, 3), torch.tensor(lengths)))
+
+
+def test_a_float_item_read_by_arithmetic_is_an_input_of_the_next_stretch():
+    """x / x.abs().max().item(): the float is a 0-d input of the stretch after it, not a
+    constant, so a new value compiles nothing."""
+    def f(x):
+        s = x.abs().max().item()
+        return x / s, (x * s > 1.0).float(), x - s
+
+    module = Fn(f)
+    model = tensorforge.compile(from_torch(module, (torch.randn(4, 3),)))
+    gen = torch.Generator().manual_seed(11)
+    for k in range(3):
+        _check(model, module, (torch.randn(4, 3, generator=gen) * (k + 1),))
+    assert [stage["specializations"] for stage in model.info["stages"]] == [1, 1]
