@@ -123,6 +123,17 @@ def _meta_tensors(node: Any) -> list:
     return list(val) if isinstance(val, (list, tuple)) else [val]
 
 
+def shape_exprs(node: Any) -> tuple | None:
+    """A node's shape with each symbolic size as its sympy expression (None when its value has
+    no shape).  Compared structurally, such shapes ask the shape environment nothing: comparing
+    the SymInts themselves may make it answer by fixing a symbol (a batch Dim became the
+    example's 2 after `s77 * 8 == 16` was asked)."""
+    val = getattr(node, "meta", {}).get("val")
+    if val is None or not hasattr(val, "shape"):
+        return None
+    return tuple(d if isinstance(d, int) else d.node.expr for d in val.shape)
+
+
 def concrete(value: Any, symbols: dict) -> int:
     """A SymInt (or int) as an int, its symbols replaced by their values in `symbols`."""
     if isinstance(value, int):
@@ -239,6 +250,21 @@ def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = 
             if not metas or not hasattr(metas[0], "shape"):
                 raise NotImplementedError(f"input {n.name} is not a tensor; only tensor inputs are supported")
             env[n] = b.input(n.name, _static_shape(metas[0], f"input {n.name}", symbols), torch_dtype(metas[0].dtype))
+
+    def attribute(n: Any) -> Any:
+        if n.target not in attributes:
+            raise NotImplementedError(f"node {n.name} reads the attribute {n.target}, which is not a tensor "
+                                      "the graph holds")
+        return np.asarray(attributes[n.target])
+
+    return _finish(b, _convert_nodes(b, graph, nodes, env, symbols, attribute))
+
+
+def _convert_nodes(b: GraphBuilder, graph: Any, nodes: list, env: dict, symbols: dict,
+                   attribute: Callable[[Any], Any]) -> list:
+    """Convert `nodes` of `graph` into `b`, its placeholders already in `env`; the graph's
+    outputs.  A get_attr node names a torch.cond branch (kept as the graph module) or a tensor,
+    which `attribute(node)` gives as an array (a constant), or passes through otherwise."""
     for n in nodes:
         if n.op in ("placeholder", "output"):
             continue
@@ -246,16 +272,13 @@ def convert_graph(graph: Any, bindings: dict, name: str, symbols: dict | None = 
             branch = _submodule(graph, n.target)
             if branch is not None:          # a branch of torch.cond
                 env[n] = branch
-                continue
-            if n.target not in attributes:
-                raise NotImplementedError(f"node {n.name} reads the attribute {n.target}, which is not a tensor "
-                                          "the graph holds")
-            env[n] = b.const(np.asarray(attributes[n.target]), name=n.name)
+            else:
+                value = attribute(n)
+                env[n] = b.const(value, name=n.name) if isinstance(value, np.ndarray) else value
             continue
         env[n] = _convert_node(b, n, env, symbols)
     out = next(n for n in graph.nodes if n.op == "output")
-    results = [_lookup(env, o) for o in _flat(out.args[0])]
-    return _finish(b, results)
+    return [_lookup(env, o) for o in _flat(out.args[0])]
 
 
 def _flat(x: Any) -> list:
@@ -371,21 +394,12 @@ def _convert_branch(b: GraphBuilder, gm: Any, operands: list, symbols: dict) -> 
     placeholders = [p for p in gm.graph.nodes if p.op == "placeholder"]
     if len(placeholders) != len(operands):
         raise NotImplementedError(f"a torch.cond branch takes {len(placeholders)} operands, given {len(operands)}")
-    env: dict[Any, Any] = dict(zip(placeholders, operands))
-    for m in needed_nodes(gm.graph):
-        if m.op in ("placeholder", "output"):
-            continue
-        if m.op == "get_attr":
-            value = _submodule(gm.graph, m.target)
-            if value is None:
-                value = operator.attrgetter(m.target)(gm)
-                value = b.const(np.asarray(value.detach().cpu().numpy()), name=m.name) if hasattr(value, "detach") \
-                    else value
-            env[m] = value
-            continue
-        env[m] = _convert_node(b, m, env, symbols)
-    out = next(o for o in gm.graph.nodes if o.op == "output")
-    return [_lookup(env, o) for o in _flat(out.args[0])]
+
+    def attribute(m: Any) -> Any:
+        value = operator.attrgetter(m.target)(gm)
+        return np.asarray(value.detach().cpu().numpy()) if hasattr(value, "detach") else value
+
+    return _convert_nodes(b, gm.graph, needed_nodes(gm.graph), dict(zip(placeholders, operands)), symbols, attribute)
 
 
 # Sizes in a graph exported with symbolic dimensions: `aten.sym_size.int(x, dim)` and Python

@@ -426,22 +426,21 @@ class _Variant:
         torch = import_torch()
         from torch.utils._pytree import TreeSpec
 
+        sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
+        self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes
+                                and k not in numbers]
         if staged:           # sizes only the data gives: the stretches compile per shape when called
             from ..staged import StagedTorchModel
             program, self.out_spec, self.updates = staged_program(gm, inputs, weights, numbers)
             self.model = StagedTorchModel(program, {"target": target, "threads": threads})
             # run once now, so that a stretch that cannot compile leaves the graph to eager PyTorch
-            self.model(*[_as_array(x) for k, x in enumerate(inputs)
-                         if k not in weights and k not in numbers and isinstance(x, torch.Tensor)])
+            self.model(*[_as_array(inputs[k]) for k in self.input_positions])
         else:
             graph, self.out_spec, self.updates = traced_graph(gm, inputs, weights, numbers)
             with sharing_params(params):       # the weights the variants derive alike, held once
                 self.model = compile_graph(graph, target=target, threads=threads)
-        sizes = {k for k, x in enumerate(inputs) if not isinstance(x, torch.Tensor)}
         # weights dynamo passes as arguments are checked by identity and version; weights the
         # graph holds as attributes (dynamo's install_free_tensors) by version
-        self.input_positions = [k for k in range(len(inputs)) if k not in weights and k not in sizes
-                                and k not in numbers]
         self._numbers = [(k, inputs[k].item()) for k in numbers]
         self._pick_weights = _picker(weights)
         self._pick_inputs = _picker(self.input_positions)
@@ -497,25 +496,12 @@ def traced_graph(gm: Any, inputs: list, weights: list[int], numbers: tuple = ())
     constants, the other tensors inputs; the graph's outputs are the user's, then the new values
     of the updated inputs (`input_updates`)."""
     torch = import_torch()
-    from torch.func import functionalize
-    from torch.fx.experimental.proxy_tensor import make_fx
-
     from .torch_convert import convert_graph
-    from .torch_decomp import decompositions
-    from .torch_linear import fold_flattened_linears
-    from .torch_masked import fold_masked_updates
+    # traced on copies, since tracing runs the graph and must not update the module's buffers
     with torch.no_grad():
-        # functionalized: in-place ops (nn.ReLU(inplace=True)) become their pure forms; traced
-        # on copies, since tracing runs the graph and must not update the module's buffers
         copies = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
-        gm = _fold_weight_items(gm, inputs, [*weights, *numbers])
-        traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
-                                 decomposition_table=decompositions()), copies)
-        del copies
-    updates = input_updates(traced.graph, weights)
-    fold_flattened_linears(traced.graph)
-    fold_masked_updates(traced.graph)          # x[mask] = f(y[mask]) as a where, as from_torch does
-    bindings = _bindings(traced.graph, inputs, [*weights, *numbers])
+    traced, updates, bindings = _trace(gm, inputs, weights, numbers, copies)
+    del copies
     # tensors the graph holds become constants; torch.cond's branches (graph modules) are
     # converted where the cond is (torch_convert.py)
     attributes = {n.target: to_numpy(value) for n in traced.graph.nodes if n.op == "get_attr"
@@ -532,28 +518,16 @@ def staged_program(gm: Any, inputs: list, weights: list[int], numbers: tuple = (
     graph) and the sizes dynamo passes become constants."""
     torch = import_torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.func import functionalize
-    from torch.fx.experimental.proxy_tensor import make_fx
     from torch.fx.experimental.symbolic_shapes import ShapeEnv, free_unbacked_symbols
 
     from .torch_convert import torch_dtype
-    from .torch_decomp import decompositions
-    from .torch_linear import fold_flattened_linears
-    from .torch_masked import fold_masked_updates
     from .torch_staged import ProgramShell, StagedTorchProgram
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)     # the graph's held weights stay real
     fakes = [mode.from_tensor(x, static_shapes=True) if isinstance(x, torch.Tensor) else x for x in inputs]
-    gm = _fold_weight_items(gm, inputs, [*weights, *numbers])
-    with torch.no_grad(), mode:
-        traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
-                                 decomposition_table=decompositions()), fakes)
+    traced, updates, bindings = _trace(gm, inputs, weights, numbers, fakes, mode)
     graph = traced.graph
-    updates = input_updates(graph, weights)
-    fold_flattened_linears(graph)
-    fold_masked_updates(graph)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
-    bindings = _bindings(graph, inputs, [*weights, *numbers])
     # the tensors the graph holds (dynamo's installed weights, constants made in forward) become
     # placeholders bound to their values, as torch.export lifts them
     for n in [n for n in graph.nodes if n.op == "get_attr"]:
@@ -578,6 +552,32 @@ def staged_program(gm: Any, inputs: list, weights: list[int], numbers: tuple = (
             [k for k, _ in updates])
 
 
+def _trace(gm: Any, inputs: list, weights: list[int], numbers: tuple, args: list, mode: Any = None) -> tuple:
+    """(traced graph module, input updates, convert_graph's bindings): `gm` with the weights' and
+    numbers' `.item()`s folded, functionalized (in-place ops, nn.ReLU(inplace=True), become
+    their pure forms) and traced to core ATen on `args` (under the fake tensor `mode`, if one);
+    the updates of inputs taken out (`input_updates`), flattened linear layers and masked
+    updates rewritten as from_torch rewrites them."""
+    import contextlib
+
+    import torch
+    from torch.func import functionalize
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .torch_decomp import decompositions
+    from .torch_linear import fold_flattened_linears
+    from .torch_masked import fold_masked_updates
+    constants = [*weights, *numbers]
+    gm = _fold_weight_items(gm, inputs, constants)
+    with torch.no_grad(), (mode if mode is not None else contextlib.nullcontext()):
+        traced = _traced(make_fx(functionalize(gm, remove="mutations_and_views"),
+                                 decomposition_table=decompositions()), args)
+    updates = input_updates(traced.graph, weights)
+    fold_flattened_linears(traced.graph)
+    fold_masked_updates(traced.graph)
+    return traced, updates, _bindings(traced.graph, inputs, constants)
+
+
 def _number_inputs(gm: Any, inputs: list, weights: list[int]) -> tuple:
     """Positions of the 0-d tensor inputs (not weights) that the graph only reads with
     `.item()`: numbers dynamo passes as tensors (a module's float attributes under
@@ -592,17 +592,17 @@ def _number_inputs(gm: Any, inputs: list, weights: list[int]) -> tuple:
                  and re.match(r"[LG]\['[^']*'\]\.", _source(n)) is not None)
 
 
-def _fold_weight_items(gm: Any, inputs: list, weights: list[int]) -> Any:
-    """`gm` with each `.item()` of a weight (a parameter read as a number, which dynamo keeps in a
-    graph it made shape-generic) replaced by the number: weights are compiled in as constants,
-    and a variant whose weights change recompiles.  A new graph module over the same
+def _fold_weight_items(gm: Any, inputs: list, constants: list[int]) -> Any:
+    """`gm` with each `.item()` of a constant input (a weight, or a number dynamo passes as a
+    tensor: read as a number in a graph it made shape-generic) replaced by the number: they are
+    compiled in as constants, and a variant whose weights or numbers change recompiles.  A new graph module over the same
     attributes; `gm` itself is left as dynamo gave it (its other variants may bake other weights)."""
     import copy
 
     import torch
     from torch.fx import GraphModule, map_arg
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    weight_nodes = {placeholders[k]: inputs[k] for k in weights if k < len(placeholders)}
+    weight_nodes = {placeholders[k]: inputs[k] for k in constants if k < len(placeholders)}
     items = [n for n in gm.graph.nodes if n.op == "call_method" and n.target == "item" and len(n.args) == 1
              and (n.args[0] in weight_nodes or n.args[0].op == "get_attr")]
     if not items:

@@ -29,13 +29,9 @@ def _name(node: Any) -> str:
 
 
 def _shape(node: Any) -> tuple | None:
-    """A node's shape, a symbolic size as its expression: the comparisons below are then
-    structural.  Comparing the SymInts themselves asks the shape environment, which may answer
-    by fixing a symbol (a batch Dim became 2 after `s77 * 8 == 16` was asked)."""
-    val = getattr(node, "meta", {}).get("val")
-    if val is None or not hasattr(val, "shape"):
-        return None
-    return tuple(d if isinstance(d, int) else d.node.expr for d in val.shape)
+    """A node's shape as expressions: the comparisons below are structural (torch_convert.shape_exprs)."""
+    from .torch_convert import shape_exprs
+    return shape_exprs(node)
 
 
 def _weight_of(node: Any) -> Any:

@@ -21,6 +21,8 @@ from typing import Any
 def fold_masked_updates(graph: Any) -> int:
     """Rewrite the graph's masked index_puts as above; the number rewritten."""
     import torch
+
+    from .torch_convert import shape_exprs
     aten = torch.ops.aten
     done = 0
     for n in list(graph.nodes):
@@ -34,7 +36,7 @@ def fold_masked_updates(graph: Any) -> int:
         rest = _val(x).dim() - _val(mask).dim()
         with graph.inserting_before(n):
             full = _unselect(graph, values, mask, rest, {})
-            if full is None or _val(full).dtype != _val(x).dtype or _dims(full) != _dims(x):
+            if full is None or _val(full).dtype != _val(x).dtype or shape_exprs(full) != shape_exprs(x):
                 continue
             cond = mask
             for _ in range(rest):
@@ -66,12 +68,6 @@ def _call(graph: Any, target: Any, *args: Any) -> Any:
     node = graph.call_function(target, tuple(args))
     node.meta["val"] = val
     return node
-
-
-def _dims(n: Any) -> tuple:
-    """A node's shape with each symbolic size as its expression: compared structurally, with no
-    question to the shape environment (which may answer by fixing a symbol)."""
-    return tuple(d if isinstance(d, int) else d.node.expr for d in _val(n).shape)
 
 
 def _is_one(size: Any) -> bool:

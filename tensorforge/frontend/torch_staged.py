@@ -27,7 +27,7 @@ import numpy as np
 
 from .onnx_host import contiguous
 from .torch import TorchProgram
-from .torch_convert import _bind, _flat, needed_nodes, op_label, op_name, torch_dtype
+from .torch_convert import _bind, _flat, needed_nodes, op_label, op_name, shape_exprs, torch_dtype
 
 
 def _nonzero(x: np.ndarray) -> np.ndarray:
@@ -142,7 +142,7 @@ def _computes_tensors(n: Any) -> bool:
 _ARITHMETIC = {"add", "sub", "rsub", "mul", "div", "eq", "ne", "lt", "le", "gt", "ge"}
 
 
-def _pointwise(n: Any) -> bool:
+def _arithmetic(n: Any) -> bool:
     """Whether a node is element-wise arithmetic that takes a float .item() as a 0-d tensor."""
     return n.op == "call_function" and op_name(n) in _ARITHMETIC
 
@@ -174,11 +174,6 @@ def _tensor_sources(n: Any) -> list:
     return found
 
 
-def _dims(n: Any) -> tuple:
-    """A tensor node's shape with each symbolic size as its sympy expression."""
-    return tuple(d if isinstance(d, int) else d.node.expr for d in n.meta["val"].shape)
-
-
 class _Stage:
     """The stretch of nodes one stage compiles (None when it has none) and the host ops that run
     after it.  `inputs`: the names of the values the stretch reads, in its program's input order;
@@ -203,18 +198,17 @@ class StagedTorchProgram(TorchProgram):
                                           "the order of its values; use sorted=True")
         self.host_ops = sorted({op_label(n) for n in hosts})
         # `.item()` of an integer tensor: its symbol's value is read from the host's 0-d array;
-        # of a float tensor read only by element-wise ops (x / x.max().item()): a 0-d input of
+        # of a float tensor read only by arithmetic (x / x.max().item()): a 0-d input of
         # the stretches after it, so a new value compiles nothing
         self._scalars: dict = {}
         self._numbers: set = set()
         for n in hosts:
             if op_name(n) == "_local_scalar_dense":
                 val = n.meta.get("val")
-                if type(val).__name__ == "SymFloat" and all(_pointwise(u) for u in n.users):
+                if type(val).__name__ == "SymFloat" and all(_arithmetic(u) for u in n.users):
                     self._numbers.add(n)
                     continue
-                if not isinstance(getattr(getattr(val, "node", None), "expr", None), sympy_symbol()) \
-                        or type(val).__name__ != "SymInt":
+                if type(val).__name__ != "SymInt" or not getattr(val.node.expr, "is_Symbol", False):
                     raise NotImplementedError(f"node {n.name} (.item() of a {n.args[0].meta['val'].dtype} tensor): an "
                                               "integer .item() can be used in the program, and a float one that only "
                                               "arithmetic reads (+, -, *, / and comparisons)")
@@ -319,7 +313,7 @@ class StagedTorchProgram(TorchProgram):
         # a size is worked out from the symbols of the stretch's input shapes: where they lack one
         # of its symbols, the tensor it was read from (x[mask] for sym_size(x[mask], 0)) is passed too
         def given() -> set:
-            return set().union(*(_free(d) for q in inputs for d in _dims(remap[q]))) | {v.meta["val"].node.expr
+            return set().union(*(_free(d) for q in inputs for d in shape_exprs(remap[q]))) | {v.meta["val"].node.expr
                                                                                         for v in values}
 
         for p in list(sizes):
@@ -339,7 +333,7 @@ class StagedTorchProgram(TorchProgram):
         given_out = [n for n in members if n.name in wanted and _computes_tensors(n)]     # sizes stay inside
         outputs = [n.name for n in given_out]
         graph.output(tuple(remap[n] for n in given_out))
-        specs = [(remap[q].name, _dims(remap[q]), torch_dtype(remap[q].meta["val"].dtype)) for q in inputs]
+        specs = [(remap[q].name, shape_exprs(remap[q]), torch_dtype(remap[q].meta["val"].dtype)) for q in inputs]
         # the .item() values last: the compiled graph's inputs are the tensors, in the same order
         specs += [(remap[h].name, (), "int64") for h in values]
         stretch = TorchProgram(ProgramShell(graph, self.program.range_constraints), bindings, f"{self.name}_stage{s}",
@@ -362,11 +356,6 @@ class ProgramShell:
 
     def __init__(self, graph: Any, range_constraints: dict):
         self.graph, self.range_constraints = graph, range_constraints
-
-
-def sympy_symbol() -> type:
-    import sympy
-    return sympy.Symbol
 
 
 def host_calls(stage: _Stage) -> list[tuple[str, Callable, list]]:
